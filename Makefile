@@ -40,5 +40,5 @@ lab: env
 export: env
 	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean
 
-readme: env
-	$(VENV)/bin/nbdev_readme
+readme: env  ## README.md from nbs/index.ipynb (nbdev_readme needs quarto, which is not installable here)
+	$(VENV)/bin/jupyter nbconvert --to markdown --execute nbs/index.ipynb --output-dir . --output README --log-level WARN

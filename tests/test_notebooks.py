@@ -2,12 +2,12 @@
 from pathlib import Path
 import pytest
 from nbdev.config import get_config
-from nbdev.test import test_nb
+from nbdev import test as nbdev_test
 
 NBS = sorted((Path(__file__).resolve().parents[1]/'nbs').glob('*.ipynb'))
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
 def test_notebook(nb, capsys):
     skip = get_config().tst_flags.split()
-    ok, secs = test_nb(nb, skip_flags=skip, basepath=get_config().config_path)
+    ok, secs = nbdev_test.test_nb(nb, skip_flags=skip, basepath=get_config().config_path)
     assert ok, f'{nb.name} failed (traceback above); run it with: nbdev_test --path {nb}'
