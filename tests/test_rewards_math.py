@@ -1,0 +1,83 @@
+"Hand-computed checks of every reward rule (method.md §1.4-1.5, §2.1-2.3) and each RewardConfig variant."
+import math
+import pytest
+from venus_nb.rewards import RewardConfig, turn_advantages, reward_details, zscore
+
+Z = lambda d, var: d / (math.sqrt(var + 1e-8) + 1e-6)   # official z-score of a deviation d with population variance var
+ok = lambda n: [True] * n
+
+def test_group_of_one_gets_zero_outcome_and_zero_ig():
+    adv = turn_advantages([['visit', 'answer']], [[0.7, None]], [ok(2)], [1.0], [0])
+    # one outcome -> std 1 -> O = 0; one IG -> I = 0; s = eta / (0 + eps) capped at s_max, times 0
+    assert adv == [[0.0, 0.0]]
+
+def test_no_visit_turns_is_outcome_only():
+    adv = turn_advantages([['search', 'search', 'answer'], ['search', 'answer']], [[None] * 3, [None] * 2], [ok(3), ok(2)], [1.0, 0.0], [0, 0])
+    O = Z(0.5, 0.25)
+    assert adv[0] == pytest.approx([O] * 3) and adv[1] == pytest.approx([-O] * 2)
+
+def test_all_outcomes_equal_eta_floor():
+    d = reward_details([['visit', 'answer']] * 2, [[0.1, None], [0.9, None]], [ok(2)] * 2, [0.0, 0.0], [0, 0])
+    I = Z(0.4, 0.16)
+    assert d.scale == pytest.approx(0.3 / (I + 1e-6))
+    assert d.advantages[0] == pytest.approx([d.scale * -I, 0.0]) and d.advantages[1] == pytest.approx([d.scale * I, 0.0])
+
+def test_malformed_middle_search_creates_pooled_slot():
+    d = reward_details([['search', 'visit', 'answer'], ['visit', 'search', 'answer']], [[None, 0.5, None], [0.5, None, None]],
+                       [[False, True, True], ok(3)], [1.0, 1.0], [0, 0])
+    assert d.slots[0].types == ['penalty', 'ig', 'outcome'] and d.slots[0].values[0] == -1.0
+    vals = [-1.0, 0.5, 0.5]; m = sum(vals) / 3; var = sum((v - m) ** 2 for v in vals) / 3
+    s = 0.3 / (sum(abs(Z(v - m, var)) for v in vals) / 3 + 1e-6)   # outcomes equal -> eta floor
+    A1 = s * Z(0.5 - m, var)                      # visit slot, then outcome 0
+    assert d.advantages[0] == pytest.approx([s * Z(-1.0 - m, var) + 0.95 * A1, A1, 0.0])
+
+def test_penalty_replace_is_raw_minus_lambda():
+    cfg = RewardConfig(penalty='replace', lambda_fmt=0.5)
+    d = reward_details([['search', 'visit', 'answer']] * 2, [[None, 0.2, None], [None, 0.6, None]], [[False, True, True], ok(3)], [1.0, 0.0], [0, 0], cfg)
+    assert d.rewards[0][0] == -0.5 and d.advantages[0][0] == pytest.approx(-0.5 + 0.95 * d.slot_adv[0][1])
+
+def test_malformed_final_turn_outcome_is_minus_lambda():
+    d = reward_details([['search', 'answer'], ['search', 'answer']], [[None, None]] * 2, [[True, False], ok(2)], [1.0, 1.0], [0, 0])
+    assert d.slots[0].values[-1] == -1.0
+    assert d.advantages[0] == pytest.approx([Z(-1.0, 1.0)] * 2) and d.advantages[1] == pytest.approx([Z(1.0, 1.0)] * 2)
+
+@pytest.mark.parametrize('bad', [float('nan'), float('inf'), -float('inf')])
+def test_nan_inf_ig_is_zero(bad):
+    a = turn_advantages([['visit', 'answer']] * 2, [[bad, None], [0.0, None]], [ok(2)] * 2, [1.0, 0.0], [0, 0])
+    b = turn_advantages([['visit', 'answer']] * 2, [[0.0, None], [0.0, None]], [ok(2)] * 2, [1.0, 0.0], [0, 0])
+    assert a == b
+
+def test_ig_exactly_zero_is_still_a_slot():
+    d = reward_details([['visit', 'search', 'answer']] * 2, [[0.0, None, None], [1.0, None, None]], [ok(3)] * 2, [1.0, 0.0], [0, 0])
+    assert d.slots[0].types == ['ig', 'outcome'] and d.slots[0].turns == [0, 2]
+
+def test_groups_are_normalised_separately_and_scale_is_batch_wide():
+    kinds, ig = [['visit', 'answer']] * 4, [[0.1, None], [0.3, None], [5.0, None], [9.0, None]]
+    d = reward_details(kinds, ig, [ok(2)] * 4, [1.0, 0.0, 1.0, 0.0], ['a', 'a', 'b', 'b'])
+    assert [n[0] for n in d.normed] == pytest.approx([-Z(0.1, 0.01), Z(0.1, 0.01), -Z(2.0, 4.0), Z(2.0, 4.0)])
+    mean_I = (2 * Z(0.1, 0.01) + 2 * Z(2.0, 4.0)) / 4
+    assert d.scale == pytest.approx(min(Z(0.5, 0.25) / (mean_I + 1e-6), 10))
+
+def test_split_credit_divides_immediate_reward():
+    kinds = [['search', 'search', 'visit', 'answer']] * 2
+    d = reward_details(kinds, [[None, None, 0.0, None], [None, None, 2.0, None]], [ok(4)] * 2, [0.0, 1.0], [0, 0], RewardConfig(credit='split'))
+    r, A_out = d.rewards[0][0], d.slot_adv[0][1]
+    assert d.advantages[0] == pytest.approx([r / 3 + 0.95 * A_out] * 3 + [A_out])
+
+def test_grpo_and_joint():
+    kinds, ig, fo = [['visit', 'answer']] * 2, [[0.1, None], [0.9, None]], [ok(2)] * 2
+    g = turn_advantages(kinds, ig, fo, [1.0, 0.0], [0, 0], RewardConfig(estimator='grpo'))
+    assert g[0] + g[1] == pytest.approx([Z(0.5, .25)] * 2 + [-Z(0.5, .25)] * 2)
+    j = reward_details(kinds, ig, fo, [1.0, 0.0], [0, 0], RewardConfig(norm='joint'))
+    vals = [0.1, 1.0, 0.9, 0.0]; m = 0.5; var = sum((v - m) ** 2 for v in vals) / 4
+    assert j.scale == 1.0 and [j.normed[0][0], j.normed[0][1]] == pytest.approx([Z(0.1 - m, var), Z(1.0 - m, var)])
+
+def test_gamma_counts_rewarded_turns_only():
+    d = reward_details([['search'] * 5 + ['visit', 'answer']] * 2, [[None] * 5 + [0.0, None], [None] * 5 + [1.0, None]], [ok(7)] * 2, [1.0, 0.0], [0, 0], RewardConfig(gamma=0.5))
+    assert d.advantages[0][0] == pytest.approx(d.rewards[0][0] + 0.5 * d.rewards[0][1])
+
+def test_bad_lengths_raise_clearly():
+    with pytest.raises(ValueError, match='one entry per turn'): turn_advantages([['visit', 'answer']], [[None]], [ok(2)], [1.0], [0])
+
+def test_empty_rollout_gives_empty_list():
+    assert turn_advantages([[], ['answer']], [[], [None]], [[], [True]], [0.0, 1.0], [0, 1]) == [[], [0.0]]
