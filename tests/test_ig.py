@@ -1,0 +1,44 @@
+"The cached IG scorer equals the naive reference: on a real DR-Venus prefix with the embedded model, and on random trajectories with tiny models."
+import json
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+from conftest import shared_file
+from venus_nb.models import load_policy, tiny_model
+from venus_nb.rewards import RewardConfig, answer_probe, gt_logprobs, information_gain, information_gain_naive
+from venus_nb.trajectory import Trajectory, Turn, ToolCall, from_record
+
+ALL = RewardConfig(scored='all_tools')
+
+def _same(a, b, tol=1e-4):
+    return all((x is None) == (y is None) and (x is None or abs(x - y) < tol) for x, y in zip(a, b))
+
+def test_real_prefix_with_embedded_model():
+    rec = json.loads(shared_file('dr-venus/Trajectory-Example/SFT_Trajectories/0000.json').read_text())
+    traj = from_record(rec).shorten(120, 6)
+    model, tok = load_policy('smollm2-135m', dtype='float32')
+    fast, slow = information_gain(model, tok, traj, cfg=ALL), information_gain_naive(model, tok, traj, cfg=ALL)
+    assert sum(v is not None for v in fast) == 5 and _same(fast, slow), (fast, slow)
+
+def _random_traj(draw_turns):
+    turns = [Turn.make(f'step {i} ' + ' '.join(w), ToolCall(kind, {'query': [' '.join(w)]} if kind == 'search' else {'url': ['u'], 'goal': 'g'}),
+                       observation=' '.join(w * 3), index=i) for i, (kind, w) in enumerate(draw_turns)]
+    turns.append(Turn.make('done', answer='the river', index=len(turns)))
+    return Trajectory('who?', turns, 'the river', prompt=[{'role': 'user', 'content': 'who founded the city?'}])
+
+words = st.lists(st.sampled_from('the of a river city search visit who born capital page'.split()), min_size=1, max_size=6)
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(['search', 'visit']), words), min_size=1, max_size=6),
+       st.sampled_from(['qwen3', 'llama']), st.integers(1, 7), st.sampled_from(['visit', 'all_tools']))
+def test_cached_equals_naive_on_tiny_models(turns, arch, chunk, scored):
+    model, tok = tiny_model(arch, seed=len(turns))
+    traj, cfg = _random_traj(turns), RewardConfig(scored=scored)
+    assert _same(information_gain(model, tok, traj, cfg=cfg, chunk=chunk), information_gain_naive(model, tok, traj, cfg=cfg))
+
+def test_window_policy_cuts_late_boundaries():
+    model, tok = tiny_model()
+    traj = _random_traj([('visit', ['river'] * 5)] * 6)
+    full = gt_logprobs(model, tok, traj)
+    ends = [s[1] for s in traj.tokenize(tok).observation_spans if s]
+    cut = gt_logprobs(model, tok, traj, max_len=ends[2] + len(answer_probe(tok, traj.gt).ids))
+    assert full.cut == 0 and cut.cut == 3 and cut.per_turn[:3] == pytest.approx(full.per_turn[:3], abs=1e-5) and cut.per_turn[3:] == [None] * 4
