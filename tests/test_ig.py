@@ -14,10 +14,10 @@ def _same(a, b, tol=1e-4):
 
 def test_real_prefix_with_embedded_model():
     rec = json.loads(shared_file('dr-venus/Trajectory-Example/SFT_Trajectories/0000.json').read_text())
-    traj = from_record(rec).shorten(120, 6)
+    traj = from_record(rec).shorten(100, 4)
     model, tok = load_policy('smollm2-135m', dtype='float32')
     fast, slow = information_gain(model, tok, traj, cfg=ALL), information_gain_naive(model, tok, traj, cfg=ALL)
-    assert sum(v is not None for v in fast) == 5 and _same(fast, slow), (fast, slow)
+    assert sum(v is not None for v in fast) == 3 and _same(fast, slow), (fast, slow)
 
 def _random_traj(draw_turns):
     turns = [Turn.make(f'step {i} ' + ' '.join(w), ToolCall(kind, {'query': [' '.join(w)]} if kind == 'search' else {'url': ['u'], 'goal': 'g'}),
@@ -27,7 +27,7 @@ def _random_traj(draw_turns):
 
 words = st.lists(st.sampled_from('the of a river city search visit who born capital page'.split()), min_size=1, max_size=6)
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(['search', 'visit']), words), min_size=1, max_size=6),
        st.sampled_from(['qwen3', 'llama']), st.integers(1, 7), st.sampled_from(['visit', 'all_tools']))
 def test_cached_equals_naive_on_tiny_models(turns, arch, chunk, scored):

@@ -81,3 +81,17 @@ def test_bad_lengths_raise_clearly():
 
 def test_empty_rollout_gives_empty_list():
     assert turn_advantages([[], ['answer']], [[], [None]], [[], [True]], [0.0, 1.0], [0, 1]) == [[], [0.0]]
+
+def test_ig_from_logprobs_log_and_prob_diff():
+    from venus_nb.rewards import GTLogProbs, ig_from_logprobs
+    lp = GTLogProbs(-2.0, [None, -1.5, None, -1.0, None])
+    got = ig_from_logprobs(lp)
+    assert got[0] is None and got[2] is None and got[4] is None and got[1] == pytest.approx(0.5) and got[3] == pytest.approx(0.5)
+    p = ig_from_logprobs(lp, RewardConfig(ig='prob_diff'))
+    assert p[1] == pytest.approx(math.exp(-1.5) - math.exp(-2.0)) and p[3] == pytest.approx(math.exp(-1.0) - math.exp(-1.5))
+
+def test_token_advantages_only_on_trained_tokens():
+    from venus_nb.rewards import token_advantages
+    from venus_nb.trajectory import Tokenized
+    tk = Tokenized(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [(2, 4), (6, 9)], [(4, 6), None], 2)
+    assert token_advantages(tk, [0.5, -1.0]) == [0, 0, 0.5, 0.5, 0, 0, -1.0, -1.0, -1.0, 0]
