@@ -27,7 +27,7 @@ class BruteBM25:
         self.idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
 
     def top(self, q_ids, k=10):
-        q = [t for t in set(q_ids) if t in self.idf]
+        q = [t for t in q_ids if t in self.idf]   # a repeated query word counts each time, as in bm25s
         s = [sum(self.idf[t] * tf[t] / (tf[t] + self.k1 * (1 - self.b + self.b * n / self.avg)) for t in q if t in tf) for tf, n in zip(self.tf, self.len)]
         return sorted((i for i in range(len(s)) if s[i] > 0), key=lambda i: -s[i])[:k]
 

@@ -216,7 +216,7 @@ def lucene_bm25(docs_ids, query_ids, k1=1.5, b=0.75):
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in df}
     def score(d):
         tf = Counter(d)
-        return sum(idf[t] * tf[t] / (tf[t] + k1 * (1 - b + b * len(d) / avg)) for t in set(query_ids) if t in tf)
+        return sum(idf[t] * tf[t] / (tf[t] + k1 * (1 - b + b * len(d) / avg)) for t in query_ids if t in tf)
     return np.array([score(d) for d in docs_ids])
 
 def test_bm25_scores_match_brute_force():
@@ -224,7 +224,7 @@ def test_bm25_scores_match_brute_force():
     texts = [f"{d['title']}\n{d['text']}" for d in docs]
     idx = T.BM25(texts)
     ids = idx.tok.tokenize(texts, update_vocab=False, show_progress=False, return_as='ids')
-    for q in ['Who directed the film?', 'queen of Lotharingia', 'born in Kiev', 'bishop of Elmham died']:
+    for q in ['Who directed the film?', 'queen of Lotharingia', 'born in Kiev', 'bishop of Elmham died', 'film director of the film of films']:
         qids = [t for t in idx._ids(q)[0] if t != idx.tok.get_vocab_dict().get('', -1)]
         want = lucene_bm25(ids, qids)
         assert np.allclose(idx.scores(q), want, atol=1e-4)
@@ -278,3 +278,19 @@ def test_any_call_gives_an_observation(world, name, args):
     obs = run(run_tool(ToolCall(name, args), world))
     assert isinstance(obs, str) and obs
     if obs.startswith('['): assert obs.startswith(('[{', '[search error]', '[visit error]', '[tool error]'))
+
+def test_generated_world_calls_all_run(tmp_path):
+    "Every search and visit of 02_synth's expert trajectories works against its own corpus, as written to disk"
+    from venus_nb.synth import SAMPLE, generate, write_world
+    data = generate(SAMPLE)
+    corpus = load_corpus(write_world(data, tmp_path)['corpus'])
+    assert len(corpus) == len(data.corpus) and corpus.errors == []
+    async def outcomes():
+        out = Counter()
+        for traj in data.trajectories():
+            for turn in (t for t in traj.turns if t.call):
+                obs = await run_tool(turn.call, corpus)
+                out[turn.call.name, obs.startswith(('[search error]', '[visit error]', '[tool error]'))] += 1
+        return out
+    got = run(outcomes())
+    assert got[('search', True)] == got[('visit', True)] == 0 and got[('search', False)] > 100 and got[('visit', False)] > 100

@@ -3,7 +3,7 @@
 Nothing here connects anywhere but the loopback server: refused addresses are refused before any connection, which
 `no_connections` checks by making every Python socket connect fail the test.
 """
-import asyncio, http.server, json, socket, threading, time
+import asyncio, http.server, json, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
 from venus_nb import tools as T
@@ -82,10 +82,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         content = 'I cannot answer' if bad else '```json\n{"rational": "r", "evidence": "opened in March 1889", "summary": "The tower opened in 1889."}\n```'
         self.reply(body=json.dumps({'choices': [{'message': {'role': 'assistant', 'content': content}}]}).encode(), ctype='application/json')
 
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, client_address):
+        "A client that hung up (the timeout and cap tests do) is not an error"
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)): super().handle_error(request, client_address)
+
 @pytest.fixture(scope='module')
 def server():
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-    srv.daemon_threads = True
+    srv = Server(('127.0.0.1', 0), Handler)
     srv.hits, srv.sent, srv.lock, srv.inflight, srv.peak, srv.prompts = Counter(), 0, threading.Lock(), 0, 0, []
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     srv.base = f'http://127.0.0.1:{srv.server_port}'
