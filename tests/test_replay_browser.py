@@ -115,7 +115,11 @@ def lab(tmp_path):
     cell = nbformat.v4.new_code_cell(NOTEBOOK.format(sample=str(SAMPLE)))
     nb = nbformat.v4.new_notebook(cells=[cell], metadata=dict(kernelspec=dict(name='python3', display_name='Python 3', language='python')))
     nbformat.write(nb, root/'replay.ipynb')
-    env = {**os.environ, **{k: str(tmp_path/k.lower()) for k in ('JUPYTER_CONFIG_DIR', 'JUPYTER_RUNTIME_DIR', 'JUPYTERLAB_WORKSPACES_DIR')}}
+    dirs = ('JUPYTER_CONFIG_DIR', 'JUPYTER_RUNTIME_DIR', 'JUPYTERLAB_WORKSPACES_DIR', 'JUPYTERLAB_SETTINGS_DIR')
+    env = {**os.environ, **{k: str(tmp_path/k.lower()) for k in dirs}}
+    news = tmp_path/'jupyterlab_settings_dir'/'@jupyterlab'/'apputils-extension'/'notification.jupyterlab-settings'
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({'fetchNews': 'false'}))  # no "get notified about Jupyter news?" toast over the output
     cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.ip=127.0.0.1', f'--ServerApp.port={port}',
            '--ServerApp.port_retries=0', f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={root}',
            '--LabApp.news_url=None', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--LabApp.extension_manager=readonly']
@@ -137,20 +141,29 @@ def test_widget_renders_in_jupyterlab(browser, lab, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
     from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support import expected_conditions as EC
     trajs, _ = sample_scored()
     browser.get(lab)
     wait = WebDriverWait(browser, 120)
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '.jp-Notebook .jp-Cell .cm-content'))
-    browser.find_element(By.CSS_SELECTOR, '.jp-Notebook .jp-Cell .cm-content').click()
+    wait.until(lambda d: d.find_elements(By.XPATH, "//*[contains(@class,'jp-StatusBar')]//*[contains(text(),'| Idle')]"))  # kernel ready
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, '.jp-Notebook .jp-Cell .cm-content'))).click()
     ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()  # run the cell
     out = '.jp-OutputArea-output '
     try: wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point'))
     finally: browser.save_screenshot(str(tmp_path/'lab.png'))
     assert len(browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point')) == len(trajs[1].turns)
     assert browser.find_elements(By.CSS_SELECTOR, out + '.widget-slider') and browser.find_elements(By.CSS_SELECTOR, out + 'table.venus-group')
-    head = lambda d: d.find_element(By.CSS_SELECTOR, out + '.venus-turn .venus-head').text
+    head = lambda d: d.execute_script(f"return document.querySelector('{out}.venus-turn .venus-head')?.textContent || ''")
     assert head(browser).startswith('turn 0 · search')
     browser.find_element(By.XPATH, "//div[contains(@class,'jp-OutputArea-output')]//button[normalize-space()='▶']").click()
     wait.until(lambda d: head(d).startswith('turn 1 · '))  # the kernel answered: the widget is live
+    bar = browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point')[3]
+    x, y = browser.execute_script('const b = arguments[0]; b.scrollIntoView({block: "center"}); const r = b.getBoundingClientRect();'
+                                  'return [Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2)]', bar)
+    click = ActionBuilder(browser)
+    click.pointer_action.move_to_location(x, y).pause(0.3).click()  # viewport coordinates: no scrolling by the driver
+    click.perform()
+    wait.until(lambda d: head(d).startswith('turn 3 · '))  # a click on bar 3 reached FigureWidget.on_click
     browser.save_screenshot(str(tmp_path/'lab.png'))

@@ -1,0 +1,86 @@
+"Stage-1 SFT: the assistant-only mask on real data, turn-boundary cuts, loss falls with both backends, kill and resume."
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+import pytest
+from conftest import shared_file
+from venus_nb.models import tiny_model
+from venus_nb.sft import SFTConfig, sft, sft_example, turn_cut, last_checkpoint
+from venus_nb.trajectory import from_record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+@pytest.mark.parametrize('tok_name', ['qwen3_tok', 'smol_tok'])
+def test_mask_on_real_trajectory(tok_name, request, dr_venus_records):
+    tok = request.getfixturevalue(tok_name)
+    t = from_record(dr_venus_records[0])
+    ex, row = sft_example(t, tok, max_length=10**6)
+    tk = t.tokenize(tok)
+    trained = [i for i, l in enumerate(ex['labels']) if l != -100]
+    assert len(trained) == row['trained'] == sum(b - a for a, b in tk.assistant_spans)
+    observed = {j for span in tk.observation_spans if span for j in range(*span)}
+    assert not observed & set(trained) and min(trained) >= tk.prompt_len
+
+def test_cut_is_at_a_turn_boundary(dr_venus_records, smol_tok):
+    t = from_record(dr_venus_records[1])
+    tk = t.tokenize(smol_tok)
+    bounds = {b for (_, b) in tk.assistant_spans} | {s[1] for s in tk.observation_spans if s}
+    for n in (1500, 4000, 9000, len(tk.ids) - 1):
+        k = turn_cut(tk, n)
+        assert k in bounds and k <= n
+    assert turn_cut(tk, tk.assistant_spans[0][1] - 1) is None and sft_example(t, smol_tok, 700)[1]['reason']
+
+def _tiny_data():
+    from venus_nb.synth import generate, SynthConfig
+    from venus_nb.data import clean, CleanConfig
+    return clean(generate(SynthConfig(n=12, seed=5, lengths=((2, 6, 1.0),))).trajectories(), CleanConfig(system_prompt='You are a deep research assistant.'))[0]
+
+def test_loss_falls_with_transformers_peft(tmp_path):
+    cfg = SFTConfig(output_dir=str(tmp_path), backend='transformers', lr=3e-3, max_steps=30, grad_accum=1, batch_size=4, lora_r=16, save_steps=100, max_length=1024)
+    res = sft(_tiny_data(), cfg, policy=tiny_model(), live=False)
+    assert res.policy.backend == 'transformers' and res.log.loss.iloc[-5:].mean() < 0.9 * res.log.loss.iloc[:5].mean()  # LoRA, 30 steps: >= 10% lower
+    assert (tmp_path/'adapter_config.json').exists() and (tmp_path/'venus_sft_config.json').exists()
+
+SCRIPT = '''
+import sys, json, tempfile
+backend, out, steps, save = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if backend == 'unsloth': import unsloth  # before trl/transformers, as Unsloth asks
+from pathlib import Path
+sys.path.insert(0, {tests!r}); from test_sft import _tiny_data
+from venus_nb.models import tiny_model
+from venus_nb.sft import SFTConfig, sft
+m, tok = tiny_model()
+model_dir = Path(out)/'tiny'
+if not model_dir.exists(): m.save_pretrained(model_dir); tok.save_pretrained(model_dir)
+cfg = SFTConfig(model=str(model_dir), output_dir=str(Path(out)/'run'), backend=backend, lr=3e-3, max_steps=steps, grad_accum=1, batch_size=4,
+                lora_r=16, save_steps=save, max_length=1024)
+res = sft(_tiny_data(), cfg, live=False)
+print('RESULT', json.dumps(dict(backend=res.policy.backend, losses=res.log.loss.tolist(), steps=res.log.step.tolist(), resumed=res.resumed_from)))
+'''
+
+def _run(tmp_path, *args, **kw):
+    script = tmp_path/'run_sft.py'; script.write_text(SCRIPT.format(tests=str(ROOT/'tests')))
+    return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, **kw)
+
+def _result(proc, timeout=600):
+    out, _ = proc.communicate(timeout=timeout)
+    line = next((l for l in out.splitlines() if l.startswith('RESULT ')), None)
+    assert line, out[-3000:]
+    return json.loads(line[7:])
+
+def test_loss_falls_with_unsloth_cpu_fallback(tmp_path):
+    pytest.importorskip('unsloth', reason='Unsloth is not installed (make test installs it; pip install "venus_nb[cpu-engines]")')
+    r = _result(_run(tmp_path, 'unsloth', tmp_path, 30, 100))
+    assert r['backend'] == 'unsloth' and sum(r['losses'][-5:]) < 0.9 * sum(r['losses'][:5])
+
+def test_kill_and_resume(tmp_path):
+    proc = _run(tmp_path, 'transformers', tmp_path, 40, 4)
+    deadline = time.time() + 300
+    while not (tmp_path/'run'/'checkpoint-8').exists():
+        assert proc.poll() is None and time.time() < deadline, 'the run ended before it could be killed'
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL); proc.wait()
+    killed_at = last_checkpoint(tmp_path/'run')
+    assert killed_at and not (tmp_path/'run'/'checkpoint-40').exists()
+    r = _result(_run(tmp_path, 'transformers', tmp_path, 40, 4))
+    assert r['resumed'] == killed_at and r['steps'][0] == int(killed_at.split('-')[-1]) + 1 and r['steps'][-1] == 40
+    assert (tmp_path/'run'/'checkpoint-40'/'venus_sft_config.json').exists()
