@@ -15,7 +15,7 @@ CHILD = textwrap.dedent('''
     from venus_nb.data import clean, CleanConfig
     from venus_nb.sft import SFTConfig, sft
     kept, _ = clean(generate(SynthConfig(n=16, seed=11, lengths=((4, 10, 1.0),))).trajectories(), CleanConfig(system_prompt='You are a deep research assistant.'))
-    cfg = SFTConfig(model=model, output_dir=out, backend=backend, lr=1e-4, max_steps=steps, grad_accum=1, batch_size=2, lora_r=16, save_steps=10**6, max_length=2048)
+    cfg = SFTConfig(model=model, output_dir=out, backend=backend, lr=1e-4, max_steps=steps, grad_accum=1, batch_size=2, lora_r=16, save_steps=10**6, max_length=1024)
     res = sft(kept, cfg, live=False); secs = res.train_seconds
     per_step = res.data.report.trained.sum() / len(res.data.examples) * cfg.batch_size
     print('RESULT', json.dumps(dict(secs=secs, trained_tokens=float(per_step * steps), loss=[res.log.loss.iloc[0], res.log.loss.iloc[-1]])))
@@ -30,7 +30,7 @@ def run(backend, model, steps):
 
 def main():
     model = sys.argv[1] if len(sys.argv) > 1 else 'smollm2-135m'
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     r = {b: run(b, model, steps) for b in ('transformers', 'unsloth')}
     for b, x in r.items():
         print(f'{b:12s}: {steps} steps in {x["secs"]:.1f}s (training only), {x["trained_tokens"] / x["secs"]:,.0f} trained tokens/s, loss {x["loss"][0]:.3f} -> {x["loss"][1]:.3f}')
