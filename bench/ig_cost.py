@@ -2,8 +2,8 @@
 
 Real DR-Venus trajectory (../shared/data), first 12 turns with tool responses cut to 120 characters, IG scored after
 every tool turn (>= 10 boundaries, >= 3K tokens), the embedded SmolLM2-135M in float32 on CPU.
-The cached prefill skips logits over the prefix (logits_to_keep=1); the naive reference and the plain forward compute
-all logits, as a straightforward pass does. Targets (issue 5): naive/cached >= K/2, cached/forward <= 1.3.
+The cached scorer prefills once without prefix logits (logits_to_keep=1) and scores all probes in one masked pass;
+the naive reference and the plain forward compute all logits, as a straightforward pass does. Targets (issue 5): naive/cached >= K/2, cached/forward <= 1.3.
 Run: .venv/bin/python bench/ig_cost.py
 """
 import json, sys, time

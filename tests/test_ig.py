@@ -29,11 +29,12 @@ words = st.lists(st.sampled_from('the of a river city search visit who born capi
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(['search', 'visit']), words), min_size=1, max_size=6),
-       st.sampled_from(['qwen3', 'llama']), st.integers(1, 7), st.sampled_from(['visit', 'all_tools']))
-def test_cached_equals_naive_on_tiny_models(turns, arch, chunk, scored):
+       st.sampled_from(['qwen3', 'llama']), st.integers(1, 7), st.sampled_from(['visit', 'all_tools']), st.sampled_from([None, 1, 2]))
+def test_cached_equals_naive_on_tiny_models(turns, arch, chunk, scored, probe_batch):
     model, tok = tiny_model(arch, seed=len(turns))
     traj, cfg = _random_traj(turns), RewardConfig(scored=scored)
-    assert _same(information_gain(model, tok, traj, cfg=cfg, chunk=chunk), information_gain_naive(model, tok, traj, cfg=cfg))
+    fast = information_gain(model, tok, traj, cfg=cfg, chunk=chunk, probe_batch=probe_batch)
+    assert _same(fast, information_gain_naive(model, tok, traj, cfg=cfg))
 
 def test_window_policy_cuts_late_boundaries():
     model, tok = tiny_model()
