@@ -1,6 +1,11 @@
 "Shared fixtures: where the third-party data lives, and skips with a clear message when it is absent."
 import json, os
 from pathlib import Path
+
+# Under pytest-xdist every worker gets an equal share of the cores for its math threads: two workers each running
+# torch with one thread per core oversubscribe a 2-core machine, and OpenMP's spin-waits then cost 10x.
+if os.environ.get('PYTEST_XDIST_WORKER_COUNT'):
+    os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // int(os.environ['PYTEST_XDIST_WORKER_COUNT']))))
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
