@@ -1,0 +1,312 @@
+"Stage-2 IGPO: the clipped token-level loss by hand, the update moves the policy the intended way, kill and resume."
+import json, math, random, signal, subprocess, sys, time
+from dataclasses import replace
+from pathlib import Path
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss, token_logps, judge_fn, outcomes, score_rollouts,
+                           advantages_of, Piece, pieces, fill_old_and_ref, policy_update, rl_policy, make_optimizer, save_checkpoint,
+                           last_igpo_checkpoint, load_checkpoint, igpo, turn_logps)
+from venus_nb.models import tiny_model
+from venus_nb.rewards import RewardConfig
+from venus_nb.rollout import RolloutConfig
+from venus_nb.trajectory import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLD = ROOT/'data'/'sample'/'world'
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The loss, by hand
+
+def _case(r, A, **kw):
+    "loss_terms of one token with ratio r and advantage A"
+    t = loss_terms(torch.tensor([math.log(r)]), torch.zeros(1), None, torch.tensor([float(A)]), IGPOConfig(**kw))
+    return float(t['pg'][0]), float(t['clipped'][0])
+
+def test_ratio_one_is_plain_policy_gradient_plus_kl():
+    g = torch.Generator().manual_seed(1)
+    logp = (torch.randn(3, 7, generator=g) - 2).requires_grad_()
+    ref = logp.detach() + 0.3 * torch.randn(3, 7, generator=g)
+    adv = torch.randn(3, 7, generator=g)
+    mask = (torch.rand(3, 7, generator=g) > 0.4).float(); mask[0, 0] = 1
+    cfg = IGPOConfig(kl_coef=0.05)
+    loss = igpo_loss(logp, logp.detach(), ref, adv, mask, cfg)
+    kl = (torch.exp(ref - logp.detach()) - (ref - logp.detach()) - 1)
+    want = -(adv * mask).sum() / mask.sum() + 0.05 * (kl * mask).sum() / mask.sum()
+    assert torch.allclose(loss, want, atol=1e-6)
+    t = loss_terms(logp, logp.detach(), ref, adv, cfg)
+    assert torch.allclose(t['ratio'], torch.ones_like(logp)) and t['clipped'].sum() == 0
+    # no reference (kl_coef=0 path): the KL term is zero
+    assert torch.allclose(igpo_loss(logp, logp.detach(), None, adv, mask, cfg), -(adv * mask).sum() / mask.sum(), atol=1e-6)
+
+@pytest.mark.parametrize('r,A,want,clipped', [
+    (1.5, 2.0, -2 * 1.2, 1),    # A > 0, r above 1+ε: −A(1+ε)
+    (0.5, -1.0, 0.8, 1),        # A < 0, r below 1−ε: −A(1−ε)
+    (0.5, 2.0, -2 * 0.5, 0),    # A > 0, r below 1−ε: the unclipped −A·r is the pessimistic one
+    (1.5, -1.0, 1.5, 0),        # A < 0, r above 1+ε: the unclipped −A·r
+    (1.1, 1.0, -1.1, 0),        # inside the trust region: −A·r
+    (5.0, -1.0, 3.0, 1),        # dual clip caps −A·r = 5 at −A·3 (counted as clipped)
+    (5.0, -2.0, 6.0, 1),
+    (2.0, -1.0, 2.0, 0),        # below the dual-clip bound: untouched
+])
+def test_clip_by_hand(r, A, want, clipped):
+    pg, c = _case(r, A)
+    assert pg == pytest.approx(want, abs=1e-5) and c == clipped
+
+def test_dual_clip_off_and_asymmetric_clip():
+    assert _case(5.0, -1.0, dual_clip=None)[0] == pytest.approx(5.0, abs=1e-5)
+    assert _case(5.0, -1.0, dual_clip=4.0)[0] == pytest.approx(4.0, abs=1e-5)
+    assert _case(1.5, 1.0, clip_high=0.28)[0] == pytest.approx(-1.28, abs=1e-5)
+    assert _case(0.5, -1.0, clip_low=0.1)[0] == pytest.approx(0.9, abs=1e-5)
+
+def test_k3_kl_by_hand():
+    d = math.log(.25) - math.log(.5)
+    assert float(k3_kl(torch.tensor(math.log(.5)), torch.tensor(math.log(.25)))) == pytest.approx(math.exp(d) - d - 1, abs=1e-6)
+    assert float(k3_kl(torch.tensor(-1.0), torch.tensor(-1.0))) == 0.0                      # same policy: zero
+    assert float(k3_kl(torch.tensor(-30.0), torch.tensor(0.0))) == 10.0                     # clamped to [-10, 10]
+    g = torch.Generator().manual_seed(0)
+    lp, ref = 3 * torch.randn(1000, generator=g), 3 * torch.randn(1000, generator=g)
+    assert (k3_kl(lp, ref) >= 0).all()
+
+def test_masked_tokens_get_no_gradient():
+    g = torch.Generator().manual_seed(2)
+    logp = torch.randn(2, 9, generator=g).requires_grad_()
+    old = logp.detach() + 0.5 * torch.randn(2, 9, generator=g)     # ratios away from 1: clipping and dual clip fire
+    ref = logp.detach() + torch.randn(2, 9, generator=g)
+    adv = 2 * torch.randn(2, 9, generator=g)
+    mask = torch.tensor([[0, 0, 1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 0, 0, 0, 0, 0, 0.]])
+    igpo_loss(logp, old, ref, adv, mask, IGPOConfig(kl_coef=0.1)).backward()
+    assert (logp.grad[mask == 0] == 0).all()
+    assert (logp.grad[mask == 1] != 0).any()
+
+def test_token_mean_weights_sequences_by_tokens():
+    "Two sequences with 2 and 6 trained tokens: the loss is the mean over all 8 tokens, not the mean of the two means"
+    logp = torch.zeros(2, 8)
+    mask = torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 0, 0.]])
+    adv = torch.tensor([[1.0] * 8, [0.0] * 8])
+    loss = igpo_loss(logp, logp, None, adv, mask, IGPOConfig(kl_coef=0))
+    assert float(loss) == pytest.approx(-2 / 8)      # seq-mean would give -0.5
+    assert float(masked_mean(torch.ones(3), torch.zeros(3))) == 0.0   # an empty mask is 0, not NaN
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_unclipped_loss_is_ratio_surrogate(b, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    logp, old, ref = (torch.randn(b, n, generator=g) * 2 - 3 for _ in range(3))
+    adv = torch.randn(b, n, generator=g) * 3
+    mask = (torch.rand(b, n, generator=g) > 0.5).float()
+    cfg = IGPOConfig(clip_low=1e6, clip_high=1e6, dual_clip=None, kl_coef=0.0)
+    got = igpo_loss(logp, old, ref, adv, mask, cfg)
+    want = masked_mean(-adv * torch.exp(logp - old), mask)
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The update on a tiny model
+
+def _random_pieces(tok_len=(20, 33), seed=0, vocab=200):
+    g = torch.Generator().manual_seed(seed)
+    ps = []
+    for n in tok_len:
+        ids = torch.randint(5, vocab, (n,), generator=g).tolist()
+        mask = torch.zeros(n); mask[n // 3:] = 1
+        ps.append(Piece(ids, mask, torch.randn(n, generator=g)))
+    return ps
+
+@pytest.fixture
+def tiny_rl():
+    return rl_policy(tiny_model('llama'), IGPOConfig(seed=0))
+
+def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
+    cfg = IGPOConfig(lr=1e-2, kl_coef=0.01)
+    ps = _random_pieces(); fill_old_and_ref(tiny_rl.model, ps, cfg)
+    assert all(p.ref is not None for p in ps)
+    m = policy_update(tiny_rl.model, make_optimizer(tiny_rl.model, cfg), ps, cfg, random.Random(0))
+    assert m['ratio'] == pytest.approx(1.0, abs=1e-5) and m['clip_frac'] == 0.0
+    assert m['trained_tokens'] == sum(int(p.mask.sum()) for p in ps)
+    adv_mean = float(sum((p.adv * p.mask).sum() for p in ps) / sum(p.mask.sum() for p in ps))
+    assert m['pg'] == pytest.approx(-adv_mean, abs=1e-5)     # ratio 1: −(token-mean advantage)
+    assert m['kl'] == pytest.approx(0.0, abs=1e-6)           # a fresh LoRA adapter is the reference
+
+def test_second_epoch_moves_the_ratio(tiny_rl):
+    cfg = IGPOConfig(lr=5e-2, kl_coef=0.0, ppo_epochs=2, grad_clip=100.0)
+    ps = _random_pieces(); fill_old_and_ref(tiny_rl.model, ps, cfg)
+    assert all(p.ref is None for p in ps)                    # kl_coef=0: no reference pass
+    m = policy_update(tiny_rl.model, make_optimizer(tiny_rl.model, cfg), ps, cfg, random.Random(0))
+    assert abs(m['ratio'] - 1) > 1e-3 and m['clip_frac'] > 0, m
+    assert m['trained_tokens'] == sum(int(p.mask.sum()) for p in ps)
+
+def test_minibatch_gradient_is_the_token_mean(tiny_rl):
+    "policy_update forwards rollouts one at a time; its gradient equals that of igpo_loss over all tokens together"
+    model, cfg = tiny_rl.model, IGPOConfig(kl_coef=0.0, grad_clip=1e9)
+    ps = _random_pieces((12, 40)); fill_old_and_ref(model, ps, cfg)
+    params = [q for q in model.parameters() if q.requires_grad]
+    policy_update(model, torch.optim.SGD(params, lr=0.0), ps, cfg, random.Random(0))
+    got = [q.grad.clone() for q in params]
+    model.zero_grad(set_to_none=True)
+    lp = torch.cat([token_logps(model, p.ids) for p in ps])
+    cat = lambda k: torch.cat([getattr(p, k) for p in ps])
+    igpo_loss(lp, cat('old'), None, cat('adv'), cat('mask'), cfg).backward()
+    assert any(g.abs().sum() > 0 for g in got)
+    for a, q in zip(got, params): assert torch.allclose(a, q.grad, atol=1e-6, rtol=1e-4)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Config, judges, outcomes, the GRPO estimator
+
+def test_config_round_trip_and_validation(tmp_path):
+    cfg = IGPOConfig(rewards=RewardConfig(credit='split', gamma=0.9), rollout=RolloutConfig(G=3, stop=['</answer>']), dual_clip=None, lr=3e-4)
+    back = IGPOConfig.load(cfg.save(tmp_path/'c.json'))
+    assert back == cfg and isinstance(back.rollout, RolloutConfig) and isinstance(back.rewards, RewardConfig)
+    assert back.dual_clip is None and back.rollout.stop == ('</answer>',) and isinstance(back.betas, tuple)
+    d = IGPOConfig(rollout=dict(G=5), rewards=dict(estimator='grpo'))
+    assert d.rollout == RolloutConfig(G=5) and d.rewards.estimator == 'grpo'
+    for bad in (dict(ppo_epochs=0), dict(mini_batches=0), dict(rewards=dict(estimator='ppo')), dict(rollout=dict(G=0))):
+        with pytest.raises(ValueError): IGPOConfig(**bad)
+    (tmp_path/'bad.json').write_text(json.dumps({**json.loads((tmp_path/'c.json').read_text()), 'learning_rate': 1}))
+    with pytest.raises(ValueError, match='learning_rate'): IGPOConfig.load(tmp_path/'bad.json')
+
+def test_judge_and_outcomes():
+    with pytest.raises(ValueError, match="'em', 'f1' or a callable"): judge_fn('x')
+    f = lambda a, gt: 0.25
+    assert judge_fn(f) is f and judge_fn('em')('1926', '1926') == 1
+    t = next(t for t in read_jsonl(WORLD/'trajectories.jsonl').trajectories if t.turns[-1].answer == t.gt)
+    ans = t.turns[-1].answer
+    no_answer = replace(t, turns=t.turns[:-1])                 # ends on a tool call
+    assert t.turns[-2].answer is None
+    assert outcomes([t, replace(t, gt='not the answer'), no_answer, replace(t, gt=None), replace(t, turns=[])]) == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert outcomes([t], f) == [0.25] and outcomes([no_answer], f) == [0.0]
+    assert 0 < outcomes([replace(t, gt=ans + ' extra words')], 'f1')[0] < 1
+
+from functools import lru_cache
+
+@lru_cache(maxsize=None)
+def _experts(shorten=300):
+    "Four expert trajectories of the world as one group, tool responses cut to `shorten` characters; two right, two wrong"
+    ts = sorted(read_jsonl(WORLD/'trajectories.jsonl').trajectories, key=lambda t: len(t.turns))
+    group = [t.shorten(shorten) for t in ts if 3 <= len(t.turns) <= 6][:4]
+    assert len(group) == 4
+    group[1] = replace(group[1], gt='wrong answer'); group[3] = replace(group[3], gt='0000')
+    assert outcomes(group) == [1.0, 0.0, 1.0, 0.0]
+    return tuple(group)
+
+@pytest.fixture(scope='module')
+def experts(): return list(_experts())
+
+def test_grpo_gives_one_advantage_per_rollout(experts):
+    from venus_nb.replay import Scored, random_logprobs
+    lps = [random_logprobs(t, seed=i) for i, t in enumerate(experts)]
+    g = Scored.from_logprobs(experts, lps, outcomes(experts), [0] * 4, RewardConfig(estimator='grpo'))
+    adv, _ = advantages_of(g)
+    assert [len(a) for a in adv] == [len(t.turns) for t in experts]
+    for row in adv: assert max(row) - min(row) < 1e-9
+    assert adv[0][0] > 0 > adv[1][0] and adv[0][0] == pytest.approx(adv[2][0]) and adv[1][0] == pytest.approx(adv[3][0])
+    i, _ = advantages_of(Scored.from_logprobs(experts, lps, outcomes(experts), [0] * 4, RewardConfig()))
+    assert any(max(row) - min(row) > 1e-6 for row in i)      # IGPO, by contrast, varies across turns
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Does one update move the policy the intended way?
+
+def _moves(pol, group, cfg, updates):
+    "Mean change of per-turn log-prob over positive- and over negative-advantage turns after `updates` updates"
+    group = [replace(t) for t in group]
+    for t in group: t.tokens = t.tokenize(pol.tokenizer)
+    scored = score_rollouts(pol.model, pol.tokenizer, group, cfg)
+    adv, _ = advantages_of(scored)
+    assert any(a > 0 for row in adv for a in row) and any(a < 0 for row in adv for a in row)
+    before = turn_logps(pol.model, group)
+    opt, rng, ps = make_optimizer(pol.model, cfg), random.Random(0), pieces(group, adv)
+    assert len(ps) == 4
+    for _ in range(updates):
+        fill_old_and_ref(pol.model, ps, cfg); m = policy_update(pol.model, opt, ps, cfg, rng)
+        assert m['ratio'] == pytest.approx(1.0, abs=1e-4)
+    after = turn_logps(pol.model, group)
+    change = [(a, y - x) for A, B, Y in zip(adv, before, after) for a, x, y in zip(A, B, Y)]
+    up = [c for a, c in change if a > 0]; down = [c for a, c in change if a < 0]
+    return sum(up) / len(up), sum(down) / len(down)
+
+def test_update_moves_policy_tiny():
+    up, down = _moves(rl_policy(tiny_model('llama'), IGPOConfig(seed=0)), _experts(150), IGPOConfig(lr=2e-3, kl_coef=0.0), 3)
+    assert up > down, (up, down)
+
+@pytest.mark.slow
+def test_update_moves_policy_smollm2():
+    up, down = _moves(rl_policy('smollm2-135m'), _experts(150), IGPOConfig(lr=1e-3, kl_coef=0.0), 2)   # ~1.1k tokens each
+    assert up > down and up > 0, (up, down)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checkpoints: kill and resume
+
+def test_partial_checkpoint_is_skipped(tmp_path):
+    assert last_igpo_checkpoint(tmp_path) is None and last_igpo_checkpoint(tmp_path/'missing') is None
+    for n in (2, 10): (tmp_path/f'checkpoint-{n}').mkdir(); (tmp_path/f'checkpoint-{n}'/'state.json').write_text('{"step": %d}' % n)
+    (tmp_path/'checkpoint-11').mkdir(); (tmp_path/'checkpoint-11'/'optimizer.pt').write_bytes(b'')   # killed while saving
+    (tmp_path/'checkpoint-x').mkdir(); (tmp_path/'checkpoint-x'/'state.json').write_text('{"step": 0}')
+    assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-10'          # numeric, not lexical: 10 > 2
+
+def test_truncated_state_is_not_a_complete_checkpoint(tmp_path):
+    pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0)); cfg = IGPOConfig(output_dir=str(tmp_path))
+    opt, rng = make_optimizer(pol.model, cfg), random.Random(0)
+    save_checkpoint(pol.model, opt, cfg, 1, [dict(step=1, loss=0.5)], rng)
+    d = save_checkpoint(pol.model, opt, cfg, 2, [dict(step=1, loss=0.5), dict(step=2, loss=0.4)], rng)
+    (d/'state.json').write_text((d/'state.json').read_text()[:100])   # what a SIGKILL mid-write leaves
+    assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-1'
+
+def _cfg(out):
+    return IGPOConfig(steps=4, questions_per_step=2, lr=1e-3, save_steps=1, output_dir=str(out),
+                      rollout=RolloutConfig(G=2, max_turns=2, max_new_tokens=16, min_answer_tokens=8, progress=False))
+
+SCRIPT = '''
+import sys, json
+sys.path.insert(0, {tests!r})
+from test_igpo import _cfg, _world
+from venus_nb.igpo import igpo
+from venus_nb.models import tiny_model
+qa, world = _world()
+igpo(tiny_model('llama'), qa, world, _cfg({out!r}), live=False)
+'''
+
+def _world():
+    from venus_nb.tools import load_corpus
+    return [json.loads(l) for l in open(WORLD/'qa.jsonl')], load_corpus(WORLD/'corpus.jsonl')
+
+def test_kill_and_resume(tmp_path):
+    out = tmp_path/'run'
+    script = tmp_path/'run_igpo.py'; script.write_text(SCRIPT.format(tests=str(ROOT/'tests'), out=str(out)))
+    log = open(tmp_path/'log.txt', 'w')
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        deadline = time.time() + 120
+        while not (out/'checkpoint-2'/'state.json').exists():
+            assert proc.poll() is None, (tmp_path/'log.txt').read_text()[-3000:]
+            assert time.time() < deadline, 'no checkpoint-2 within 120 s'
+            time.sleep(0.02)
+        assert proc.poll() is None, 'the run ended before it could be killed'
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill(); proc.wait(); log.close()
+    killed_at = last_igpo_checkpoint(out)
+    n = int(killed_at.name.split('-')[-1])
+    assert 2 <= n < 4
+    res = igpo(tiny_model('llama'), *_world(), _cfg(out), live=False)
+    assert res.resumed_from == str(killed_at) and res.resumed_from.endswith(f'checkpoint-{n}')
+    assert list(res.metrics.step) == [1, 2, 3, 4]
+    assert res.metrics.trained_tokens.gt(0).all() and res.metrics.loss.notna().all()
+    assert (out/'checkpoint-4'/'state.json').exists() and last_igpo_checkpoint(out) == out/'checkpoint-4'
+    # the adapter reloads identically into a fresh RL policy
+    fresh = rl_policy(tiny_model('llama'), _cfg(out))
+    step, rows, _ = load_checkpoint(fresh.model, make_optimizer(fresh.model, _cfg(out)), out/'checkpoint-4')
+    assert step == 4 and [r['step'] for r in rows] == [1, 2, 3, 4]
+    mine, theirs = dict(res.policy.model.named_parameters()), dict(fresh.model.named_parameters())
+    lora = [k for k, v in mine.items() if v.requires_grad]
+    assert lora and all('lora_' in k for k in lora)
+    for k in mine: assert torch.equal(mine[k].detach(), theirs[k].detach()), k
+    # the resumed run is the run that was never killed: same questions, rollouts and updates
+    whole = igpo(tiny_model('llama'), *_world(), _cfg(tmp_path/'whole'), live=False)
+    cols = ['step', 'accuracy', 'format_error_rate', 'turns', 'gen_tokens', 'trained_tokens', 'loss', 'kl']
+    assert whole.resumed_from is None
+    assert res.metrics[cols].equals(whole.metrics[cols]), (res.metrics[cols], whole.metrics[cols])
+    assert all(torch.equal(v.detach(), dict(whole.policy.model.named_parameters())[k].detach()) for k, v in mine.items())
+    # and an earlier checkpoint differs from the last (training moved the adapter)
+    early = rl_policy(tiny_model('llama'), _cfg(out))
+    load_checkpoint(early.model, make_optimizer(early.model, _cfg(out)), out/'checkpoint-1')
+    assert any(not torch.equal(dict(early.model.named_parameters())[k], mine[k].detach()) for k in lora)
