@@ -7,7 +7,7 @@ import pytest, torch
 from venus_nb.tools import load_corpus, Toolbox   # before vllm: the import order of the kernel-scan crash
 from venus_nb.trajectory import end_of_turn, message_pieces
 from venus_nb.rollout import (RolloutConfig, ScriptedEngine, Sequence, ChatGlue, agent_prompt, rollout, rollout_table,
-                              FORCE_ANSWER, HFEngine)
+                              LIMIT_MESSAGES, HFEngine)
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
@@ -35,7 +35,7 @@ def search_turn(query): return f'<think>\nLook it up.\n</think>\n<tool_call>\n{{
 def visit_turn(url): return f'<think>\nRead the page.\n</think>\n<tool_call>\n{{"name": "visit", "arguments": {{"url": "{url}", "goal": "facts"}}}}\n</tool_call>'
 ANSWER = '<think>\nI know it.\n</think>\n<answer>42</answer>'
 
-def cfg(**kw): return RolloutConfig(**({'G': 1, 'progress': False} | kw))
+def cfg(**kw): return RolloutConfig(**({'G': 1, 'progress': False, 'turn_jitter': 0} | kw))
 
 # ---------------------------------------------------------------------------------------------------------------
 # the invariants every engine's trajectories must satisfy
@@ -90,7 +90,7 @@ def test_max_turns_forces_an_answer(smol_tok, world, qa, doc, script, stop):
     turns = {1: search_turn(doc.title), 2: visit_turn(doc.link), 'answer': ANSWER}
     t = rollout(ScriptedEngine(smol_tok, [turns[s] for s in script]), qa[:1], world, cfg(max_turns=2))[0]
     assert (t.meta['stop'], t.meta['forced'], len(t.turns)) == (stop, 'turns', 2)
-    assert t.turns[0].source[-1]['content'] == FORCE_ANSWER.format(limit='number of turns')
+    assert t.turns[0].source[-1]['content'] == LIMIT_MESSAGES['turns']     # the limit message replaced the search result
     assert t.turns[-1].observation is None and t.meta['tool_calls'] == 1   # the forced turn's call is not run
     assert (t.turns[-1].answer == '42') == (stop == 'forced_answer')
     check_all([t], smol_tok)
@@ -98,24 +98,20 @@ def test_max_turns_forces_an_answer(smol_tok, world, qa, doc, script, stop):
 def test_one_turn_is_forced_from_the_start(smol_tok, world, qa, doc):
     t = rollout(ScriptedEngine(smol_tok, [ANSWER]), qa[:1], world, cfg(max_turns=1))[0]
     assert (t.meta['stop'], t.meta['forced'], len(t.turns)) == ('forced_answer', 'turns', 1)
-    assert t.prompt[-1]['content'] == FORCE_ANSWER.format(limit='number of turns')
+    assert t.prompt[-1]['content'] == qa[0]['question']    # no tool response to replace: the question stays as asked
     check_all([t], smol_tok)
 
 def _prompt_len(tok, q):
     return len(Sequence.start(tok, ChatGlue.read(tok, agent_prompt('?')), agent_prompt(q)).ids)
-
-def _cut(t): return t.turns[0].source[1]['content']
 
 @pytest.mark.parametrize('last,stop', [(2, 'no_answer'), ('answer', 'forced_answer')])
 def test_context_overflow_forces_the_next_turn(smol_tok, world, qa, doc, last, stop):
     tight = cfg(max_context=_prompt_len(smol_tok, qa[0]['question']) + 270, max_new_tokens=150, min_answer_tokens=30)
     script = [search_turn(doc.title), visit_turn(doc.link) if last == 2 else ANSWER]
     t = rollout(ScriptedEngine(smol_tok, script), qa[:1], world, tight)[0]
-    assert _cut(t).endswith('\n[truncated]\n</tool_response>') and len(_cut(t)) > 60    # cut, but not to nothing
     assert (t.meta['stop'], t.meta['forced'], len(t.turns)) == (stop, 'context', 2)
-    assert t.turns[0].source[-1]['content'] == FORCE_ANSWER.format(limit='context length')
-    full = rollout(ScriptedEngine(smol_tok, script), qa[:1], world, cfg(max_turns=2))[0]
-    assert len(_cut(full)) > len(_cut(t)) and not _cut(full).endswith('[truncated]\n</tool_response>')
+    assert t.turns[0].source[1:] == [{'role': 'user', 'content': LIMIT_MESSAGES['context']}]   # replaced, not appended
+    assert t.turns[0].observation == LIMIT_MESSAGES['context']
     check_all([t], smol_tok)
     assert len(t.tokens) <= tight.max_context
 
@@ -132,13 +128,13 @@ def test_tokens_never_exceed_max_context(smol_tok, world, qa, doc, case):
     check_all([t], smol_tok)
     assert len(t.tokens) <= c.max_context, (len(t.tokens), c.max_context)
 
-def test_a_forced_answer_always_follows_a_cut(smol_tok, world, qa, doc):
-    # the notebook's own example: the search result is cut, then the visit turn is granted and eats the reserve
+def test_an_observation_past_the_context_is_replaced(smol_tok, world, qa, doc):
+    # the search result alone overflows the context: the limit message takes its place and the answer still fits
     tight = cfg(max_context=_prompt_len(smol_tok, qa[0]['question']) + 200, max_new_tokens=60, min_answer_tokens=40)
-    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title), visit_turn(doc.link), ANSWER]), qa[:1], world, tight)[0]
-    assert _cut(t).endswith('\n[truncated]\n</tool_response>')
-    assert t.meta['stop'] in ('forced_answer', 'no_answer'), t.meta
-    assert FORCE_ANSWER.format(limit='context length') in [m['content'] for m in t.to_messages()]
+    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title), ANSWER]), qa[:1], world, tight)[0]
+    assert (t.meta['stop'], t.meta['forced'], t.turns[0].observation) == ('forced_answer', 'context', LIMIT_MESSAGES['context'])
+    check_all([t], smol_tok)
+    assert len(t.tokens) <= tight.max_context
 
 def test_no_room_even_for_a_forced_answer(smol_tok, world, qa, doc):
     tiny = cfg(max_context=_prompt_len(smol_tok, qa[0]['question']) + 10, max_new_tokens=60, min_answer_tokens=40)
@@ -199,6 +195,38 @@ def test_bad_questions(smol_tok, world, bad):
 @pytest.mark.parametrize('key', ['G', 'max_turns', 'max_new_tokens', 'max_context', 'tool_concurrency', 'batch_size'])
 def test_config_checks(key):
     with pytest.raises(ValueError, match=key): RolloutConfig(**{key: 0})
+    with pytest.raises(ValueError, match='turn_jitter'): RolloutConfig(turn_jitter=-1)
+
+def test_a_hallucinated_tool_response_is_cut_and_recorded(smol_tok, world, qa, doc):
+    fake = search_turn(doc.title) + '\n<tool_response>\nMade-up results.\n</tool_response>'
+    t = rollout(ScriptedEngine(smol_tok, [fake, ANSWER]), qa[:1], world, cfg())[0]
+    assert t.turns[0].raw.rstrip() == search_turn(doc.title) and t.turns[0].ok and t.turns[0].kind == 'search'
+    assert t.meta['cuts'] == [[0, '<tool_response>\nMade-up results.\n</tool_response><|im_end|>']]
+    assert doc.link in t.turns[0].observation        # the real search ran on the cut turn's call
+    check_all([t], smol_tok)
+
+def test_text_after_a_closed_call_is_kept_and_penalised(smol_tok, world, qa, doc):
+    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title) + '\nAnd then I will visit.', ANSWER]), qa[:1], world, cfg())[0]
+    assert t.turns[0].raw.endswith('And then I will visit.') and t.turns[0].format_error == 'text after </tool_call>'
+    assert t.turns[0].kind == 'search' and doc.link in t.turns[0].observation and t.meta['cuts'] == []
+    check_all([t], smol_tok)
+
+def test_turn_caps_are_drawn_per_rollout_as_the_official_run():
+    from venus_nb.rollout import turn_cap
+    import random
+    rng = random.Random(0)
+    caps = [turn_cap(rng, RolloutConfig()) for _ in range(5000)]
+    assert (min(caps), max(caps)) == (196, 204)               # max_turns 200 + int(U*10 - 5)
+    share = caps.count(200) / len(caps)
+    assert 0.17 < share < 0.23                                 # int() truncates towards 0: an offset of 0 is twice as likely
+    assert {turn_cap(rng, RolloutConfig(max_turns=1)) for _ in range(500)} == {1, 2, 3, 4, 5}   # never below 1
+    assert [turn_cap(rng, RolloutConfig(max_turns=7, turn_jitter=0)) for _ in range(20)] == [7] * 20
+
+def test_turn_caps_in_rollouts_are_seeded(smol_tok, world, qa, doc):
+    c = cfg(G=8, max_turns=3, turn_jitter=2, seed=3)
+    caps = lambda: [t.meta['turn_cap'] for t in rollout(ScriptedEngine(smol_tok, [search_turn(doc.title)]), qa[:2], world, c)]
+    a = caps()
+    assert a == caps() and set(a) <= {1, 2, 3, 4} and len(set(a)) > 1
 
 # ---------------------------------------------------------------------------------------------------------------
 # transformers generate

@@ -133,7 +133,7 @@ class CleanConfig:
 # %% ../nbs/03_data.ipynb #8234027c
 def _reindex(t, i, final):
     "Turn t at position i: same object if nothing changes, a renumbered copy if only its index does, re-parsed otherwise"
-    if (t.kind == 'answer') != final: return Turn.parse(t.source[0], t.source[1:], i, final)
+    if (t.kind == 'answer') != final: return Turn.parse(t.source[0], t.source[1:], i, final, t.opening)
     return t if t.index == i else replace(t, index=i)
 
 def _rebuild(traj, turns):

