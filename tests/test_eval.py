@@ -92,7 +92,7 @@ def test_judges_em_f1_callables_and_llm_judge():
     reply = {'choices': [{'message': {'content': 'extracted_final_answer: 1889\ncorrect: yes'}}]}
     judge = LLMJudge(base_url='http://judge.test/v1', transport=httpx.MockTransport(lambda r: httpx.Response(200, json=reply)))
     assert score_trajectories(ts[1:2], judge).correct.tolist() == [True]
-    with pytest.raises(ValueError, match='score must be'): score_trajectories(ts, 'bleu')
+    with pytest.raises(ValueError, match="'em', 'f1' or a callable"): score_trajectories(ts, 'bleu')
 
 def test_llm_judge_is_not_asked_without_an_answer():
     def boom(q, p, g): raise AssertionError('judge called')

@@ -4,19 +4,18 @@
 
 # %% ../nbs/11_eval.ipynb #338e6622
 from __future__ import annotations
-import inspect, json, math, os, random, re, string
+import json, math, os, random, re, string
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 import numpy as np
 import pandas as pd
 from .trajectory import Trajectory, Turn, ToolCall
-from .rewards import exact_match, f1_score, aliases
+from .rewards import exact_match, f1_score, aliases, judge_fn
 
 # %% auto #0
-__all__ = ['THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
-           'pass_at_k', 'final_answer', 'scorer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
+__all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
+           'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
            'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table', 'EvalReport',
            'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts', 'world_eval',
            'find_shared', 'shared_data', 'parse_r1_passage', 'r1_passages', 'passage_docs', 'r1_searcher_eval',
@@ -39,18 +38,7 @@ def final_answer(traj:Trajectory)->str|None:
     "The last `<answer>` given in the trajectory, or None"
     return next((t.answer for t in reversed(traj.turns) if t.answer is not None), None)
 
-def _positional(fn)->int:
-    "How many positional parameters a callable takes (2 when it cannot be inspected)"
-    try: ps = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError): return 2
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps)
-
-def scorer(score)->Callable:
-    "A `(question, pred, gt) -> float` judge from 'em', 'f1', a `(pred, gt)` callable or a `(question, pred, gt)` judge"
-    fns = {'em': lambda q, p, g: exact_match(p, g), 'f1': lambda q, p, g: f1_score(p, g)}
-    if isinstance(score, str) and score in fns: return fns[score]
-    if not callable(score): raise ValueError(f"score must be 'em', 'f1' or a callable, got {score!r}")
-    return score if _positional(score) >= 3 else (lambda q, p, g: score(p, g))
+scorer = judge_fn  # the judge of an evaluation is the judge of training: `rewards.judge_fn`
 
 # %% ../nbs/11_eval.ipynb #f94308c1
 THRESHOLDS = {'em': 1.0, 'f1': 0.5}
@@ -110,12 +98,12 @@ def _score_one(judge, traj:Trajectory, answer)->float:
     return 0.0 if answer is None or not str(answer).strip() else float(judge(traj.question, answer, traj.gt))
 
 def score_trajectories(trajs:list, # `Trajectory` objects with `.gt` (rollouts: with their meta)
-                       score='em', # 'em' | 'f1' | a `(pred, gt)` callable | a `(question, pred, gt)` judge (`LLMJudge`)
+                       score='em', # 'em' | 'f1' | a `(question, answer, gt)` judge such as `LLMJudge` (see `rewards.judge_fn`)
                        threshold:float|None=None, # score needed to be correct; default 1.0 for em, 0.5 otherwise
                        tokenizer=None # counts tokens of trajectories that carry none
                       )->pd.DataFrame:
     "One row per trajectory: the answer, its score and correctness, turns, tool use, browse ratio, tokens, stop"
-    judge, thr = scorer(score), threshold_of(score, threshold)
+    judge, thr = judge_fn(score), threshold_of(score, threshold)
     rows = [trajectory_row(t) for t in trajs]
     df = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ('correct', 'score')])
     df['score'] = [_score_one(judge, t, r['answer']) for t, r in zip(trajs, rows)]
@@ -202,7 +190,7 @@ class EvalReport:
 
 # %% ../nbs/11_eval.ipynb #d92fbee4
 def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
-                          score='em', # 'em' | 'f1' | a callable judge (see `scorer`)
+                          score='em', # 'em' | 'f1' | a callable judge (see `rewards.judge_fn`)
                           ks=KS, # the K of Pass@K
                           threshold:float|None=None, # score needed to be correct (see `threshold_of`)
                           label:str='model', # the name in tables and figures

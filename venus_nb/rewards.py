@@ -9,9 +9,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 # %% auto #0
-__all__ = ['ANSWER_SPLIT', 'JUDGE_PROMPT', 'REPLY', 'RewardConfig', 'finite', 'Slots', 'rollout_slots', 'zscore', 'normalise',
-           'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails', 'reward_details', 'turn_advantages',
-           'token_advantages', 'aliases', 'normalize_answer', 'exact_match', 'f1_score', 'parse_verdict', 'LLMJudge',
+__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES', 'REPLY', 'RewardConfig', 'finite', 'Slots',
+           'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
+           'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
+           'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
            'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'GTLogProbs', 'gt_logprobs', 'ig_from_logprobs',
            'information_gain', 'information_gain_naive', 'turn_rewards']
 
@@ -204,55 +205,147 @@ def f1_score(pred:str, gt)->float:
     return max((_f1(pred, a) for a in aliases(gt)), default=0.0)
 
 # %% ../nbs/07_rewards.ipynb #b6a31652
-import os
+import os, time, inspect, functools, warnings
+from typing import Callable
+from dataclasses import field
 import httpx
 
-JUDGE_PROMPT = """Judge whether the following [response] to [question] is correct or not based on the precise and unambiguous [correct_answer] below.
+JUDGE_MODEL = 'Qwen3-235B-A22B-Instruct-2507'  # DR-Venus' judge
+PLACEHOLDER = 'answer here'  # what an unfilled answer template leaves
+
+JUDGE_PROMPT = '''"Judge whether the following [response] to [question] is correct or not based on the precise and unambiguous [correct_answer] below.
 
 [question]: {question}
-
 [response]: {response}
 
 Your judgement must be in the format and criteria specified below:
 
 extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if there is no exact, final answer to extract from the response.
-
 [correct_answer]: {correct_answer}
 
 reasoning: Explain why the extracted_final_answer is correct or incorrect based on [correct_answer], focusing only on if there are meaningful differences between [correct_answer] and the extracted_final_answer. Do not comment on any background to the problem, do not attempt to solve the problem, do not argue for any answer different than [correct_answer], focus only on whether the answers match.
 
-correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin of error for numerical problems. Answer 'no' otherwise, i.e. if there is any inconsistency, ambiguity, non-equivalency, or if the extracted answer is incorrect."""
+correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, non-equivalency, or if the extracted answer is incorrect.
 
-def parse_verdict(reply:str)->float:
-    "1.0 for `correct: yes`, else 0.0"
-    m = re.findall(r'correct\s*:\s*\**\s*(yes|no)', reply or '', flags=re.I)
-    return float(bool(m) and m[-1].lower() == 'yes')
+confidence: The extracted confidence score between 0|%| and 100|%| from [response]. Put 100 if there
+is no confidence score available.'''
+
+def judge_reference(gt)->str:
+    "The `[correct_answer]` the judge sees: the answer, other aliases listed as also accepted"
+    first, *rest = aliases(gt) or ['']
+    return first + (f" (also accepted: {'; '.join(rest)})" if rest else '')
+
+def parse_verdict(reply:str)->float|None:
+    "1.0 or 0.0 from the first `correct: yes|no` in the reply; None when there is none"
+    m = re.search(r'correct\s*:\s*(yes|no)\b', reply or '', flags=re.I)
+    return float(m[1].lower() == 'yes') if m else None
+
 
 # %% ../nbs/07_rewards.ipynb #781ab4bf
 @dataclass
 class LLMJudge:
-    "Binary LLM judge over an OpenAI-compatible chat endpoint (DR-Venus' outcome reward)"
-    base_url: str|None = None     # e.g. http://localhost:8000/v1; default $VENUS_NB_JUDGE_URL
-    model: str|None = None        # default $VENUS_NB_JUDGE_MODEL
-    api_key: str|None = None      # default $OPENAI_API_KEY
+    "Binary LLM judge `(question, answer, gt) -> 0.0 | 1.0` over an OpenAI-compatible chat endpoint, as DR-Venus judges"
+    base_url: str|None = None  # API base (http://localhost:8000/v1) or the full /chat/completions URL; default $VENUS_NB_JUDGE_URL
+    model: str|None = None  # default $VENUS_NB_JUDGE_MODEL, else DR-Venus' judge
+    api_key: str|None = None  # default $OPENAI_API_KEY; no Authorization header when empty
     temperature: float = 0.1
-    timeout: float = 60.0
-    transport: object = None      # an httpx transport (tests pass a mock)
+    top_p: float = 0.95
+    enable_thinking: bool|None = None  # send `chat_template_kwargs.enable_thinking` (Qwen on vLLM); None: leave it out
+    attempts: int = 3  # requests per answer before it counts as a judge error
+    backoff: float = 1.0  # seconds before the second attempt, doubling after
+    timeout: float = 300.0  # seconds per request
+    transport: object = None  # an httpx transport (e.g. `httpx.MockTransport`)
+    errors: list = field(default_factory=list, repr=False, compare=False)  # one dict per answer scored 0 without a verdict
 
-    def _client(self):
-        url = self.base_url or os.environ.get('VENUS_NB_JUDGE_URL')
-        if not url: raise ValueError('LLMJudge needs base_url or $VENUS_NB_JUDGE_URL')
-        key = self.api_key or os.environ.get('OPENAI_API_KEY', '')
-        return httpx.Client(base_url=url, timeout=self.timeout, transport=self.transport, headers={'Authorization': f'Bearer {key}'})
+    def url(self)->str:
+        "The chat-completions URL"
+        base = self.base_url or os.environ.get('VENUS_NB_JUDGE_URL')
+        if not base: raise ValueError('LLMJudge needs base_url or $VENUS_NB_JUDGE_URL')
+        base = base.rstrip('/')
+        return base if base.endswith('/chat/completions') else base + '/chat/completions'
+
+    def request(self, question:str, answer:str, gt)->dict:
+        "The chat-completion body that asks about one answer"
+        prompt = JUDGE_PROMPT.format(question=question, response=answer, correct_answer=judge_reference(gt))
+        body = dict(model=self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL), messages=[{'role': 'user', 'content': prompt}],
+                    temperature=self.temperature, top_p=self.top_p, n=1)
+        if self.enable_thinking is not None: body['chat_template_kwargs'] = {'enable_thinking': self.enable_thinking}
+        return body
+
+    def ask(self, body:dict)->tuple[str|None, str|None]:
+        "`(reply, None)`, or `(None, reason)` once every attempt failed or came back empty"
+        url, key = self.url(), self.api_key or os.environ.get('OPENAI_API_KEY', '')
+        with httpx.Client(timeout=self.timeout, transport=self.transport, headers={'Authorization': f'Bearer {key}'} if key else {}) as c:
+            for i in range(self.attempts):
+                if i: time.sleep(self.backoff * 2 ** (i - 1))
+                try:
+                    r = c.post(url, json=body)
+                    if r.is_error: why = f'HTTP {r.status_code} {r.text[:200]}'.strip(); continue
+                    reply = r.json()['choices'][0]['message']['content']
+                    if reply and reply.strip(): return reply.strip(), None
+                    why = 'empty reply'
+                except Exception as e: why = f'{type(e).__name__}: {e}'
+        return None, f'no reply after {self.attempts} attempts ({why})'
+
+    def _no_verdict(self, question, answer, reason, reply=None)->float:
+        "Score 0, and leave a trace the caller can read"
+        self.errors.append(dict(question=question, answer=answer, reason=reason, reply=reply))
+        warnings.warn(f'LLMJudge scored an answer 0.0 without a verdict: {reason} (see judge.errors)', RuntimeWarning, stacklevel=3)
+        return 0.0
 
     def __call__(self, question:str, answer:str, gt)->float:
-        if not str(answer or '').strip(): return 0.0
-        if any(str(answer).strip() == a for a in aliases(gt)): return 1.0
-        msg = JUDGE_PROMPT.format(question=question, response=answer, correct_answer=aliases(gt)[0] if aliases(gt) else '')
-        body = {'model': self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', 'judge'), 'temperature': self.temperature,
-                'messages': [{'role': 'user', 'content': msg}]}
-        with self._client() as c: r = c.post('/chat/completions', json=body); r.raise_for_status()
-        return parse_verdict(r.json()['choices'][0]['message']['content'])
+        answer, golds = str(answer or '').strip(), aliases(gt) if gt is not None else []
+        if answer in golds: return 1.0
+        if answer in ('', PLACEHOLDER) or not golds: return 0.0
+        self.url()  # a missing endpoint is a configuration error, raised rather than scored
+        reply, why = self.ask(self.request(question, answer, gt))
+        if reply is None: return self._no_verdict(question, answer, why)
+        verdict = parse_verdict(reply)
+        return self._no_verdict(question, answer, 'no `correct: yes|no` in the reply', reply) if verdict is None else verdict
+
+
+# %% ../nbs/07_rewards.ipynb #a3d4cb5f
+def em_judge(question:str, answer:str, gt)->float:
+    "`exact_match` as a judge"
+    return exact_match(answer, gt)
+
+def f1_judge(question:str, answer:str, gt)->float:
+    "`f1_score` as a judge"
+    return f1_score(answer, gt)
+
+JUDGES = {'em': em_judge, 'f1': f1_judge}
+
+def _arity(fn)->int:
+    "3 for a `(question, answer, gt)` judge, 2 for a legacy `(answer, gt)` callable; a TypeError for anything else"
+    try: ps = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError): return 3  # an unreadable signature is taken to be the current one
+    pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    req = sum(p.default is p.empty for p in pos)
+    most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in ps) else len(pos)
+    for n in ((2, 3) if req == 2 else (3, 2)):
+        if req <= n <= most: return n
+    raise TypeError(f'a judge is called as judge(question, answer, gt), or judge(answer, gt); {fn!r} needs {req} positional arguments')
+
+def _without_question(fn, question, answer, gt): return fn(answer, gt)
+
+def judge_fn(judge)->Callable:
+    "A `(question, answer, gt) -> float` judge from 'em', 'f1', such a callable, or a legacy `(answer, gt)` callable"
+    if isinstance(judge, str) and judge in JUDGES: return JUDGES[judge]
+    if isinstance(judge, str) or not callable(judge):
+        raise ValueError(f"judge must be 'em', 'f1' or a callable (question, answer, gt) -> float, got {judge!r}")
+    return judge if _arity(judge) == 3 else functools.partial(_without_question, judge)
+
+def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
+             judge='em' # 'em', 'f1' or a judge (see `judge_fn`), e.g. an `LLMJudge`
+            )->list[float]:
+    "The judge's score of each rollout's final answer (0 without an answer or a ground truth)"
+    f = judge_fn(judge)
+    def one(t):
+        answer = t.turns[-1].answer if t.turns else None
+        if answer is None or not str(answer).strip() or t.gt is None: return 0.0
+        return float(f(t.question, answer, t.gt))
+    return [one(t) for t in trajs]
+
 
 # %% ../nbs/07_rewards.ipynb #0d193c6f
 import torch

@@ -4,19 +4,20 @@
 
 # %% ../nbs/13_verl.ipynb #5d8bef54
 from __future__ import annotations
-import re, json, importlib, functools, warnings
+import re, json, asyncio, importlib, functools, warnings
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .rewards import RewardConfig, rollout_slots, turn_advantages, token_advantages, exact_match, f1_score
-from .trajectory import Turn, Tokenized, generation_prompt, end_of_turn
+from .rewards import RewardConfig, rollout_slots, turn_advantages, token_advantages, judge_fn, outcomes
+from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn
 from .tools import TOOL_SCHEMAS, system_prompt
 
 # %% auto #0
 __all__ = ['SLOT_CODES', 'assistant_runs', 'encode_turn_rewards', 'decode_turn_rewards', 'reward_config', 'spread_to_tokens',
-           'venus_igpo_advantages', 'random_rollouts', 'assistant_prefix', 'turn_texts', 'rollout_turn_rewards',
-           'sft_chat_template', 'verl_sft_messages', 'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame',
-           'register_estimator', 'VenusAgentLoopOutput', 'VenusToolAgentLoop', 'VenusTool', 'load_verl_config']
+           'venus_igpo_advantages', 'random_rollouts', 'assistant_prefix', 'turn_texts', 'rollout_turns',
+           'rollout_turn_rewards', 'agent_judge', 'rollout_question', 'sft_chat_template', 'verl_sft_messages',
+           'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'register_estimator', 'VenusAgentLoopOutput',
+           'VenusToolAgentLoop', 'VenusTool', 'load_verl_config']
 
 # %% ../nbs/13_verl.ipynb #89153eca
 try:
@@ -143,17 +144,47 @@ def turn_texts(tokenizer, response_ids, response_mask)->list[str]:
     return [pre + (x[:-len(eot)] if x.endswith(eot) else x) for x in texts]
 
 # %% ../nbs/13_verl.ipynb #ba2d9b01
+def rollout_turns(tokenizer, response_ids, response_mask)->list[Turn]:
+    "The assistant turns of a verl rollout, parsed (kind, answer, format verdict)"
+    texts = turn_texts(tokenizer, response_ids, response_mask)
+    return [Turn.parse({'role': 'assistant', 'content': x}, [], i, i == len(texts) - 1) for i, x in enumerate(texts)]
+
 def rollout_turn_rewards(tokenizer, response_ids, response_mask, # one verl rollout
                          gt, # ground truth (a string, `<|answer_split|>` alternatives, or a list)
                          ig:list|None=None, # IG after each assistant turn (None where not scored); None: no IG
-                         judge=exact_match, # `(answer, gt) -> score`; DR-Venus uses an LLM judge
-                         cfg:RewardConfig=RewardConfig())->torch.Tensor:
+                         judge='em', # 'em', 'f1' or a `(question, answer, gt)` judge (see `rewards.judge_fn`); DR-Venus uses `LLMJudge`
+                         cfg:RewardConfig=RewardConfig(),
+                         question:str='', # the question, which the judge sees
+                         outcome:float|None=None # the judge's score, when the caller already has it
+                        )->torch.Tensor:
     "The reward hook: format verdicts, outcome and IG of a verl rollout placed at its turn boundaries"
-    texts = turn_texts(tokenizer, response_ids, response_mask)
-    turns = [Turn.parse({'role': 'assistant', 'content': x}, [], i, i == len(texts) - 1) for i, x in enumerate(texts)]
-    final = turns[-1] if turns else None
-    outcome = float(judge(final.answer, gt)) if final is not None and final.answer is not None else 0.0
+    turns = rollout_turns(tokenizer, response_ids, response_mask)
+    if outcome is None: [outcome] = outcomes([Trajectory(question, turns, gt)], judge)
     return encode_turn_rewards(response_mask, [None] * len(turns) if ig is None else ig, [t.ok for t in turns], outcome, cfg)
+
+
+# %% ../nbs/13_verl.ipynb #726fae89
+def _dotted(path):
+    "The object at a dotted path `module.name`, or `path` itself if it is not a string"
+    if not isinstance(path, str): return path
+    mod, name = path.rsplit('.', 1)
+    return getattr(importlib.import_module(mod), name)
+
+def agent_judge(judge='em', # 'em', 'f1', a judge, or a dotted path to a judge or to a judge class
+                judge_kwargs:dict|None=None # arguments of the judge class, e.g. `LLMJudge`'s base_url and model
+               ):
+    "The agent loop's `(question, answer, gt)` judge from its YAML settings"
+    obj = _dotted(judge) if isinstance(judge, str) and '.' in judge else judge
+    if isinstance(obj, type): obj = obj(**dict(judge_kwargs or {}))
+    elif judge_kwargs: raise ValueError(f'judge_kwargs need a judge class such as venus_nb.rewards.LLMJudge, got judge={judge!r}')
+    return judge_fn(obj)
+
+def rollout_question(kwargs:dict)->str:
+    "The question of a verl rollout: `extra_info.question`, else the last user message of `raw_prompt`"
+    if q := (kwargs.get('extra_info') or {}).get('question'): return str(q)
+    users = [m.get('content') for m in (kwargs.get('raw_prompt') if kwargs.get('raw_prompt') is not None else []) if m.get('role') == 'user']
+    return str(users[-1]) if users else ''
+
 
 # %% ../nbs/13_verl.ipynb #e68b2a15
 _CHATML = re.compile(r'<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n?', re.S)
@@ -225,22 +256,16 @@ class VenusAgentLoopOutput(AgentLoopOutput):
         if self.turn_rewards is not None: out['rm_scores'] = torch.tensor(self.turn_rewards, dtype=torch.float32)
         return out
 
-def _dotted(path):
-    "The object at a dotted path `module.name`, or `path` itself if it is not a string"
-    if not isinstance(path, str): return path
-    mod, name = path.rsplit('.', 1)
-    return getattr(importlib.import_module(mod), name)
-
 # %% ../nbs/13_verl.ipynb #36a7145c
 @register_agent_loop('venus_tool_agent')
 class VenusToolAgentLoop(ToolAgentLoop):
     "verl's tool agent loop with the venus_nb reward hook (IG, format penalties, outcome at turn boundaries)"
     _warned = False
-    def __init__(self, *args, ig_scorer=None, judge:str='em', tools_in_system_prompt:bool=True, **kwargs):
+    def __init__(self, *args, ig_scorer=None, judge='em', judge_kwargs=None, tools_in_system_prompt:bool=True, **kwargs):
         super().__init__(*args, **kwargs)
         self.cfg = reward_config(self.config.get('algorithm', None))
         self.ig_scorer, self.tools_in_system_prompt = _dotted(ig_scorer), tools_in_system_prompt
-        self.judge = {'em': exact_match, 'f1': f1_score}.get(judge) or _dotted(judge)
+        self.judge = agent_judge(judge, judge_kwargs)
 
     async def _handle_pending_state(self, agent_data, sampling_params):
         if self.tools_in_system_prompt: agent_data._active_tool_schemas = []  # the DR-Venus system prompt lists them
@@ -248,12 +273,14 @@ class VenusToolAgentLoop(ToolAgentLoop):
 
     async def run(self, sampling_params, **kwargs):
         out = await super().run(sampling_params, **kwargs)
-        gt = (kwargs.get('reward_model') or {}).get('ground_truth')
+        gt, question = (kwargs.get('reward_model') or {}).get('ground_truth'), rollout_question(kwargs)
         ig = self.ig_scorer(self, out, gt) if self.ig_scorer else None
         if ig is None and not VenusToolAgentLoop._warned:
             VenusToolAgentLoop._warned = True
             warnings.warn('venus_tool_agent has no ig_scorer: no IG slots, so venus_igpo reduces to GRPO with format penalties')
-        row = rollout_turn_rewards(self.tokenizer, out.response_ids, out.response_mask, gt, ig, self.judge, self.cfg)
+        turns = rollout_turns(self.tokenizer, out.response_ids, out.response_mask)
+        [outcome] = await asyncio.to_thread(outcomes, [Trajectory(question, turns, gt)], self.judge)  # an LLM judge must not block the loop
+        row = rollout_turn_rewards(self.tokenizer, out.response_ids, out.response_mask, gt, ig, self.judge, self.cfg, question, outcome)
         runs = assistant_runs(out.response_mask)
         score = row[runs[-1][1] - 1].item() if runs else 0.0
         return VenusAgentLoopOutput(**out.model_dump(exclude_unset=True), reward_score=score, turn_rewards=row.tolist())

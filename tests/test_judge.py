@@ -1,0 +1,171 @@
+"One judge signature everywhere: `LLMJudge` against a real OpenAI-compatible server on the loopback, `judge_fn`, `outcomes`, evaluation and the verl hook."
+import json, re, threading, warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import pytest
+from venus_nb.trajectory import Trajectory, Turn, ToolCall
+from venus_nb.rewards import LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes, exact_match
+from venus_nb import eval as ev
+
+# --- a tiny chat-completions server --------------------------------------------------------------------------------
+
+def _field(prompt, name):
+    return re.search(rf'^\[{name}\]: (.*)$', prompt, re.M)[1]
+
+class Judge(BaseHTTPRequestHandler):
+    """Says `correct: yes` when the response contains the first word of the correct answer. Special responses:
+    `flaky` fails once with a 500, `down` always, `empty` replies nothing, `mumble` replies without a verdict."""
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+        srv = self.server
+        srv.requests.append(dict(path=self.path, headers=dict(self.headers), body=body))
+        prompt = body['messages'][0]['content']
+        response, correct = _field(prompt, 'response'), _field(prompt, 'correct_answer')
+        if response == 'down' or (response == 'flaky' and srv.flaky.setdefault(prompt, 0) < 1):
+            srv.flaky[prompt] = srv.flaky.get(prompt, 0) + 1
+            return self._send(500, {'error': 'judge overloaded'})
+        content = {'empty': '', 'mumble': 'These look alike to me.'}.get(response)
+        if content is None:
+            verdict = 'yes' if correct.split()[0].lower() in response.lower() else 'no'
+            content = f'extracted_final_answer: {response}\nreasoning: compared.\ncorrect: {verdict}\nconfidence: 100'
+        self._send(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
+
+    def _send(self, code, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+
+    def log_message(self, *args): pass
+
+@pytest.fixture(scope='module')
+def server():
+    srv = ThreadingHTTPServer(('127.0.0.1', 0), Judge)
+    srv.requests, srv.flaky = [], {}
+    t = threading.Thread(target=srv.serve_forever, daemon=True); t.start()
+    yield srv
+    srv.shutdown(); srv.server_close()
+
+@pytest.fixture
+def sent(server):
+    "The requests the server receives during one test"
+    server.requests.clear(); server.flaky.clear()
+    return server.requests
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'OPENAI_API_KEY', 'VENUS_NB_JUDGE_URL', 'VENUS_NB_JUDGE_MODEL'):
+        monkeypatch.delenv(k, raising=False)
+
+def judge_at(server, **kw):
+    return LLMJudge(f'http://127.0.0.1:{server.server_port}/v1', backoff=0, **kw)
+
+Q = 'Which river runs through Kestra?'
+
+# --- LLMJudge ------------------------------------------------------------------------------------------------------
+
+def test_shortcuts_never_call_the_server(server, sent):
+    j = judge_at(server)
+    assert [j(Q, 'Sael', 'Sael'), j(Q, '  River Sael ', 'Sael<|answer_split|>River Sael'), j(Q, 'River Sael', ['Sael', 'River Sael'])] == [1.0] * 3
+    assert [j(Q, '', 'Sael'), j(Q, '   ', 'Sael'), j(Q, None, 'Sael'), j(Q, 'answer here', 'Sael'), j(Q, 'the Sael', None)] == [0.0] * 5
+    assert sent == [] and j.errors == []
+
+def test_prompt_and_sampling_params_as_sent(server, sent):
+    j = judge_at(server, model='judge-model', api_key='sk-test')
+    assert j(Q, 'the river Sael', 'Sael<|answer_split|>River Sael') == 1.0 and j(Q, 'the Kestra', 'Sael') == 0.0
+    r = sent[0]
+    assert r['path'] == '/v1/chat/completions' and r['headers']['Authorization'] == 'Bearer sk-test'
+    body = r['body']
+    assert {k: v for k, v in body.items() if k != 'messages'} == {'model': 'judge-model', 'temperature': 0.1, 'top_p': 0.95, 'n': 1}
+    assert [m['role'] for m in body['messages']] == ['user']
+    prompt = body['messages'][0]['content']
+    assert prompt == JUDGE_PROMPT.format(question=Q, response='the river Sael', correct_answer='Sael (also accepted: River Sael)')
+    assert prompt.startswith('"Judge whether the following [response]') and '\nconfidence: The extracted confidence score' in prompt
+    assert '[correct_answer]: Sael\n' in sent[1]['body']['messages'][0]['content']   # one answer: the prompt is DR-Venus' own
+
+def test_defaults_thinking_and_full_url(server, sent, monkeypatch):
+    full = f'http://127.0.0.1:{server.server_port}/v1/chat/completions'
+    assert LLMJudge(full, enable_thinking=True, backoff=0)(Q, 'the Sael', 'Sael') == 1.0
+    monkeypatch.setenv('VENUS_NB_JUDGE_URL', f'http://127.0.0.1:{server.server_port}/v1/')
+    assert LLMJudge(enable_thinking=False)(Q, 'the Sael', 'Sael') == 1.0
+    (a, b) = sent
+    assert a['path'] == b['path'] == '/v1/chat/completions' and 'Authorization' not in a['headers']
+    assert a['body']['model'] == JUDGE_MODEL and a['body']['chat_template_kwargs'] == {'enable_thinking': True}
+    assert b['body']['chat_template_kwargs'] == {'enable_thinking': False}
+
+def test_missing_endpoint_is_a_configuration_error():
+    with pytest.raises(ValueError, match='VENUS_NB_JUDGE_URL'): LLMJudge()(Q, 'the Sael', 'Sael')
+
+def test_retry_on_a_500_then_success(server, sent):
+    j = judge_at(server)
+    assert j(Q, 'flaky', 'flaky river') == 1.0
+    assert len(sent) == 2 and sent[0]['body'] == sent[1]['body'] and j.errors == []
+
+@pytest.mark.parametrize('answer,requests,reason', [('down', 3, 'no reply after 3 attempts (HTTP 500'),
+                                                     ('empty', 3, 'no reply after 3 attempts (empty reply)'),
+                                                     ('mumble', 1, 'no `correct: yes|no` in the reply')])
+def test_judge_errors_score_zero_with_the_reason(server, sent, answer, requests, reason):
+    j = judge_at(server)
+    with pytest.warns(RuntimeWarning, match='without a verdict'): assert j(Q, answer, 'Sael') == 0.0
+    assert len(sent) == requests and len(j.errors) == 1
+    e = j.errors[0]
+    assert (e['question'], e['answer']) == (Q, answer) and e['reason'].startswith(reason)
+    if answer == 'mumble': assert e['reply'] == 'These look alike to me.'
+
+def test_unreachable_endpoint_is_a_judge_error():
+    with ThreadingHTTPServer(('127.0.0.1', 0), Judge) as closed: port = closed.server_port   # a port nobody listens on now
+    j = LLMJudge(f'http://127.0.0.1:{port}/v1', backoff=0, attempts=2, timeout=5)
+    with pytest.warns(RuntimeWarning): assert j(Q, 'the Sael', 'Sael') == 0.0
+    assert j.errors[0]['reason'].startswith('no reply after 2 attempts (ConnectError')
+
+def test_verdict_parser_reads_the_first_verdict():
+    assert [parse_verdict(r) for r in ('correct: yes\ncorrect: no', 'CORRECT : No', 'correct:yes.', 'correct: yesterday', '', None)] == [1.0, 0.0, 1.0, None, None, None]
+    assert judge_reference(['A', 'B', 'C']) == 'A (also accepted: B; C)' and judge_reference(' A ') == 'A'
+
+# --- one signature: judge_fn, outcomes, evaluation -----------------------------------------------------------------
+
+def test_judge_fn_signatures():
+    three = lambda question, answer, gt: float(question.startswith('Which'))
+    assert judge_fn(three) is three and judge_fn(judge := LLMJudge('http://x/v1')) is judge and ev.scorer is judge_fn
+    assert [judge_fn(k)(Q, 'the Sael', 'Sael') for k in ('em', 'f1')] == [1.0, 1.0]
+    assert judge_fn(exact_match)(Q, 'the Sael', 'Sael') == 1.0                         # legacy (answer, gt): called without the question
+    assert judge_fn(lambda answer, gt, strict=False: float(answer == gt))(Q, 'x', 'x') == 1.0
+    assert judge_fn(lambda *args: len(args))(Q, 'x', 'x') == 3
+    assert judge_fn(judge_fn(exact_match))(Q, 'Sael', 'Sael') == 1.0                  # idempotent
+    with pytest.raises(TypeError, match=r'judge\(question, answer, gt\)'): judge_fn(lambda answer: 1.0)
+    with pytest.raises(TypeError, match='4 positional'): judge_fn(lambda q, a, gt, extra: 1.0)
+    for bad in ('bleu', None, 3):
+        with pytest.raises(ValueError, match="'em', 'f1' or a callable"): judge_fn(bad)
+
+def _rollout(answer, gt='Sael<|answer_split|>River Sael', i=0):
+    search = Turn.make('Look it up.', ToolCall('search', {'query': ['Kestra river']}), observation='Kestra lies on the Sael.', index=0)
+    turns = [search] if answer is None else [search, Turn.make('Found it.', answer=answer, index=1)]
+    return Trajectory(Q, turns, gt, dict(qid='q0', group=0, sample=i), [{'role': 'user', 'content': Q}])
+
+ANSWERS = ['the river Sael', 'Kestra', 'Sael', None, 'answer here', 'flaky']
+
+def test_outcomes_through_the_server(server, sent):
+    j = judge_at(server)
+    trajs = [_rollout(a, i=i) for i, a in enumerate(ANSWERS)] + [_rollout('the Sael', gt=None)]
+    assert outcomes(trajs, j) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    prompts = [r['body']['messages'][0]['content'] for r in sent]
+    assert [_field(p, 'response') for p in prompts] == ['the river Sael', 'Kestra', 'flaky', 'flaky']   # flaky: a 500, then a verdict
+    assert all(_field(p, 'question') == Q for p in prompts) and j.errors == []
+    assert outcomes(trajs, lambda answer, gt: 0.5) == [0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0]      # a legacy judge, never asked without an answer
+
+def test_evaluation_through_the_server(server, sent):
+    j = judge_at(server)
+    report = ev.evaluate_trajectories([_rollout(a, i=i) for i, a in enumerate(ANSWERS)], score=j, ks=(1, 2))
+    assert report.rows.score.tolist() == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0] and report.rows.correct.sum() == 2
+    assert len(sent) == 4 and report.pass_at_k.pass_at_k.tolist()[0] == pytest.approx(2 / 6)
+
+# --- the verl hook (in .venv-verl only) ----------------------------------------------------------------------------
+
+def test_verl_hook_asks_the_same_judge(server, sent, request):
+    vv = pytest.importorskip('venus_nb.verl', exc_type=ImportError)
+    qwen3_tok = request.getfixturevalue('qwen3_tok')
+    j = vv.agent_judge('venus_nb.rewards.LLMJudge', {'base_url': f'http://127.0.0.1:{server.server_port}/v1', 'backoff': 0})
+    tk = _rollout('the river Sael').tokenize(qwen3_tok)
+    resp, mask = tk.ids[tk.prompt_len:], tk.loss_mask[tk.prompt_len:]
+    row = vv.rollout_turn_rewards(qwen3_tok, resp, mask, 'Sael', None, j, question=Q)
+    assert vv.decode_turn_rewards(row, mask)[2] == 1.0
+    assert [(_field(p, 'question'), _field(p, 'response')) for p in (r['body']['messages'][0]['content'] for r in sent)] == [(Q, 'the river Sael')]
+    assert vv.rollout_question({'extra_info': {'question': Q}}) == Q
