@@ -32,7 +32,7 @@ class SFTConfig:
     betas: tuple = (0.9, 0.95)
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    max_length: int = 8192            # tokens; longer trajectories are cut at a turn boundary
+    max_length: int|None = None       # tokens; None keeps whole trajectories (official: up to 200K); shorter ones are cut at a turn boundary
     lora_r: int|None = 16             # None: full fine-tune
     lora_alpha: int = 32
     lora_dropout: float = 0.0
@@ -43,6 +43,8 @@ class SFTConfig:
     seed: int = 42
     load_in_4bit: bool = False        # Unsloth on CUDA
     gradient_checkpointing: bool = False
+    dtype: str|None = None            # weights (transformers backend); None: float32 on CPU (bf16 weights lose small updates), else the checkpoint's
+    bf16: bool|None = None            # bf16 autocast over the weights; None: where a GPU supports it (on a CPU with AMX it is fast too)
     packing: bool = False             # Unsloth/TRL backend only
 
     def save(self, path): Path(path).write_text(json.dumps(asdict(self), indent=1)); return Path(path)
@@ -50,14 +52,14 @@ class SFTConfig:
     def load(cls, path): return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(Path(path).read_text()).items()})
 
 # %% ../nbs/08_sft.ipynb #d6d58312
-def turn_cut(tokens, max_length:int)->int|None:
-    "Tokens to keep so the sequence ends at a turn boundary within max_length (None if no turn fits)"
-    if len(tokens.ids) <= max_length: return len(tokens.ids)
+def turn_cut(tokens, max_length:int|None)->int|None:
+    "Tokens to keep so the sequence ends at a turn boundary within max_length (None if no turn fits; no limit: all)"
+    if max_length is None or len(tokens.ids) <= max_length: return len(tokens.ids)
     ends = [e for (_, a_end), obs in zip(tokens.assistant_spans, tokens.observation_spans) for e in (a_end, obs[1] if obs else None) if e]
     fits = [e for e in ends if e <= max_length]
     return max(fits) if fits else None
 
-def sft_example(traj, tokenizer, max_length:int)->tuple[dict|None, dict]:
+def sft_example(traj, tokenizer, max_length:int|None)->tuple[dict|None, dict]:
     "(example with input_ids and labels, or None; a report row)"
     tk = traj.tokenize(tokenizer)
     keep = turn_cut(tk, max_length)
@@ -77,7 +79,7 @@ class SFTData:
         return (f'{len(self.examples)} examples from {len(r)} trajectories; {int(r.cut.sum())} cut at a turn boundary, '
                 f'{int(r.reason.notna().sum())} dropped; {int(r.trained.sum()):,} trained of {int(r.kept_tokens.sum()):,} tokens')
 
-def sft_data(trajectories:list, tokenizer, max_length:int=8192)->SFTData:
+def sft_data(trajectories:list, tokenizer, max_length:int|None=None)->SFTData:
     "The SFT examples of a set of (cleaned, resampled) trajectories"
     pairs = [sft_example(t, tokenizer, max_length) for t in trajectories]
     return SFTData([e for e, _ in pairs if e is not None], pd.DataFrame([r for _, r in pairs]))
@@ -93,13 +95,21 @@ def show_mask(example:dict, tokenizer, max_tokens:int=400)->str:
     return '<pre style="white-space:pre-wrap;font-size:11px">' + ''.join(spans) + '</pre>'
 
 # %% ../nbs/08_sft.ipynb #86a5b046
+def _autocast(cfg:SFTConfig)->bool:
+    "bf16 autocast: as configured, else where the GPU supports it"
+    return cfg.bf16 if cfg.bf16 is not None else torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+def _weights_dtype(cfg:SFTConfig)->str|None:
+    "float32 weights on CPU unless told otherwise (bf16 weights round small updates away); on a GPU the checkpoint's"
+    return cfg.dtype or (None if torch.cuda.is_available() else 'float32')
+
 def _args_dict(cfg:SFTConfig)->dict:
     return dict(output_dir=cfg.output_dir, learning_rate=cfg.lr, lr_scheduler_type=cfg.scheduler, warmup_steps=cfg.warmup,
                 num_train_epochs=cfg.epochs, max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
                 gradient_accumulation_steps=cfg.grad_accum, adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1],
                 weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_steps,
                 save_total_limit=cfg.save_total_limit, logging_steps=cfg.logging_steps, seed=cfg.seed, report_to=[],
-                optim='adamw_torch', use_cpu=not torch.cuda.is_available(), bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+                optim='adamw_torch', use_cpu=not torch.cuda.is_available(), bf16=_autocast(cfg),
                 gradient_checkpointing=cfg.gradient_checkpointing, remove_unused_columns=False)
 
 # %% ../nbs/08_sft.ipynb #b3fa6519
@@ -152,11 +162,17 @@ def _transformers_trainer(policy, examples, cfg, log):
                    data_collator=pad_collate(policy.tokenizer.pad_token_id), callbacks=[log])
 
 # %% ../nbs/08_sft.ipynb #9d137fd7
+def _seq_limit(name_or_path:str, cfg:SFTConfig)->int:
+    "The longest sequence Unsloth should prepare for: `max_length`, or with no limit the model's own window"
+    from transformers import AutoConfig
+    from venus_nb.models import resolve
+    return cfg.max_length or AutoConfig.from_pretrained(resolve(name_or_path)).max_position_embeddings
+
 def unsloth_policy(name_or_path:str, cfg:SFTConfig)->Policy:
     "Load a model with Unsloth and add its LoRA adapters"
     from venus_nb.models import resolve
     FastLanguageModel = optional_import('unsloth').FastLanguageModel
-    model, tok = FastLanguageModel.from_pretrained(model_name=resolve(name_or_path), max_seq_length=cfg.max_length,
+    model, tok = FastLanguageModel.from_pretrained(model_name=resolve(name_or_path), max_seq_length=_seq_limit(name_or_path, cfg),
                                                    load_in_4bit=cfg.load_in_4bit, dtype=None)
     if cfg.lora_r is not None:
         model = FastLanguageModel.get_peft_model(model, r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
@@ -205,7 +221,7 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
     cfg = cfg or SFTConfig()
     backend = _backend(cfg, policy)
-    policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers'))
+    policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
     trainer = (_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log)
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True); cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')

@@ -104,11 +104,13 @@ def follow(world:dict, start:str, relations:list)->list:
     return hops
 
 # %% ../nbs/02_synth.ipynb #2294e9aa
-def make_questions(world:dict, n:int, seed:int=0)->list[dict]:
+def make_questions(world:dict, n:int, seed:int=0,
+                   max_hops:int=4 # only chains of at most this many hops
+                  )->list[dict]:
     "n multi-hop questions: {id, question, answer, hops}"
-    rng, out = random.Random(seed), []
+    rng, out, chains = random.Random(seed), [], [c for c in CHAINS if len(c[2]) <= max_hops]
     for i in range(n):
-        tmpl, kind, rels = rng.choice(CHAINS)
+        tmpl, kind, rels = rng.choice(chains)
         start = rng.choice([e for e in world.values() if e.kind == kind]).name
         hops = follow(world, start, rels)
         out.append(dict(id=f'q{i}', question=tmpl.format(start), answer=str(hops[-1][2]), hops=hops))
@@ -164,6 +166,7 @@ class SynthConfig:
     string_args: float = 0.2          # ... with query/url given as a string
     wrong_answer: float = 0.1         # ... whose final answer is wrong
     no_answer: float = 0.02           # ... that end without an answer
+    max_hops: int = 4                 # the longest question chain (1 to 4 hops)
 
 # %% ../nbs/02_synth.ipynb #22b2608e
 def _target_turns(cfg, rng):
@@ -232,7 +235,7 @@ def generate(cfg:SynthConfig=SynthConfig())->SynthData:
     world = make_world(cfg.seed, cfg.entities)
     pages = corpus(world, cfg.seed)
     by_name = {p['title']: p for p in pages}
-    qa = make_questions(world, cfg.n, cfg.seed)
+    qa = make_questions(world, cfg.n, cfg.seed, cfg.max_hops)
     recs = [expert_record(q, by_name, pages, cfg, rng) for q in qa]
     return SynthData(pages, [dict(id=q['id'], question=q['question'], answer=q['answer']) for q in qa], recs)
 

@@ -1,0 +1,48 @@
+"""The warm start: its world, its cache (keyed by the config, reused, rebuilt on demand) on a tiny model, and, slow,
+the real one on the embedded model: well-formed turns and a Pass@1 that leaves room to learn."""
+import json
+import pytest
+from venus_nb.models import tiny_model
+from venus_nb.warm_start import WarmConfig, warm_start, warm_world, warm_dir, well_formed
+
+TINY = dict(train=3, held_out=2, rl=1, steps=2, G=2, max_turns=2, max_new_tokens=16, engine='transformers', entities=20)
+
+@pytest.fixture
+def tiny_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv('VENUS_NB_CACHE', str(tmp_path/'cache'))
+    pol = tiny_model()
+    pol.model.save_pretrained(tmp_path/'tiny'); pol.tokenizer.save_pretrained(tmp_path/'tiny')
+    return str(tmp_path/'tiny')
+
+def test_the_world_splits_are_disjoint_and_noiseless():
+    w = warm_world(WarmConfig(train=10, held_out=5, rl=5))
+    assert (len(w.train), len(w.held_out), len(w.rl)) == (10, 5, 5)
+    assert all(t.format_errors() == [] and t.turns[-1].answer == t.gt for t in w.train)
+    assert len({q['question'] for q in w.held_out + w.rl} | {t.question for t in w.train}) == 20
+    with pytest.raises(ValueError, match='distinct questions'): warm_world(WarmConfig(entities=2, train=200))
+
+def test_cached_by_config(tiny_dir):
+    cfg = WarmConfig(model=tiny_dir, **TINY)
+    first = warm_start(cfg, verbose=False)
+    assert not first.cached and first.path == warm_dir(cfg)/'model' and (first.path/'config.json').exists()
+    rep = json.loads((warm_dir(cfg)/'report.json').read_text())
+    assert {'well_formed', 'pass_at_1', 'rollouts', 'engine', 'sft_seconds', 'check_seconds', 'seconds', 'config'} <= set(rep)
+    assert rep['rollouts'] == 4 and rep['engine'] == 'transformers' and WarmConfig(**rep['config']) == cfg
+    again = warm_start(cfg, verbose=False)
+    assert again.cached and again.report == first.report and again.config == cfg
+    other = WarmConfig(model=tiny_dir, **(TINY | {'steps': 1}))
+    assert warm_dir(other) != warm_dir(cfg) and not warm_start(other, verbose=False).cached
+    assert not warm_start(cfg, force=True, verbose=False).cached
+    assert not first.passed and 'Warm start' in first._repr_markdown_()    # a random tiny model writes no DR-Venus turn
+
+def test_well_formed_share(tiny_dir):
+    w = warm_world(WarmConfig(train=4, held_out=1, rl=1))
+    assert well_formed(w.train) == 1.0 and well_formed([]) == 0.0
+
+@pytest.mark.slow
+def test_the_embedded_warm_start_is_ready_for_rl():
+    w = warm_start(verbose=False)
+    r = w.report
+    assert r['well_formed'] >= 0.9, r
+    assert 0.1 < r['pass_at_1'] < 0.9, r
+    assert w.passed
