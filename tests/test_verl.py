@@ -203,3 +203,17 @@ def test_agent_loop_end_to_end(qwen3_tok, monkeypatch):
     text = qwen3_tok.decode(out.response_ids)
     assert 'Harrow Suite composer' in text and '[visit error]' in text  # the search and visit tools answered
     assert qwen3_tok.decode(out.prompt_ids).count('# Tools') == system_prompt().count('# Tools')  # one tool list
+
+def test_turn_texts_start_inside_the_thinking_the_template_opens():
+    "Qwen3-Thinking-2507: verl's response ids hold no <think>; the turn texts read with it match the rollout loop's"
+    from venus_nb.models import qwen3_tokenizer
+    from venus_nb.tools import load_corpus
+    from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout
+    q3 = qwen3_tokenizer(thinking_2507=True)
+    world = load_corpus(ROOT/'data'/'sample'/'world'/'corpus.jsonl')
+    search = 'Look.\n</think>\n<tool_call>\n{"name": "search", "arguments": {"query": ["x"]}}\n</tool_call>'
+    t = rollout(ScriptedEngine(q3, [search, 'Done.\n</think>\n<answer>42</answer>']), ['q?'], world, RolloutConfig(G=1, progress=False))[0]
+    tk = t.tokens
+    resp, mask = torch.tensor(tk.ids[tk.prompt_len:]), torch.tensor(tk.loss_mask[tk.prompt_len:])
+    assert vv.turn_texts(q3, resp, mask) == [x.raw for x in t.turns]
+    assert [(x.kind, x.ok) for x in vv.rollout_turns(q3, resp, mask)] == [('search', True), ('answer', True)]

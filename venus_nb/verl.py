@@ -9,15 +9,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .rewards import RewardConfig, rollout_slots, turn_advantages, token_advantages, judge_fn, outcomes
-from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn
+from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening
 from .tools import TOOL_SCHEMAS, system_prompt
 
 # %% auto #0
 __all__ = ['SLOT_CODES', 'assistant_runs', 'encode_turn_rewards', 'decode_turn_rewards', 'reward_config', 'spread_to_tokens',
-           'venus_igpo_advantages', 'random_rollouts', 'assistant_prefix', 'turn_texts', 'rollout_turns',
-           'rollout_turn_rewards', 'agent_judge', 'rollout_question', 'sft_chat_template', 'verl_sft_messages',
-           'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'register_estimator', 'VenusAgentLoopOutput',
-           'VenusToolAgentLoop', 'VenusTool', 'load_verl_config']
+           'venus_igpo_advantages', 'random_rollouts', 'turn_texts', 'rollout_turns', 'rollout_turn_rewards',
+           'agent_judge', 'rollout_question', 'sft_chat_template', 'verl_sft_messages', 'verl_sft_frame',
+           'write_verl_sft', 'verl_rl_frame', 'register_estimator', 'VenusAgentLoopOutput', 'VenusToolAgentLoop',
+           'VenusTool', 'load_verl_config']
 
 # %% ../nbs/13_verl.ipynb #89153eca
 try:
@@ -132,14 +132,9 @@ def random_rollouts(n_groups:int=4, g:int=4, max_turns:int=6, seed:int=0, p_scor
     return rewards, mask, index, ([r[1] for r in rolls], [r[2] for r in rolls], [r[3] for r in rolls])
 
 # %% ../nbs/13_verl.ipynb #0ab866dd
-def assistant_prefix(tokenizer)->str:
-    "What the generation prompt puts inside an assistant turn (e.g. `<think>\\n`), which the model never generates"
-    gen, head = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}]), '<|im_start|>assistant\n'
-    return gen[len(head):] if gen.startswith(head) else ''
-
 def turn_texts(tokenizer, response_ids, response_mask)->list[str]:
-    "The assistant text of each turn of a verl rollout, as the format checker reads it"
-    ids, pre, eot = [int(i) for i in response_ids], assistant_prefix(tokenizer), end_of_turn(tokenizer)
+    "The assistant text of each turn of a verl rollout, read after the thinking its template opens (`thinking_opening`)"
+    ids, pre, eot = [int(i) for i in response_ids], thinking_opening(tokenizer), end_of_turn(tokenizer)
     texts = [tokenizer.decode(ids[a:b], skip_special_tokens=False) for a, b in assistant_runs(response_mask)]
     return [pre + (x[:-len(eot)] if x.endswith(eot) else x) for x in texts]
 
