@@ -1,5 +1,6 @@
 "venus_nb inside verl (nbs/13_verl.ipynb): run in .venv-verl by `make verl-test`; skipped where verl is not installed."
-import os, subprocess, sys
+import contextlib, os, random, subprocess, sys, types
+from types import SimpleNamespace
 from pathlib import Path
 import pytest
 
@@ -8,8 +9,9 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 from conftest import ROOT
-from venus_nb.rewards import RewardConfig, turn_advantages, token_advantages
-from venus_nb.trajectory import Tokenized, from_record
+from venus_nb.models import tiny_model
+from venus_nb.rewards import RewardConfig, turn_advantages, token_advantages, information_gain, information_gain_naive
+from venus_nb.trajectory import Tokenized, Trajectory, Turn, ToolCall, from_record
 from venus_nb import verl as vv
 
 VARIANTS = {'default': {}, 'separate': dict(norm='separate'), 'joint': dict(norm='joint'), 'split': dict(credit='split'),
@@ -130,18 +132,27 @@ def test_launch_config_validates():
     assert cfg.algorithm.adv_estimator == 'venus_igpo' and vv.reward_config(cfg.algorithm) == RewardConfig()
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == 'venus_tool_agent'
     assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == 'venus_nb.verl'
+    assert cfg.trainer.use_v1 and cfg.trainer.v1.trainer_mode == 'venus_igpo' and vv.ig_setup(cfg).startswith('scored by the actor')
+    with pytest.raises(ValueError, match='estimator=grpo'):  # IGPO with a trainer that leaves IG unscored
+        vv.load_verl_config(ROOT/'examples/verl/dr_venus_igpo.yaml', ['trainer.v1.trainer_mode=sync'])
+    with pytest.raises(ValueError, match='use_v1'):
+        vv.load_verl_config(ROOT/'examples/verl/dr_venus_igpo.yaml', ['trainer.use_v1=false'])
     for name, venus in VARIANTS.items():
         ov = [f'algorithm.venus.{k}={v}' for k, v in venus.items() if k != 'gamma'] + [f'algorithm.gamma={venus.get("gamma", 0.95)}']
         assert vv.reward_config(vv.load_verl_config(ROOT/'examples/verl/dr_venus_igpo.yaml', ov).algorithm) == RewardConfig(**venus), name
 
-def test_launch_script_dry_run(tmp_path):
-    "run_dr_venus.sh with DRY_RUN=1 writes the RL parquet and validates the config without starting Ray"
-    env = {**os.environ, 'DRY_RUN': '1', 'PY': sys.executable, 'VENUS_RL_DATA': str(tmp_path/'rl'), 'NNODES': '4'}
+@pytest.mark.parametrize('gpus', ['1', '8'])
+def test_launch_script_dry_run(tmp_path, gpus):
+    "run_dr_venus.sh with DRY_RUN=1 writes the RL parquet and validates the config for one node of 1 or 8 GPUs, without Ray"
+    env = {**os.environ, 'DRY_RUN': '1', 'PY': sys.executable, 'VENUS_RL_DATA': str(tmp_path/'rl'), 'GPUS': gpus}
+    env.pop('NNODES', None)
     r = subprocess.run(['bash', str(ROOT/'examples/verl/run_dr_venus.sh'), str(ROOT/'data/sample/world/qa.jsonl'), 'algorithm.venus.credit=split'],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path/'rl/train.parquet').exists() and 'config ok' in r.stdout, r.stdout[-2000:]
-    assert 'credit=split' in r.stdout and 'nnodes=4' in r.stdout
+    assert 'credit=split' in r.stdout and f'nnodes=1, gpus={gpus}' in r.stdout
+    assert ('sp=1, tp=1' if gpus == '1' else 'sp=8, tp=4') in r.stdout
+    assert 'IG: scored by the actor before the advantage (trainer venus_igpo, VenusActorRolloutRefWorker.venus_gt_logprobs)' in r.stdout
 
 def test_rl_parquet_loads_with_verl(tmp_path, qwen3_tok):
     import json
@@ -193,13 +204,17 @@ def test_agent_loop_end_to_end(qwen3_tok, monkeypatch):
     loop = vv.VenusToolAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=ScriptedServer(), tokenizer=qwen3_tok,
                                  processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data),
                                  tools=ToolListWrap(initialize_tools_from_config(str(ROOT/'examples/verl/tools.yaml'))),
-                                 ig_scorer=lambda agent_loop, out, gt: [None, None, None, 0.5, None])
+                                 max_new_tokens=1024)  # turns of at most 1024 tokens fit the 8192-token response budget
     row = vv.verl_rl_frame([{'question': traj.question, 'answer': traj.gt}]).iloc[0].to_dict()
     out = loop.loop.run_until_complete(loop.run({'temperature': 1.0}, raw_prompt=row['prompt'], reward_model=row['reward_model'],
                                                 extra_info=row['extra_info']))
     d = out.as_dict()
     assert isinstance(out, vv.VenusAgentLoopOutput) and len(vv.assistant_runs(d['response_mask'])) == len(traj.turns)
-    assert vv.decode_turn_rewards(d['rm_scores'], d['response_mask']) == ([None, None, None, 0.5, None], [True] * 5, 1.0)
+    assert vv.decode_turn_rewards(d['rm_scores'], d['response_mask']) == ([None] * 5, [True] * 5, 1.0)
+    assert vv.pending_turns(d['rm_scores'], d['response_mask']) == [3]  # the visit's IG waits for the actor
+    plan = out.extra_fields['venus_ig']
+    assert plan['turns'] == [None, 3] and plan['bounds'][0] == len(out.prompt_ids) - len(vv.generation_ids(qwen3_tok))
+    assert out.extra_fields['venus_forced'] is None and out.extra_fields['venus_turn_cap'] in range(195, 205)
     text = qwen3_tok.decode(out.response_ids)
     assert 'Harrow Suite composer' in text and '[visit error]' in text  # the search and visit tools answered
     assert qwen3_tok.decode(out.prompt_ids).count('# Tools') == system_prompt().count('# Tools')  # one tool list
@@ -217,3 +232,270 @@ def test_turn_texts_start_inside_the_thinking_the_template_opens():
     resp, mask = torch.tensor(tk.ids[tk.prompt_len:]), torch.tensor(tk.loss_mask[tk.prompt_len:])
     assert vv.turn_texts(q3, resp, mask) == [x.raw for x in t.turns]
     assert [(x.kind, x.ok) for x in vv.rollout_turns(q3, resp, mask)] == [('search', True), ('answer', True)]
+
+# --- IG scored by the actor: the worker method, the trainer's step, the estimator
+
+def _random_traj(rng):
+    "A rollout of random searches and visits, then an answer"
+    words = lambda: ' '.join(rng.choice('the of a river city search visit who born capital page'.split()) for _ in range(rng.randint(1, 6)))
+    turns = [Turn.make(f'step {i} ' + words(), ToolCall(k, {'query': [words()]} if k == 'search' else {'url': ['u'], 'goal': words()}),
+                       observation=words() * 3, index=i) for i, k in enumerate(rng.choice(['search', 'visit']) for _ in range(rng.randint(1, 5)))]
+    turns.append(Turn.make('done', answer='the river', index=len(turns)))
+    return Trajectory('who?', turns, rng.choice(['the river', 'Sael', 'river city']), prompt=[{'role': 'user', 'content': 'who founded the city?'}])
+
+def _as_verl(traj, tok, cfg, outcome=1.0):
+    "The trajectory as verl's agent loop hands it over: prompt, response, mask, the row with pending IG, the plan"
+    k = traj.tokenize(tok)
+    P = k.assistant_spans[0][0]
+    p, r, m = k.ids[:P], k.ids[P:], k.loss_mask[P:]
+    turns = vv.rollout_turns(tok, r, m)
+    plan = vv.ig_plan(tok, vv.verl_tokens(tok, p, r, m), turns, traj.gt, cfg)
+    row = vv.encode_turn_rewards(m, vv.plan_slots(plan, len(turns)), [t.ok for t in turns], outcome, cfg, pending=True)
+    return dict(prompts=p, responses=r, response_mask=m, rm_scores=row, plan=plan)
+
+def _rank(model, dtype=torch.float32):
+    "One actor rank as `venus_gt_logprobs` sees it: its engine, computing in `dtype`, and its module (the tiny model, not FSDP-wrapped)"
+    engine = SimpleNamespace(module=model, eval_mode=contextlib.nullcontext, _autocast_dtype=dtype)
+    return SimpleNamespace(actor=SimpleNamespace(engine=engine))
+
+def _same(a, b, tol=1e-4):
+    return len(a) == len(b) and all((x is None) == (y is None) and (x is None or abs(x - y) < tol) for x, y in zip(a, b))
+
+@pytest.mark.parametrize('arch', ['qwen3', 'llama'])
+def test_actor_ig_equals_information_gain(arch):
+    "The worker method, fed the rollout's ids and the plan's boundaries, gives local IGPO's IG (float32, within 1e-4)"
+    model, tok = tiny_model(arch, seed=1)
+    assert model.dtype == torch.float32
+    rng = random.Random(arch)
+    for scored in ('visit', 'all_tools'):
+        cfg = RewardConfig(scored=scored)
+        for _ in range(3):
+            traj = _random_traj(rng)
+            r, k = _as_verl(traj, tok, cfg), traj.tokenize(tok)
+            assert r['plan']['bounds'] == [k.prompt_len, *vv.scored_boundaries(traj, k, cfg).values()]  # the same boundaries
+            job = {'requests': [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 'temperature': 1.0, 'chunk': rng.randint(3, 40)}
+            [lp] = vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model), job)
+            ig = vv.ig_from_plan(r['plan'], lp, len(traj.turns), cfg)
+            assert _same(ig, information_gain(model, tok, traj, cfg=cfg)), (ig, information_gain(model, tok, traj, cfg=cfg))
+            assert _same(ig, information_gain_naive(model, tok, traj, cfg=cfg))
+
+def test_worker_method_under_bf16_autocast():
+    "A bf16 engine: the passes run under its autocast, as verl's own (off on a machine without the accelerator)"
+    model, tok = tiny_model(seed=3)
+    traj, cfg = _random_traj(random.Random(7)), RewardConfig(scored='all_tools')
+    r = _as_verl(traj, tok, cfg)
+    job = {'requests': [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 'temperature': 1.0, 'chunk': 16}
+    [lp16] = vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model, torch.bfloat16), job)
+    [lp32] = vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model), job)
+    assert len(lp16) == len(lp32) > 1 and all(abs(a - b) < 0.1 for a, b in zip(lp16, lp32))
+    assert isinstance(vv.autocast(torch.bfloat16), torch.autocast) and isinstance(vv.autocast(torch.float32), contextlib.nullcontext)
+
+def test_worker_method_is_registered_for_data_parallel_dispatch():
+    from verl.single_controller.base.decorator import MAGIC_ATTR, Dispatch
+    from verl.workers.engine_workers import ActorRolloutRefWorker
+    attrs = getattr(vv.VenusActorRolloutRefWorker.venus_gt_logprobs, MAGIC_ATTR)
+    assert attrs['dispatch_mode'] == Dispatch.DP_COMPUTE and attrs['blocking']
+    assert issubclass(vv.VenusActorRolloutRefWorker, ActorRolloutRefWorker)
+
+def test_lockstep_evens_out_forward_passes():
+    "Ranks that scored less run 1-token passes until every rank ran as many forward passes as the busiest"
+    model, _ = tiny_model()
+    ranks = [vv.CountedModel(model) for _ in range(3)]
+    for n, m in zip([0, 2, 5], ranks):
+        for _ in range(n): m(input_ids=torch.zeros((1, 2), dtype=torch.long))
+    most = max(m.calls for m in ranks)
+    assert [vv.lockstep(m, most) for m in ranks] == [5, 3, 0] and {m.calls for m in ranks} == {5}
+    assert vv.most_over_ranks(4, 'cpu') == 4  # outside torch.distributed
+
+def test_balanced_shards():
+    shards = vv.balanced_shards([10, 1, 7, 3, 3, 9], 3)
+    assert sorted(i for s in shards for i in s) == list(range(6))
+    assert sorted(sum([10, 1, 7, 3, 3, 9][i] for i in s) for s in shards) == [10, 11, 12]
+    assert vv.unshard(shards, [[f'r{i}' for i in s] for s in shards], 6) == [f'r{i}' for i in range(6)]
+    assert vv.balanced_shards([], 2) == [[], []]
+
+class _KVBatchMeta:
+    "What the trainer reads of TransferQueue's batch handle"
+    def __init__(self, keys, partition_id='train'): self.keys, self.partition_id, self.tags, self.extra_info = list(keys), partition_id, [{} for _ in keys], {}
+    def __len__(self): return len(self.keys)
+
+class _MemoryTQ(types.ModuleType):
+    "An in-memory stand-in for TransferQueue's key-value API, the part verl's v1 trainer and the IG step use"
+    def __init__(self):
+        super().__init__('transfer_queue')
+        self.store, self.KVBatchMeta = {}, _KVBatchMeta
+    def kv_batch_get(self, keys, partition_id, select_fields=None):
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+        rows = [self.store[partition_id, k] for k in keys]
+        fields = [f for f in (select_fields or rows[0]) if all(f in r for r in rows)]
+        return list_of_dict_to_tensordict([{f: r[f] for f in fields} for r in rows])
+    def kv_batch_put(self, keys, partition_id, fields=None, tags=None):
+        for f in fields.keys():
+            col = vv._rows(fields[f]) if isinstance(fields[f], torch.Tensor) else vv._objects(fields[f])
+            for k, v in zip(keys, col): self.store.setdefault((partition_id, k), {})[f] = v
+        return _KVBatchMeta(keys, partition_id)
+
+@pytest.fixture(scope='module')
+def venus_trainer():
+    "VenusPPOTrainer, importable here through the stand-in when TransferQueue (a GPU-install dependency) is absent"
+    try: import transfer_queue  # noqa: F401
+    except ModuleNotFoundError: sys.modules['transfer_queue'] = _MemoryTQ()
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    cls = vv.venus_trainer_cls()
+    assert get_trainer_cls('venus_igpo') is cls
+    return cls
+
+class _LocalActors:
+    "The actor worker group as `world_size` ranks in this process, each running `venus_gt_logprobs` on the tiny model"
+    def __init__(self, model, world_size): self.model, self.world_size, self.jobs = model, world_size, []
+    def venus_gt_logprobs(self, jobs):
+        assert len(jobs) == self.world_size  # DP_COMPUTE: one job per rank
+        self.jobs.append(jobs)
+        return [vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(self.model), job) for job in jobs]
+
+def _trainer(cls, actors, overrides=()):
+    tr = object.__new__(cls)  # only what the advantage step reads: the config and the actor worker group
+    tr.config, tr.actor_rollout_wg = vv.load_verl_config(ROOT/'examples/verl/dr_venus_igpo.yaml', list(overrides)), actors
+    return tr
+
+@pytest.mark.parametrize('variant', ['default', 'all_tools', 'prob_diff', 'split_replace_joint'])
+def test_trainer_ig_step_gives_turn_advantages(venus_trainer, monkeypatch, variant):
+    "The trainer's IG step fills the rows in TransferQueue; verl's advantage step then gives turn_advantages with local IGPO's IG"
+    from verl.trainer.ppo.v1 import trainer_base
+    tq = _MemoryTQ()
+    monkeypatch.setitem(sys.modules, 'transfer_queue', tq)
+    monkeypatch.setattr(trainer_base, 'tq', tq)
+    venus, cfg = dict(VARIANTS[variant]), RewardConfig(**VARIANTS[variant])
+    gamma = venus.pop('gamma', 0.95)
+    model, tok = tiny_model(seed=2)
+    rng = random.Random(variant)
+    trajs = [_random_traj(rng) for _ in range(8)]
+    keys, groups, outs = [f'q{i // 4}_{i % 4}_0' for i in range(8)], [f'q{i // 4}' for i in range(8)], [float(rng.random() < 0.5) for _ in trajs]
+    for key, g, t, o in zip(keys, groups, trajs, outs):
+        r = _as_verl(t, tok, cfg, o)
+        tq.store['train', key] = dict(uid=g, prompts=torch.tensor(r['prompts']), responses=torch.tensor(r['responses']),
+                                      response_mask=torch.tensor(r['response_mask']), rm_scores=r['rm_scores'], extra_fields={'venus_ig': r['plan']})
+    actors = _LocalActors(model, world_size=3)
+    tr = _trainer(venus_trainer, actors, [f'algorithm.venus.{k}={v}' for k, v in venus.items()] + [f'algorithm.gamma={gamma}'])
+    metrics = {}
+    tr._compute_advantage(_KVBatchMeta(keys), metrics)
+    assert len(actors.jobs) == 1 and metrics['venus/ig_slots'] > 0 and metrics['venus/ig_slots'] == sum(v is not None for t in trajs for v in information_gain(model, tok, t, cfg=cfg))
+    ref = turn_advantages([[x.kind for x in t.turns] for t in trajs], [information_gain(model, tok, t, cfg=cfg) for t in trajs],
+                          [[x.ok for x in t.turns] for t in trajs], outs, groups, cfg)
+    for key, a in zip(keys, ref):
+        m = tq.store['train', key]['response_mask'].tolist()
+        want = token_advantages(Tokenized([0] * len(m), m, vv.assistant_runs(m), [None] * len(m), 0), a)
+        assert vv.pending_turns(tq.store['train', key]['rm_scores'], m) == []
+        torch.testing.assert_close(tq.store['train', key]['advantages'].double(), torch.tensor(want, dtype=torch.float64), rtol=1e-4, atol=1e-4)
+
+def test_trainer_without_ig_by_choice(venus_trainer, monkeypatch):
+    "estimator=grpo: the agent loop plans nothing, the trainer asks the actor nothing"
+    tq = _MemoryTQ()
+    monkeypatch.setitem(sys.modules, 'transfer_queue', tq)
+    model, tok = tiny_model()
+    r = _as_verl(_random_traj(random.Random(5)), tok, RewardConfig(estimator='grpo'))
+    assert r['plan'] is None and vv.pending_turns(r['rm_scores'], r['response_mask']) == []
+    tq.store['train', 'q_0_0'] = dict(prompts=torch.tensor(r['prompts']), responses=torch.tensor(r['responses']),
+                                      response_mask=torch.tensor(r['response_mask']), rm_scores=r['rm_scores'], extra_fields={'venus_ig': None})
+    actors = _LocalActors(model, 2)
+    _trainer(venus_trainer, actors, ['algorithm.venus.estimator=grpo'])._information_gain(_KVBatchMeta(['q_0_0']), {})
+    assert actors.jobs == []
+
+def test_unscored_ig_is_an_error():
+    "A pending IG slot reaching venus_igpo means no actor scored it: an error, never a silent GRPO"
+    m = torch.tensor([[1, 1, 0, 0, 1, 1]])
+    row = vv.encode_turn_rewards(m[0], [0.0, None], [True, True], 1.0, pending=True)[None]
+    with pytest.raises(ValueError, match='trainer_mode=venus_igpo'):
+        vv.venus_igpo_advantages(row, m, ['u'], _algo())
+    vv.venus_igpo_advantages(row, m, ['u'], _algo(estimator='grpo'))
+
+def test_trainer_swaps_in_the_venus_worker(venus_trainer):
+    from verl.trainer.ppo.utils import Role
+    tr = _trainer(venus_trainer, None)
+    assert tr.trainer_mode == 'sync'  # verl's checks see its sync mode
+    tr._init_resource_pool_mgr()
+    [role] = [r for r in tr.role_worker_mapping if r != Role.Critic]
+    assert tr.role_worker_mapping[role].__ray_actor_class__ is vv.VenusActorRolloutRefWorker
+
+# --- the rollout end on a scripted server
+
+def _loop(tok, server, overrides=(), **kw):
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+    from verl.tools.tool_registry import initialize_tools_from_config
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    cfg = vv.load_verl_config(ROOT/'examples/verl/dr_venus_igpo.yaml', ['data.max_response_length=8192', *overrides])
+    return vv.VenusToolAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tok, processor=None,
+                                 dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data),
+                                 tools=ToolListWrap(initialize_tools_from_config(str(ROOT/'examples/verl/tools.yaml'))), **kw)
+
+class _Scripted:
+    "A model server that replies with scripted turns and records what it was asked"
+    def __init__(self, tok, replies): self.tok, self.replies, self.asked = tok, list(replies), []
+    async def generate(self, request_id, prompt_ids, sampling_params, **kw):
+        from verl.workers.rollout.replica import TokenOutput
+        self.asked.append((list(prompt_ids), dict(sampling_params)))
+        return TokenOutput(token_ids=self.tok.encode(self.replies.pop(0) + '<|im_end|>', add_special_tokens=False))
+
+SEARCH = 'I should look.\n</think>\n<tool_call>\n{"name": "search", "arguments": {"query": ["capital of Osithgar"]}}\n</tool_call>'
+VISIT = 'Read the page.\n</think>\n<tool_call>\n{"name": "visit", "arguments": {"url": ["corpus://thaarmar"], "goal": "first president"}}\n</tool_call>'
+ANSWER = 'I know it now.\n</think>\n<answer>Nalun Marar</answer>'
+
+def _run(loop, gt='Nalun Marar'):
+    row = vv.verl_rl_frame([{'question': 'Who was the first president of Thaarmar?', 'answer': gt}]).iloc[0].to_dict()
+    return loop.loop.run_until_complete(loop.run({'temperature': 1.0}, raw_prompt=row['prompt'], reward_model=row['reward_model'], extra_info=row['extra_info']))
+
+@pytest.fixture
+def thinking_tok():
+    from venus_nb.models import qwen3_tokenizer
+    return qwen3_tokenizer(thinking_2507=True)
+
+def test_forced_answer_at_the_turn_cap(thinking_tok, monkeypatch):
+    "At the rollout's last turn the limit message replaces the last tool response; replies start inside <think>"
+    monkeypatch.setenv('VENUS_NB_CORPUS', str(ROOT/'data/sample/world/corpus.jsonl'))
+    server = _Scripted(thinking_tok, [SEARCH, VISIT, ANSWER])
+    out = _run(_loop(thinking_tok, server, ['actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3'], turn_jitter=0, max_new_tokens=1024))
+    text = thinking_tok.decode(out.response_ids)
+    assert out.extra_fields['venus_forced'] == 'turns' and out.extra_fields['venus_turn_cap'] == 3
+    assert vv.LIMIT_MESSAGES['turns'] in text and 'Nalun Marar' not in text.split(vv.LIMIT_MESSAGES['turns'])[0]  # the visit's page is gone
+    assert text.count('<tool_response>') == 1  # the search's
+    turns = vv.rollout_turns(thinking_tok, out.response_ids, out.response_mask)
+    assert [(t.kind, t.ok) for t in turns] == [('search', True), ('visit', True), ('answer', True)]  # read after <think>
+    assert vv.turn_texts(thinking_tok, out.response_ids, out.response_mask)[0].startswith('<think>\n')
+    d = out.as_dict()
+    assert vv.decode_turn_rewards(d['rm_scores'], d['response_mask'])[2] == 1.0
+    assert vv.pending_turns(d['rm_scores'], d['response_mask']) == [1]  # the visit's boundary is after the limit message
+    assert [p['max_tokens'] for _, p in server.asked] == [1024] * 3
+
+def test_no_tool_runs_after_the_last_turn(thinking_tok, monkeypatch):
+    "A forced turn that still calls a tool ends the rollout: the tool does not run, the missing answer costs -lambda"
+    monkeypatch.setenv('VENUS_NB_CORPUS', str(ROOT/'data/sample/world/corpus.jsonl'))
+    server = _Scripted(thinking_tok, [SEARCH, VISIT])
+    out = _run(_loop(thinking_tok, server, ['actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2'], turn_jitter=0, max_new_tokens=1024))
+    assert len(server.asked) == 2 and thinking_tok.decode(out.response_ids).count('<tool_response>') == 0
+    d = out.as_dict()
+    assert vv.decode_turn_rewards(d['rm_scores'], d['response_mask'])[2] == -1.0
+
+def test_forced_answer_at_the_context_limit(thinking_tok, monkeypatch):
+    "A tool response that leaves less than a full turn of the response budget is replaced by the context message"
+    monkeypatch.setenv('VENUS_NB_CORPUS', str(ROOT/'data/sample/world/corpus.jsonl'))
+    server = _Scripted(thinking_tok, [SEARCH, ANSWER])
+    out = _run(_loop(thinking_tok, server, ['data.max_response_length=4096'], max_new_tokens=4050, min_answer_tokens=64))
+    text = thinking_tok.decode(out.response_ids)
+    assert out.extra_fields['venus_forced'] == 'context' and vv.LIMIT_MESSAGES['context'] in text and '<tool_response>' not in text
+    first, second = (p['max_tokens'] for _, p in server.asked)
+    assert first == 4050 and second == 4096 - (len(server.asked[1][0]) - len(server.asked[0][0])) < 4050  # what is left of the budget
+    d = out.as_dict()
+    assert vv.decode_turn_rewards(d['rm_scores'], d['response_mask']) == ([None, None], [True, True], 1.0)
+
+def test_prepare_data(tmp_path, qwen3_tok):
+    "examples/verl/prepare_data.py: the RL parquet from a QA file, the SFT parquet from trajectories"
+    import runpy
+    from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+    import yaml
+    mod = runpy.run_path(str(ROOT/'examples/verl/prepare_data.py'))
+    mod['rl'](ROOT/'data/sample/world/qa.jsonl', tmp_path/'rl')
+    import pandas as pd
+    assert len(pd.read_parquet(tmp_path/'rl/train.parquet')) == len((ROOT/'data/sample/world/qa.jsonl').read_text().splitlines())
+    mod['sft'](ROOT/'data/sample/trajectories.jsonl', tmp_path/'sft')
+    data = yaml.safe_load((tmp_path/'sft/sft.yaml').read_text())['data']
+    assert len(MultiTurnSFTDataset(data['train_files'], qwen3_tok, data)) == 3

@@ -13,8 +13,8 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES
            'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
            'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
            'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
-           'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'GTLogProbs', 'gt_logprobs', 'ig_from_logprobs',
-           'information_gain', 'information_gain_naive', 'turn_rewards']
+           'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
+           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards']
 
 # %% ../nbs/07_rewards.ipynb #1bc84ef1
 @dataclass
@@ -425,14 +425,23 @@ def _probe_logps(model, cache, bounds, probe, temperature):
     return [_mean_logp(logits[k * R:(k + 1) * R], probe, temperature) for k in range(len(bounds))]
 
 # %% ../nbs/07_rewards.ipynb #61c3ba3d
-def _cached_logps(model, ids, points, probe, temperature, chunk, group=None):
+def cached_logps(model, # a causal LM: a transformers model, or the module a trainer holds (e.g. verl's actor)
+                 ids:list, # the token ids of one trajectory
+                 bounds:list, # increasing token positions to score after
+                 probe:Probe, # the teacher-forced answer (`answer_probe`)
+                 temperature:float=1.0, chunk:int=8192,
+                 group:int|None=None # probes per pass; None: as many as keep the mask under about 2^25 entries
+                )->list[float]:
+    "Mean log p(gt) after each boundary of one token sequence: one chunked prefill, then the probes over the cache"
     from transformers import DynamicCache
-    bounds = [b for b, _ in points]
     if not bounds: return []
     cache = DynamicCache()
     _prefill(model, ids[:bounds[-1]], cache, chunk)
     g = group or max(1, 2**25 // (len(probe.ids) * (bounds[-1] + len(probe.ids))))
     return [lp for i in range(0, len(bounds), g) for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
+
+def _cached_logps(model, ids, points, probe, temperature, chunk, group=None):
+    return cached_logps(model, ids, [b for b, _ in points], probe, temperature, chunk, group)
 
 # %% ../nbs/07_rewards.ipynb #d44016d4
 @dataclass
