@@ -7,9 +7,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss, token_logps, judge_fn, outcomes, score_rollouts,
                            advantages_of, Piece, pieces, fill_old_and_ref, policy_update, rl_policy, make_optimizer, save_checkpoint,
-                           last_igpo_checkpoint, load_checkpoint, igpo, turn_logps)
+                           last_igpo_checkpoint, load_checkpoint, igpo, turn_logps, learning_rate, reference, sync_engine,
+                           judge_spec, FULL_LR, LORA_LR)
 from venus_nb.models import tiny_model
-from venus_nb.rewards import RewardConfig
+from venus_nb.rewards import RewardConfig, LLMJudge, em_judge
 from venus_nb.rollout import RolloutConfig
 from venus_nb.trajectory import read_jsonl
 
@@ -113,9 +114,9 @@ def _random_pieces(tok_len=(20, 33), seed=0, vocab=200):
         ps.append(Piece(ids, mask, torch.randn(n, generator=g)))
     return ps
 
-@pytest.fixture
-def tiny_rl():
-    return rl_policy(tiny_model('llama'), IGPOConfig(seed=0))
+@pytest.fixture(params=[16, None], ids=['lora', 'full'])
+def tiny_rl(request):
+    return rl_policy(tiny_model('llama'), IGPOConfig(seed=0, lora_r=request.param))
 
 def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
     cfg = IGPOConfig(lr=1e-2, kl_coef=0.01)
@@ -126,7 +127,7 @@ def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
     assert m['trained_tokens'] == sum(int(p.mask.sum()) for p in ps)
     adv_mean = float(sum((p.adv * p.mask).sum() for p in ps) / sum(p.mask.sum() for p in ps))
     assert m['pg'] == pytest.approx(-adv_mean, abs=1e-5)     # ratio 1: −(token-mean advantage)
-    assert m['kl'] == pytest.approx(0.0, abs=1e-6)           # a fresh LoRA adapter is the reference
+    assert m['kl'] == pytest.approx(0.0, abs=1e-6)           # a fresh adapter, or the untouched copy, is the reference
 
 def test_second_epoch_moves_the_ratio(tiny_rl):
     cfg = IGPOConfig(lr=5e-2, kl_coef=0.0, ppo_epochs=2, grad_clip=100.0)
@@ -152,6 +153,59 @@ def test_minibatch_gradient_is_the_token_mean(tiny_rl):
     for a, q in zip(got, params): assert torch.allclose(a, q.grad, atol=1e-6, rtol=1e-4)
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Full fine-tuning: float32 weights, a frozen reference copy
+
+def _weights(m): return {k: v.detach().clone() for k, v in m.named_parameters()}
+
+def test_full_fine_tuning_trains_every_weight_against_a_frozen_copy():
+    pol = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None, seed=0))
+    m = pol.model
+    assert all(p.requires_grad and p.dtype == torch.float32 for p in m.parameters()) and not hasattr(m, 'peft_config')
+    ref = m.venus_ref
+    assert not any(p.requires_grad for p in ref.parameters())
+    assert set(m.state_dict()) == set(ref.state_dict())                        # the copy is no submodule of the policy
+    assert all(r is not p for r in ref.parameters() for p in m.parameters())
+    cfg = IGPOConfig(lora_r=None, lr=1e-2)
+    ps, start = _random_pieces(), _weights(ref)
+    fill_old_and_ref(m, ps, cfg)
+    first = policy_update(m, make_optimizer(m, cfg), ps, cfg, random.Random(0))
+    fill_old_and_ref(m, ps, cfg)
+    second = policy_update(m, make_optimizer(m, cfg), ps, cfg, random.Random(0))
+    assert first['kl'] == pytest.approx(0.0, abs=1e-6) and second['kl'] > 1e-5      # the policy left the reference
+    assert all(torch.equal(v, _weights(ref)[k]) for k, v in start.items())        # which did not move
+    with reference(m) as r: assert r is ref
+    bare = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None, kl_coef=0.0)).model
+    assert bare.venus_ref is None
+    with pytest.raises(ValueError, match='no reference'):
+        with reference(bare): pass
+
+def test_full_fine_tuning_in_bf16_keeps_the_update():
+    "lr 1e-6 moves float32 weights; the same step rounds away in bfloat16 weights (why full fine-tuning keeps float32)"
+    pol = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None, dtype='bfloat16', kl_coef=0.0))
+    m = pol.model
+    assert m.venus_autocast == torch.bfloat16 and {p.dtype for p in m.parameters()} == {torch.float32}
+    before = _weights(m)
+    policy_update(m, make_optimizer(m, IGPOConfig(lora_r=None)), _random_pieces(), IGPOConfig(lora_r=None, kl_coef=0.0), random.Random(0))
+    after = _weights(m)
+    moved = sum(int((after[k] != v).sum()) for k, v in before.items()) / sum(v.numel() for v in before.values())
+    kept_in_bf16 = sum(int((after[k].bfloat16() != v.bfloat16()).sum()) for k, v in before.items()) / sum(v.numel() for v in before.values())
+    assert moved > 0.5 and kept_in_bf16 < 0.05, (moved, kept_in_bf16)
+
+def test_full_fine_tuning_refuses_a_vllm_engine(tmp_path):
+    class FakeVLLM:
+        def load_lora(self, path): self.path = path
+    full = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None)).model
+    with pytest.raises(NotImplementedError, match='LoRA adapters only'): sync_engine(FakeVLLM(), full, tmp_path/'a')
+    e = FakeVLLM(); sync_engine(e, rl_policy(tiny_model('llama'), IGPOConfig()).model, tmp_path/'a')
+    assert e.path == str(tmp_path/'a') and (tmp_path/'a'/'adapter_config.json').exists()
+
+def test_resume_needs_the_same_mode(tmp_path):
+    lora = rl_policy(tiny_model('llama'), IGPOConfig()); cfg = IGPOConfig(output_dir=str(tmp_path))
+    d = save_checkpoint(lora.model, make_optimizer(lora.model, cfg), cfg, 1, [], random.Random(0))
+    full = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None)).model
+    with pytest.raises(ValueError, match='lora_r'): load_checkpoint(full, make_optimizer(full, IGPOConfig(lora_r=None)), d)
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Config, judges, outcomes, the GRPO estimator
 
 def test_config_round_trip_and_validation(tmp_path):
@@ -165,11 +219,38 @@ def test_config_round_trip_and_validation(tmp_path):
         with pytest.raises(ValueError): IGPOConfig(**bad)
     (tmp_path/'bad.json').write_text(json.dumps({**json.loads((tmp_path/'c.json').read_text()), 'learning_rate': 1}))
     with pytest.raises(ValueError, match='learning_rate'): IGPOConfig.load(tmp_path/'bad.json')
+    for bad in (dict(lora_r=0), dict(ig_dtype='half'), dict(judge='llm'), dict(judge=3)):
+        with pytest.raises((ValueError, TypeError)): IGPOConfig(**bad)
+
+def test_config_modes_and_learning_rates(tmp_path):
+    full = IGPOConfig(lora_r=None)
+    assert IGPOConfig.load(full.save(tmp_path/'f.json')) == full and IGPOConfig().lr is None
+    assert learning_rate(full) == FULL_LR == 1e-6 and learning_rate(IGPOConfig()) == LORA_LR > FULL_LR
+    assert learning_rate(replace(full, lr=3e-6)) == 3e-6 and learning_rate(IGPOConfig(lr=5e-5)) == 5e-5
+
+def strict_judge(question, answer, gt): return float(answer == gt)
+
+def test_config_saves_the_judge(tmp_path):
+    llm = IGPOConfig(judge=LLMJudge(base_url='http://localhost:8000/v1', model='judge', temperature=0.0))
+    back = IGPOConfig.load(llm.save(tmp_path/'llm.json'))
+    assert back == llm and isinstance(back.judge, LLMJudge) and back.judge.base_url == 'http://localhost:8000/v1'
+    assert 'api_key' not in (tmp_path/'llm.json').read_text()
+    with pytest.warns(UserWarning, match='api_key'): keyed = IGPOConfig(judge=LLMJudge(base_url='u', api_key='sk-secret')).save(tmp_path/'k.json')
+    assert 'sk-secret' not in keyed.read_text() and IGPOConfig.load(keyed).judge.api_key is None
+    for f in (strict_judge, em_judge):   # module-level functions: saved by name
+        assert IGPOConfig.load(IGPOConfig(judge=f).save(tmp_path/'f.json')).judge is f
+    assert judge_spec(strict_judge) == {'callable': 'test_igpo.strict_judge'}
+    def local(q, a, gt): return 1.0
+    for f in (lambda q, a, gt: 1.0, local):
+        with pytest.raises(ValueError, match='cannot save the judge'): IGPOConfig(judge=f).save(tmp_path/'x.json')
+    assert IGPOConfig(judge={'llm_judge': {'model': 'm'}}).judge == LLMJudge(model='m')
+    with pytest.raises(ValueError, match='saved judge'): IGPOConfig(judge={'name': 'x'})
 
 def test_judge_and_outcomes():
+    "igpo re-exports the judges of `rewards`: (question, answer, gt) -> score, and legacy (answer, gt) callables"
     with pytest.raises(ValueError, match="'em', 'f1' or a callable"): judge_fn('x')
-    f = lambda a, gt: 0.25
-    assert judge_fn(f) is f and judge_fn('em')('1926', '1926') == 1
+    f3, f = (lambda q, a, gt: 0.25), (lambda a, gt: 0.25)
+    assert judge_fn(f3) is f3 and judge_fn(f)('q', 'a', 'gt') == 0.25 and judge_fn('em')('q', '1926', '1926') == 1
     t = next(t for t in read_jsonl(WORLD/'trajectories.jsonl').trajectories if t.turns[-1].answer == t.gt)
     ans = t.turns[-1].answer
     no_answer = replace(t, turns=t.turns[:-1])                 # ends on a tool call
@@ -252,8 +333,8 @@ def test_truncated_state_is_not_a_complete_checkpoint(tmp_path):
     (d/'state.json').write_text((d/'state.json').read_text()[:100])   # what a SIGKILL mid-write leaves
     assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-1'
 
-def _cfg(out):
-    return IGPOConfig(steps=4, questions_per_step=2, lr=1e-3, save_steps=1, output_dir=str(out),
+def _cfg(out, lora_r=16):
+    return IGPOConfig(steps=4, questions_per_step=2, lr=1e-3, save_steps=1, output_dir=str(out), lora_r=lora_r,
                       rollout=RolloutConfig(G=2, max_turns=2, max_new_tokens=16, min_answer_tokens=8, progress=False))
 
 SCRIPT = '''
@@ -263,16 +344,18 @@ from test_igpo import _cfg, _world
 from venus_nb.igpo import igpo
 from venus_nb.models import tiny_model
 qa, world = _world()
-igpo(tiny_model('llama'), qa, world, _cfg({out!r}), live=False)
+igpo(tiny_model('llama'), qa, world, _cfg({out!r}, {lora_r!r}), live=False)
 '''
 
 def _world():
     from venus_nb.tools import load_corpus
     return [json.loads(l) for l in open(WORLD/'qa.jsonl')], load_corpus(WORLD/'corpus.jsonl')
 
-def test_kill_and_resume(tmp_path):
+@pytest.mark.parametrize('lora_r', [16, None], ids=['lora', 'full'])
+def test_kill_and_resume(tmp_path, lora_r):
     out = tmp_path/'run'
-    script = tmp_path/'run_igpo.py'; script.write_text(SCRIPT.format(tests=str(ROOT/'tests'), out=str(out)))
+    cfg = lambda o: _cfg(o, lora_r)
+    script = tmp_path/'run_igpo.py'; script.write_text(SCRIPT.format(tests=str(ROOT/'tests'), out=str(out), lora_r=lora_r))
     log = open(tmp_path/'log.txt', 'w')
     proc = subprocess.Popen([sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
@@ -288,26 +371,33 @@ def test_kill_and_resume(tmp_path):
     killed_at = last_igpo_checkpoint(out)
     n = int(killed_at.name.split('-')[-1])
     assert 2 <= n < 4
-    res = igpo(tiny_model('llama'), *_world(), _cfg(out), live=False)
+    res = igpo(tiny_model('llama'), *_world(), cfg(out), live=False)
     assert res.resumed_from == str(killed_at) and res.resumed_from.endswith(f'checkpoint-{n}')
     assert list(res.metrics.step) == [1, 2, 3, 4]
     assert res.metrics.trained_tokens.gt(0).all() and res.metrics.loss.notna().all()
     assert (out/'checkpoint-4'/'state.json').exists() and last_igpo_checkpoint(out) == out/'checkpoint-4'
-    # the adapter reloads identically into a fresh RL policy
-    fresh = rl_policy(tiny_model('llama'), _cfg(out))
-    step, rows, _ = load_checkpoint(fresh.model, make_optimizer(fresh.model, _cfg(out)), out/'checkpoint-4')
+    # the trained weights (the adapter, or every weight) reload identically into a fresh RL policy
+    assert (out/'checkpoint-4'/('adapter' if lora_r else 'model')).is_dir()
+    fresh = rl_policy(tiny_model('llama'), cfg(out))
+    step, rows, _ = load_checkpoint(fresh.model, make_optimizer(fresh.model, cfg(out)), out/'checkpoint-4')
     assert step == 4 and [r['step'] for r in rows] == [1, 2, 3, 4]
     mine, theirs = dict(res.policy.model.named_parameters()), dict(fresh.model.named_parameters())
     lora = [k for k, v in mine.items() if v.requires_grad]
-    assert lora and all('lora_' in k for k in lora)
+    assert lora and (all('lora_' in k for k in lora) if lora_r else len(lora) == len(mine))
     for k in mine: assert torch.equal(mine[k].detach(), theirs[k].detach()), k
     # the resumed run is the run that was never killed: same questions, rollouts and updates
-    whole = igpo(tiny_model('llama'), *_world(), _cfg(tmp_path/'whole'), live=False)
+    whole = igpo(tiny_model('llama'), *_world(), cfg(tmp_path/'whole'), live=False)
     cols = ['step', 'accuracy', 'format_error_rate', 'turns', 'gen_tokens', 'trained_tokens', 'loss', 'kl']
     assert whole.resumed_from is None
     assert res.metrics[cols].equals(whole.metrics[cols]), (res.metrics[cols], whole.metrics[cols])
     assert all(torch.equal(v.detach(), dict(whole.policy.model.named_parameters())[k].detach()) for k, v in mine.items())
     # and an earlier checkpoint differs from the last (training moved the adapter)
-    early = rl_policy(tiny_model('llama'), _cfg(out))
-    load_checkpoint(early.model, make_optimizer(early.model, _cfg(out)), out/'checkpoint-1')
+    early = rl_policy(tiny_model('llama'), cfg(out))
+    load_checkpoint(early.model, make_optimizer(early.model, cfg(out)), out/'checkpoint-1')
     assert any(not torch.equal(dict(early.model.named_parameters())[k], mine[k].detach()) for k in lora)
+
+def test_signal_metrics_counts_differing_groups_and_ig_slots():
+    from venus_nb.igpo import signal_metrics
+    from venus_nb.replay import Scored
+    s = Scored(trajs=[None] * 4, groups=[0, 0, 1, 1], ig=[[None, 0.2], [None], [0.1, None, -0.3], []], outcome=[1.0, 0.0, 0.0, 0.0])
+    assert signal_metrics(s) == dict(groups=2, groups_differing=1, ig_slots=3)

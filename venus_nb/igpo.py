@@ -4,26 +4,36 @@
 
 # %% ../nbs/09_igpo.ipynb #690de7aa
 from __future__ import annotations
-import json, math, os, random, time
+import copy, importlib, json, math, os, random, time, warnings
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict, replace, fields
+from itertools import chain
 from pathlib import Path
+from typing import Callable
 from fastcore.basics import patch
 import numpy as np
 import pandas as pd
 import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, VLLMEngine
-from .tools import save_config, load_config
-from .rewards import RewardConfig, reward_details, token_advantages, gt_logprobs, ig_from_logprobs, exact_match, f1_score
+from .tools import load_config
+from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
+                              ig_from_logprobs)
+_all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; importable from here too
 
 # %% auto #0
-__all__ = ['IGPOConfig', 'loss_terms', 'k3_kl', 'masked_mean', 'igpo_loss', 'token_logps', 'adapter_off', 'judge_fn', 'outcomes',
-           'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy',
-           'make_optimizer', 'save_checkpoint', 'last_igpo_checkpoint', 'load_checkpoint', 'sync_engine',
-           'batch_metrics', 'igpo_step', 'IGPOResult', 'metrics_figure', 'igpo', 'turn_logps', 'UnslothEngine',
-           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
+__all__ = ['FULL_LR', 'LORA_LR', 'IGPOConfig', 'learning_rate', 'judge_spec', 'judge_from_spec', 'loss_terms', 'k3_kl',
+           'masked_mean', 'igpo_loss', 'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision',
+           'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
+           'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'last_igpo_checkpoint', 'load_checkpoint',
+           'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'IGPOResult', 'metrics_figure', 'igpo',
+           'turn_logps', 'UnslothEngine', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure',
+           'judge_fn', 'outcomes']
 
 # %% ../nbs/09_igpo.ipynb #4ae88f52
+FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
+LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
+
 @dataclass
 class IGPOConfig:
     "Stage-2 settings; defaults are DR-Venus' (method.md §1.6, §2.4)"
@@ -31,22 +41,23 @@ class IGPOConfig:
     questions_per_step: int = 16                  # prompts per step; each gets `rollout.G` rollouts
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     rewards: RewardConfig = field(default_factory=RewardConfig)
-    judge: str = 'em'                            # outcome: 'em', 'f1' (or pass a callable to `igpo`)
-    lr: float = 1e-6
+    judge: str|Callable = 'em'                   # outcome: 'em', 'f1', an `LLMJudge` or a module-level function
+    lr: float|None = None                        # None: FULL_LR for full fine-tuning, LORA_LR for LoRA
     betas: tuple = (0.9, 0.999)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float = 3.0                       # bounds the loss of negative-advantage tokens (None: off)
-    kl_coef: float = 0.001                       # k3 KL to the reference (0: no reference pass)
+    kl_coef: float = 0.001                       # k3 KL to the reference (0: no reference pass, no reference copy)
     ppo_epochs: int = 1
     mini_batches: int = 1                        # with one mini-batch and one epoch the ratio is exactly 1
-    lora_r: int = 16
+    lora_r: int|None = 16                        # None: full fine-tuning (every weight, as DR-Venus), with a frozen reference copy
     lora_alpha: int = 32
     target_modules: tuple = ('q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj')
     max_len: int|None = None                     # IG scoring window (None: the model's)
     dtype: str|None = None                       # training dtype; None: float32 on CPU, the model's own on a GPU
+    ig_dtype: str = 'float32'                    # IG scoring: 'float32', or 'train' (the training dtype, within a measured error)
     output_dir: str = 'out/igpo'
     save_steps: int = 10
     seed: int = 0
@@ -54,18 +65,60 @@ class IGPOConfig:
     def __post_init__(self):
         if isinstance(self.rollout, dict): self.rollout = RolloutConfig(**self.rollout)
         if isinstance(self.rewards, dict): self.rewards = RewardConfig(**self.rewards)
+        if isinstance(self.judge, dict): self.judge = judge_from_spec(self.judge)
         self.betas, self.target_modules = tuple(self.betas), tuple(self.target_modules)
         if self.ppo_epochs < 1 or self.mini_batches < 1: raise ValueError('ppo_epochs and mini_batches must be >= 1')
+        if self.lora_r is not None and self.lora_r < 1: raise ValueError('lora_r must be >= 1, or None for full fine-tuning')
+        if self.ig_dtype not in ('float32', 'train'): raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
+        judge_fn(self.judge)   # 'em', 'f1' or a callable judge, else a ValueError or TypeError that says which
+
+def learning_rate(cfg:IGPOConfig)->float:
+    "`cfg.lr`, or the default of its mode: FULL_LR for full fine-tuning, LORA_LR for LoRA"
+    return cfg.lr if cfg.lr is not None else FULL_LR if cfg.lora_r is None else LORA_LR
 
 # %% ../nbs/09_igpo.ipynb #7bcddbc4
+_UNSAVED = ('api_key', 'transport')   # an LLMJudge's key and transport stay out of files; the rest are its settings
+
+def _dotted(f)->str|None:
+    "`module.qualname` of `f` when importing that name gives `f` back (module-level functions and classes)"
+    mod, name = getattr(f, '__module__', None), getattr(f, '__qualname__', None)
+    if not mod or not name or '<' in name or mod == '__main__': return None
+    try: obj = importlib.import_module(mod)
+    except ImportError: return None
+    for part in name.split('.'): obj = getattr(obj, part, None)
+    return f'{mod}.{name}' if obj is f else None
+
+def judge_spec(judge):
+    "A judge as JSON: 'em'/'f1' as is, an `LLMJudge` as its settings, a module-level function by its dotted name"
+    if isinstance(judge, str): return judge
+    if isinstance(judge, LLMJudge):
+        if judge.api_key is not None or judge.transport is not None:
+            warnings.warn('IGPOConfig.save keeps no api_key or transport of an LLMJudge: a loaded config reads $OPENAI_API_KEY')
+        return {'llm_judge': {f.name: getattr(judge, f.name) for f in fields(judge) if f.compare and f.name not in _UNSAVED}}
+    if name := _dotted(judge): return {'callable': name}
+    raise ValueError(f'IGPOConfig.save: cannot save the judge {judge!r}: use an LLMJudge, a function defined at the top level of '
+                     'an importable module (saved by name), or keep it out of the config with `igpo(..., judge=...)`')
+
+def judge_from_spec(spec:dict):
+    "The judge that `judge_spec` wrote"
+    if set(spec) == {'llm_judge'}: return LLMJudge(**spec['llm_judge'])
+    if set(spec) == {'callable'}:
+        mod, _, name = spec['callable'].rpartition('.')
+        obj = importlib.import_module(mod)
+        for part in name.split('.'): obj = getattr(obj, part)
+        return obj
+    raise ValueError(f"a saved judge is {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r}")
+
 @patch
 def save(self:IGPOConfig, path)->Path:
-    "Write the settings (nested configs included) as JSON"
-    return save_config(self, path)
+    "Write the settings (nested configs and the judge included) as JSON"
+    d = {**asdict(replace(self, judge='em')), 'judge': judge_spec(self.judge)}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(d, indent=1)); return Path(path)
 
 @patch(cls_method=True)
 def load(cls:IGPOConfig, path)->IGPOConfig:
-    "Read settings written by `save` (unknown keys are an error; nested configs are rebuilt from their dicts)"
+    "Read settings written by `save` (unknown keys are an error; nested configs and the judge are rebuilt)"
     return load_config(cls, path)
 
 # %% ../nbs/09_igpo.ipynb #96be2ccc
@@ -100,32 +153,54 @@ def token_logps(model, ids:list, temperature:float=1.0):
     lp = torch.log_softmax(logits, -1).gather(-1, x[0, 1:, None])[:, 0]
     return torch.cat([lp.new_zeros(1), lp])
 
-from contextlib import contextmanager, nullcontext
+def _is_lora(model)->bool: return hasattr(model, 'peft_config')
 
 @contextmanager
 def adapter_off(model):
-    "The reference policy: the same model with its LoRA adapter disabled"
+    "The same model with its LoRA adapter disabled"
     with (model.disable_adapter() if hasattr(model, 'disable_adapter') else nullcontext()): yield model
+
+@contextmanager
+def reference(model):
+    "π_ref: the frozen copy a full fine-tune keeps, else the same model with its LoRA adapter off"
+    ref = getattr(model, 'venus_ref', None)
+    if ref is None and not _is_lora(model):
+        raise ValueError('no reference policy: a fully fine-tuned policy keeps a frozen copy when `rl_policy` builds it with kl_coef > 0')
+    with (nullcontext(ref) if ref is not None else adapter_off(model)) as m: yield m
+
+# %% ../nbs/09_igpo.ipynb #a28a59a0
+def cast_params(model, dtype):
+    "Cast the parameters to `dtype` in place; buffers (rotary frequencies) stay as they are"
+    for p in model.parameters(): p.data = p.data.to(dtype)
+    return model
+
+@contextmanager
+def train_precision(model):
+    "The arithmetic of training: autocast for a full fine-tune computing in half precision, else the weights' own dtype"
+    dt = getattr(model, 'venus_autocast', None)
+    with (torch.autocast(model.device.type, dtype=dt) if dt else nullcontext()): yield model
+
+@contextmanager
+def float32_weights(model):
+    "The model with every floating parameter and buffer in float32; each returns to its own dtype afterwards, bit for bit"
+    low = [(t, t.dtype) for t in chain(model.parameters(), model.buffers()) if t.is_floating_point() and t.dtype != torch.float32]
+    for t, _ in low: t.data = t.data.float()
+    try: yield model
+    finally:
+        for t, d in low: t.data = t.data.to(d)
+
+def ig_precision(model, cfg:IGPOConfig):
+    "Where IG is scored: float32 weights and arithmetic, or the training precision with `ig_dtype='train'`"
+    return train_precision(model) if cfg.ig_dtype == 'train' else float32_weights(model)
 
 # %% ../nbs/09_igpo.ipynb #597fdfb4
 from .replay import Scored
 
-def judge_fn(judge):
-    "`(answer, gt) -> score` for 'em', 'f1' or a callable (e.g. `rewards.LLMJudge`)"
-    if callable(judge): return judge
-    try: return {'em': exact_match, 'f1': f1_score}[judge]
-    except KeyError: raise ValueError(f"judge must be 'em', 'f1' or a callable, got {judge!r}") from None
-
-def outcomes(trajs:list, judge='em')->list:
-    "The judge's score of each rollout's final answer (0 without an answer or a ground truth)"
-    f = judge_fn(judge)
-    return [float(f(t.turns[-1].answer, t.gt)) if t.turns and t.turns[-1].answer is not None and t.gt is not None else 0.0 for t in trajs]
-
 @torch.no_grad()
 def score_rollouts(model, tok, trajs:list, cfg:IGPOConfig=IGPOConfig(), judge=None)->Scored:
-    "Outcomes and log p(gt) after each scored turn under the current policy (π_old), as a `Scored`"
+    "Outcomes, and log p(gt) after each scored turn under the current policy (π_old) in the precision of `cfg.ig_dtype`"
     model.eval()
-    lps = [gt_logprobs(model, tok, t, t.gt, cfg.rewards, max_len=cfg.max_len) for t in trajs]
+    with ig_precision(model, cfg): lps = [gt_logprobs(model, tok, t, t.gt, cfg.rewards, max_len=cfg.max_len) for t in trajs]
     groups = [t.meta.get('group', 0) for t in trajs]
     return Scored.from_logprobs(trajs, lps, outcomes(trajs, judge or cfg.judge), groups, cfg.rewards)
 
@@ -156,12 +231,13 @@ def pieces(trajs:list, advantages:list)->list:
 
 @torch.no_grad()
 def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
-    "π_old (the policy before the update; only needed past one epoch of one mini-batch) and π_ref (adapter off)"
+    "π_old (the policy before the update; only needed past one epoch of one mini-batch) and π_ref, in the training precision"
     model.eval()
     for p in ps:
-        if cfg.ppo_epochs * cfg.mini_batches > 1: p.old = token_logps(model, p.ids, cfg.rollout.temperature).cpu()
+        if cfg.ppo_epochs * cfg.mini_batches > 1:
+            with train_precision(model): p.old = token_logps(model, p.ids, cfg.rollout.temperature).cpu()
         if cfg.kl_coef:
-            with adapter_off(model): p.ref = token_logps(model, p.ids, cfg.rollout.temperature).cpu()
+            with reference(model) as ref, train_precision(model): p.ref = token_logps(ref, p.ids, cfg.rollout.temperature).cpu()
 
 # %% ../nbs/09_igpo.ipynb #df619c1b
 def _minibatches(ps, n, rng):
@@ -172,7 +248,7 @@ def _mb_loss(model, mb, cfg, stats):
     "Backward the token-mean loss of one mini-batch, one rollout at a time"
     total = sum(p.mask.sum() for p in mb).clamp(min=1)
     for p in mb:
-        lp = token_logps(model, p.ids, cfg.rollout.temperature)
+        with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature)
         dev = lambda x: None if x is None else x.to(lp.device)
         old = lp.detach() if p.old is None else dev(p.old)   # one epoch of one mini-batch: π_old is π, as in the official run
         t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg)
@@ -196,30 +272,47 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
                 clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0, trained_tokens=int(stats['tokens'] / max(cfg.ppo_epochs, 1)))
 
 # %% ../nbs/09_igpo.ipynb #a30f8200
-def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
-    "A policy with a fresh LoRA adapter; an SFT adapter is merged first so that 'adapter off' is the SFT model"
-    from peft import LoraConfig, get_peft_model, PeftModel
-    policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
-    model = policy.model.merge_and_unload() if isinstance(policy.model, PeftModel) else policy.model
-    dtype = cfg.dtype or ('float32' if model.device.type == 'cpu' else None)  # small RL updates vanish in bf16 weights
-    if dtype and model.dtype != getattr(torch, dtype): model = model.to(getattr(torch, dtype))
+def _train_dtype(model, cfg):
+    "`cfg.dtype`, else float32 on CPU (small RL updates vanish in half-precision weights) and the model's own on a GPU"
+    return getattr(torch, cfg.dtype) if cfg.dtype else torch.float32 if model.device.type == 'cpu' else model.dtype
+
+def _with_lora(model, dtype, cfg):
+    "A fresh LoRA adapter over the weights cast to `dtype`; only the adapter trains"
+    from peft import LoraConfig, get_peft_model
     present = {n.split('.')[-1] for n, _ in model.named_modules()}
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, task_type='CAUSAL_LM',
                       target_modules=[m for m in cfg.target_modules if m in present])
     torch.manual_seed(cfg.seed)
-    model = get_peft_model(model, lora); model.venus_rl = True
+    return get_peft_model(cast_params(model, dtype), lora)
+
+def _full(model, dtype, cfg):
+    "Every weight trains, held in float32 and computed in `dtype` (autocast), next to a frozen reference copy in `dtype`"
+    ref = cast_params(copy.deepcopy(model), dtype).eval().requires_grad_(False) if cfg.kl_coef else None
+    cast_params(model, torch.float32).requires_grad_(True)
+    model.venus_autocast = None if dtype == torch.float32 else dtype
+    object.__setattr__(model, 'venus_ref', ref)   # outside the module tree: not a parameter, not in checkpoints
+    return model
+
+def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
+    "The policy stage 2 trains: a fresh LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
+    from peft import PeftModel
+    policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
+    model = policy.model.merge_and_unload() if isinstance(policy.model, PeftModel) else policy.model
+    dtype = _train_dtype(model, cfg)
+    model = _full(model, dtype, cfg) if cfg.lora_r is None else _with_lora(model, dtype, cfg)
+    model.venus_rl = True
     return Policy(model, policy.tokenizer, policy.name, policy.backend)
 
 def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
-    "AdamW over the trainable (adapter) parameters"
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    "AdamW over the trainable parameters (the adapter, or every weight), at `learning_rate(cfg)`"
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 # %% ../nbs/09_igpo.ipynb #6ed276d7
 def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:random.Random)->Path:
-    "Write `checkpoint-{step}`: adapter, optimiser, config, then state.json"
+    "Write `checkpoint-{step}`: the adapter (LoRA) or every weight (full fine-tuning), optimiser, config, then state.json"
     d = Path(cfg.output_dir)/f'checkpoint-{step}'
     d.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(d/'adapter')
+    model.save_pretrained(d/('adapter' if _is_lora(model) else 'model'))
     torch.save(opt.state_dict(), d/'optimizer.pt')
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
@@ -239,23 +332,55 @@ def last_igpo_checkpoint(output_dir)->Path|None:
     return max(done, key=lambda p: int(p.name.split('-')[-1]), default=None)
 
 # %% ../nbs/09_igpo.ipynb #33e2c032
-def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
-    "Restore adapter weights and optimiser from a checkpoint; returns (step, metrics, rng)"
+def _load_full(model, folder:Path):
+    "Every weight from a `save_pretrained` folder; a weight it leaves out must be tied to one it holds"
+    from safetensors.torch import load_file
+    sd = {k: v for f in sorted(folder.glob('*.safetensors')) for k, v in load_file(str(f)).items()}
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    own = model.state_dict()
+    held = {own[k].data_ptr() for k in sd if k in own}
+    if unexpected or any(own[k].data_ptr() not in held for k in missing):
+        raise ValueError(f'{folder} does not fit the policy: missing {missing[:3]}, unexpected {unexpected[:3]}')
+
+def _load_weights(model, d:Path):
+    "The adapter into a LoRA policy, or every weight into a full fine-tune"
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
-    set_peft_model_state_dict(model, load_file(str(Path(d)/'adapter'/'adapter_model.safetensors')))
-    opt.load_state_dict(torch.load(Path(d)/'optimizer.pt', weights_only=False))
-    s = json.loads((Path(d)/'state.json').read_text())
+    kind = 'adapter' if _is_lora(model) else 'model'
+    if not (d/kind).is_dir():
+        raise ValueError(f"{d} has no {kind}/ folder: it was written with {'full fine-tuning' if kind == 'adapter' else 'LoRA'}; "
+                         "resume with the `lora_r` of the run that wrote it")
+    if kind == 'model': return _load_full(model, d/'model')
+    set_peft_model_state_dict(model, load_file(str(d/'adapter'/'adapter_model.safetensors')))
+
+def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
+    "Restore the weights (adapter or all) and the optimiser from a checkpoint; returns (step, metrics, rng)"
+    d = Path(d); _load_weights(model, d)
+    opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=False))
+    s = json.loads((d/'state.json').read_text())
     rng = random.Random(); rng.setstate((s['rng'][0], tuple(s['rng'][1]), s['rng'][2]))
     return s['step'], s['metrics'], rng
 
 # %% ../nbs/09_igpo.ipynb #f8948c87
+def _engine_follows(engine, model)->bool:
+    "Whether the engine holds weights of its own to sync (a vLLM engine takes LoRA adapters only)"
+    if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return False
+    if not _is_lora(model):
+        raise NotImplementedError('a vLLM engine follows LoRA adapters only: fully fine-tune with the transformers engine (the default)')
+    return True
+
 def sync_engine(engine, model, folder:Path):
     "Make the engine generate with the current adapter"
-    if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return
-    model.save_pretrained(folder); engine.load_lora(str(folder))
+    if _engine_follows(engine, model): model.save_pretrained(folder); engine.load_lora(str(folder))
 
 # %% ../nbs/09_igpo.ipynb #76ffde3e
+def signal_metrics(scored:Scored)->dict:
+    "Where a step's learning signal can come from: groups whose outcomes differ, and scored IG slots"
+    by = {}
+    for g, o in zip(scored.groups, scored.outcome): by.setdefault(g, set()).add(round(float(o), 6))
+    return dict(groups=len(by), groups_differing=sum(len(v) > 1 for v in by.values()),
+                ig_slots=sum(v is not None for row in scored.ig for v in row))
+
 def batch_metrics(trajs:list, scored:Scored, details)->dict:
     "Rollout-side metrics of a step"
     turns = [t for tr in trajs for t in tr.turns]
@@ -264,7 +389,8 @@ def batch_metrics(trajs:list, scored:Scored, details)->dict:
     return dict(accuracy=float(np.mean(scored.outcome)) if trajs else 0.0, mean_ig=float(np.mean(igs)) if igs else float('nan'),
                 ig_scale=float(details.scale), format_error_rate=float(np.mean([not t.ok for t in turns])) if turns else 0.0,
                 browse_ratio=sum(t.kind == 'visit' for t in turns) / calls if calls else float('nan'),
-                turns=float(np.mean([len(tr.turns) for tr in trajs])), gen_tokens=float(np.mean([tr.meta.get('gen_tokens', 0) for tr in trajs])))
+                turns=float(np.mean([len(tr.turns) for tr in trajs])), gen_tokens=float(np.mean([tr.meta.get('gen_tokens', 0) for tr in trajs])),
+                **signal_metrics(scored))
 
 def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig, step:int, rng:random.Random, judge=None)->tuple[dict, Scored]:
     "Rollouts → π_old scoring → advantages → update; returns the step's metrics and the scored rollouts"
@@ -332,6 +458,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     cfg = cfg or IGPOConfig()
     pol, opt, step, rows, rng, ckpt = _start(policy, cfg)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
+    _engine_follows(engine, pol.model)   # a full fine-tune with a vLLM engine stops here, before any step
     cfg.save(out/'igpo_config.json')
     for step in range(step, cfg.steps):
         row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
