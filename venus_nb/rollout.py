@@ -13,10 +13,11 @@ from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation
 from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, load_config
 
 # %% auto #0
-__all__ = ['LIMIT_MESSAGES', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation', 'stop_token_ids', 'HFEngine',
-           'VLLMEngine', 'vllm_engine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget',
-           'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished',
-           'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+__all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
+           'stop_token_ids', 'HFEngine', 'VLLMEngine', 'vllm_engine', 'merged_model', 'engine_for', 'Running',
+           'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt',
+           'turn_cap', 'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine',
+           'rollout_table']
 
 # %% ../nbs/06_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -263,6 +264,8 @@ def _cpu_defaults():
     for k, v in dict(VLLM_ENABLE_V1_MULTIPROCESSING='0', VLLM_CPU_KVCACHE_SPACE='2',
                      VLLM_CACHE_ROOT=str(Path.home()/'.cache'/'venus_nb'/'vllm')).items(): os.environ.setdefault(k, v)
 
+CPU_SCHEDULER = dict(enable_chunked_prefill=False)   # see "Seeded requests on CPU" above
+
 def _safe_vars(obj):
     "`vars`, but `{}` where an object's `__dict__` is not a dict (llvmlite's `lib` proxies answer any attribute)"
     d = vars(obj)
@@ -284,7 +287,9 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     if not torch.cuda.is_available(): _cpu_defaults()
     vllm = optional_import('vllm')
     _patch_kernel_scan()
-    kw = dict(dtype='bfloat16', max_model_len=max_model_len, enforce_eager=not torch.cuda.is_available(), seed=0)
+    cpu = not torch.cuda.is_available()
+    kw = dict(dtype='bfloat16', max_model_len=max_model_len, enforce_eager=cpu, seed=0)
+    if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
     if lora: kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     return VLLMEngine(vllm.LLM(model=resolve(name_or_path), **(kw | engine_kw)), lora=lora)
 
