@@ -191,11 +191,18 @@ def test_full_fine_tuning_in_bf16_keeps_the_update():
     kept_in_bf16 = sum(int((after[k].bfloat16() != v.bfloat16()).sum()) for k, v in before.items()) / sum(v.numel() for v in before.values())
     assert moved > 0.5 and kept_in_bf16 < 0.05, (moved, kept_in_bf16)
 
-def test_full_fine_tuning_refuses_a_vllm_engine(tmp_path):
+def test_engines_follow_the_policy(tmp_path):
     class FakeVLLM:
         def load_lora(self, path): self.path = path
     full = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None)).model
     with pytest.raises(NotImplementedError, match='LoRA adapters only'): sync_engine(FakeVLLM(), full, tmp_path/'a')
+    class Reloads(FakeVLLM):
+        takes_lora = False
+        def reload(self, folder): self.folder = folder
+    for pol in (full, rl_policy(tiny_model('llama'), IGPOConfig()).model):   # merged weights for an engine without LoRA
+        e = Reloads(); sync_engine(e, pol, tmp_path/'m')
+        assert e.folder == str(tmp_path/'m') and (tmp_path/'m'/'config.json').exists() and not (tmp_path/'m'/'adapter_config.json').exists()
+    assert hasattr(pol, 'peft_config')   # the policy keeps its adapter
     e = FakeVLLM(); sync_engine(e, rl_policy(tiny_model('llama'), IGPOConfig()).model, tmp_path/'a')
     assert e.path == str(tmp_path/'a') and (tmp_path/'a'/'adapter_config.json').exists()
 

@@ -82,3 +82,26 @@ def test_seeded_rollouts_past_the_batched_token_budget(engine, world):
     engine.llm.reset_prefix_cache()
     other = rollout(engine, qs, world, replace(c, seed=2))
     assert [t.tokens.ids for t in other] != [t.tokens.ids for t in a]
+
+def test_reload_follows_trained_weights(tmp_path, world):
+    "An engine without LoRA follows a LoRA policy by reloading its merged weights (what `igpo` does each step)"
+    try: import vllm  # noqa: F401
+    except ImportError as e: pytest.skip(f'vllm is not importable ({e})')
+    from venus_nb.rollout import vllm_engine
+    from venus_nb.igpo import IGPOConfig, rl_policy, sync_engine
+    from venus_nb.models import load_policy
+    folder = tiny_model(tmp_path/'base')
+    eng = vllm_engine(str(folder), max_model_len=4096)
+    assert not eng.takes_lora
+    qs = long_questions(world, eng.tok, n=2, min_tokens=40)
+    c = RolloutConfig(G=2, max_turns=1, turn_jitter=0, max_new_tokens=8, min_answer_tokens=4, seed=1, progress=False)
+    before = [t.tokens.ids for t in rollout(eng, qs, world, c)]
+    pol = rl_policy(load_policy(str(folder), 'transformers', dtype='float32'), IGPOConfig())
+    with torch.no_grad():
+        for n, p in pol.model.named_parameters():
+            if 'lora_B' in n: p.normal_(0, 1.0)   # a trained adapter that changes what the model writes
+    sync_engine(eng, pol.model, tmp_path/'synced')
+    after = [t.tokens.ids for t in rollout(eng, qs, world, c)]
+    assert after != before and all(t.meta['gen_tokens'] > 0 for t in rollout(eng, qs, world, c))
+    eng.reload(str(folder))   # back on the base weights: the same seeded tokens as before
+    assert [t.tokens.ids for t in rollout(eng, qs, world, c)] == before

@@ -5,13 +5,15 @@
 # %% ../nbs/12_cli.ipynb #a892222c
 from __future__ import annotations
 import argparse, json, sys, time
+from dataclasses import replace
 from pathlib import Path
 from .trajectory import read_jsonl, write_jsonl, Loaded
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA', 'step_load', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_sft', 'step_rewards',
-           'step_rollouts', 'step_igpo', 'step_eval', 'stage_one', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean',
-           'cmd_resample', 'cmd_replay', 'parser', 'main']
+__all__ = ['DEFAULT_DATA', 'step_load', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
+           'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
+           'step_eval', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean', 'cmd_resample',
+           'cmd_replay', 'parser', 'main']
 
 # %% ../nbs/12_cli.ipynb #3a9356e7
 DEFAULT_DATA = Path('data/sample/world/trajectories.jsonl')
@@ -66,67 +68,85 @@ def step_tokenize(trajs:list, model:str):
     return toks
 
 # %% ../nbs/12_cli.ipynb #a270c604
-def step_sft(rows:list, model:str, out:Path, steps:int=4):
-    "A few steps of stage-1 SFT (LoRA, assistant-only loss) on the resampled set"
-    from venus_nb.sft import SFTConfig, sft
-    # backend 'auto': Unsloth when installed (its CPU fallback trained 2.8x faster than transformers + PEFT here,
-    # bench/sft_throughput.py), else transformers + PEFT
-    cfg = SFTConfig(model=model, output_dir=str(out/'sft'), max_steps=steps, grad_accum=1, batch_size=1,
-                    lr=1e-4, max_length=1024, save_steps=steps)
-    res = sft(rows, cfg, live=False)
-    _say(f'## 6. SFT: {res._repr_markdown_()}\n   losses: {[round(x, 3) for x in res.log.loss]}  ({res.data._repr_markdown_()})')
-    return res
+def step_warm_start(model:str, force:bool=False):
+    "Stage-1 SFT of the embedded policy on the warm world until it writes DR-Venus turns (made once, then cached)"
+    from venus_nb.warm_start import WarmConfig, warm_start
+    t = time.time(); warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
+    r = warm.report
+    how = f'from the cache ({time.time() - t:.0f}s)' if warm.cached else f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s"
+    _say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "
+         f"over {r['rollouts']} rollouts ({r['engine']}); {'ready for RL' if warm.passed else 'NOT ready for RL'}\n   {warm.path}")
+    return warm
 
-def step_rewards(trajs:list, model:str, n:int=3):
+def step_rewards(trajs:list, policy_dir:str, n:int=3):
     "Score log p(gt) and IG after every visit on the n shortest trajectories (one group), judge them, build TurnRewards"
     from venus_nb.models import load_policy
     from venus_nb.rewards import gt_logprobs
     from venus_nb.replay import Scored
-    pol, trajs = load_policy(model, dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
-    _say(f'## 7. Turn rewards with {model} on the {n} shortest trajectories, scored as one group to show normalisation')
+    pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
+    _say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories, scored as one group')
     scored = Scored.from_logprobs(trajs, [gt_logprobs(pol.model, pol.tokenizer, t) for t in trajs])
     table = scored.table()
     _say(table.drop(columns=['group']).round(3).to_string(index=False))
     return scored, table
 
 # %% ../nbs/12_cli.ipynb #bb842039
-def step_rollouts(questions:list, corpus, model:str, adapter:Path, out:Path, G:int=4):
-    "G rollouts per question of the SFT policy: vLLM (serving the merged SFT weights) when installed, else transformers"
-    from venus_nb.models import has_module, load_policy
-    from venus_nb.rollout import RolloutConfig, rollout, vllm_engine, rollout_table, merged_model
-    cfg = RolloutConfig(G=G, max_turns=2, max_new_tokens=32, min_answer_tokens=16, progress=False)
-    t0 = time.time()
-    sft_model = merged_model(str(adapter), str(out/'sft_merged'), model)
-    engine = vllm_engine(str(sft_model), max_model_len=4096) if has_module('vllm') else load_policy(str(sft_model), dtype='float32')
-    t1 = time.time(); trajs = rollout(engine, questions, corpus, cfg)
-    name = getattr(engine, 'name', 'transformers')
-    _say(f'## 8. Rollouts of the SFT policy on {name} ({t1 - t0:.0f}s to start, {time.time() - t1:.0f}s for {len(trajs)} rollouts, '
-         f'{sum(t.meta["gen_tokens"] for t in trajs)} tokens generated)\n' + rollout_table(trajs).to_string(index=False))
-    return trajs, [write_jsonl(trajs, out/'rollouts_sft.jsonl')]
+def stage_two_engine(warm):
+    "One engine for all of stage 2: vLLM on the warm start (when installed; it reloads IGPO's merged weights each step), else transformers"
+    from venus_nb.warm_start import engine_for_folder
+    return engine_for_folder(warm.path, warm.config.engine)
 
-def step_igpo(sft_policy, questions:list, corpus, out:Path, steps:int=2):
-    "A few IGPO steps from the SFT policy (transformers rollouts on the policy being trained)"
-    from venus_nb.igpo import IGPOConfig, igpo
-    from venus_nb.rollout import RolloutConfig
-    # demo scale: bf16 (about 2x faster than float32 on this CPU) and 2 x 2 short rollouts a step; a real run keeps float32
-    cfg = IGPOConfig(steps=steps, questions_per_step=2, lr=1e-4, save_steps=steps, output_dir=str(out/'igpo'), dtype='bfloat16',
-                     rollout=RolloutConfig(G=2, max_turns=2, max_new_tokens=32, min_answer_tokens=16, progress=False))
-    res = igpo(sft_policy, questions, corpus, cfg, live=False)
+def step_rollouts(engine, warm, questions:list, corpus, out:Path):
+    "G rollouts per question of the warm-started policy (its check's, when the warm start kept them)"
+    from venus_nb.warm_start import rollout_config, well_formed
+    from venus_nb.rollout import rollout, rollout_table
+    asked, t1 = {q['question'] for q in questions}, time.time()
+    trajs = [t for t in warm.rollouts() or [] if t.question in asked] or rollout(engine, questions, corpus, rollout_config(warm.config))
+    _say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({time.time() - t1:.0f}s for {len(trajs)} '
+         f'rollouts, {sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
+         + rollout_table(trajs).to_string(index=False))
+    return trajs, [write_jsonl(trajs, out/'rollouts_warm.jsonl')]
+
+def step_meaning(row:dict)->str:
+    "One plain sentence on what an IGPO step's numbers mean"
+    signal = 'no group had differing outcomes, so only IG moved the policy' if not row.get('groups_differing') else \
+             f"{row['groups_differing']:.0f} of {row['groups']:.0f} groups had differing outcomes"
+    return (f"   step {row['step']:.0f}: {row['accuracy']:.0%} of rollouts answered correctly; {signal}; {row['ig_slots']:.0f} visits were scored "
+            f"for information gain (mean {row['mean_ig']:+.3f}); {row['format_error_rate']:.0%} of turns were malformed; the update "
+            f"(loss {row['loss']:+.4f}, gradient norm {row['grad_norm']:.3f}) raised the turns with positive advantage and lowered the rest.")
+
+def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
+    "The demo's IGPO: official defaults (LoRA at its calibrated lr), 2 questions x G rollouts a step, the warm start's turns"
+    from venus_nb.igpo import IGPOConfig
+    from venus_nb.warm_start import rollout_config
+    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1,
+                      rollout=rollout_config(warm.config))
+
+def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
+    "A few IGPO steps from the warm start; a vLLM engine follows the adapter after every step"
+    from venus_nb.igpo import igpo
+    from venus_nb.rollout import HFEngine
+    cfg = demo_igpo_config(warm, out, steps)
+    # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
+    res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
     res.metrics.to_csv(out/'igpo_metrics.csv', index=False)
-    _say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[['step', 'accuracy', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']].round(4).to_string(index=False))
+    cols = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
+    _say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[cols].round(4).to_string(index=False))
+    for row in res.metrics.to_dict('records'): _say(step_meaning(row))
     return res, [out/'igpo_metrics.csv', res.output_dir]
 
 # %% ../nbs/12_cli.ipynb #b4717a00
-def step_eval(sft_trajs:list, rl_policy, questions:list, corpus, out:Path, G:int=4):
-    "Pass@K and browse statistics of the SFT rollouts and of the IGPO policy's rollouts on the same questions"
+def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that generates with it
+              questions:list, corpus, out:Path, warm):
+    "Pass@K and browse statistics of the warm start's rollouts and of the IGPO policy's rollouts on the same questions"
     from venus_nb.eval import evaluate_trajectories, evaluate
-    from venus_nb.rollout import RolloutConfig
+    from venus_nb.warm_start import rollout_config
     import pandas as pd
-    cfg = RolloutConfig(G=G, max_turns=2, max_new_tokens=32, min_answer_tokens=16, progress=False, seed=1)
-    reports = [evaluate_trajectories(sft_trajs, ks=(1, 2, 4), label='SFT'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
+    cfg = replace(rollout_config(warm.config), seed=1)
+    reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
     table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
     table.to_csv(out/'eval_pass_at_k.csv', index=False)
-    _say('## 10. Evaluation (exact match) on the same questions\n' + table.to_string(index=False))
+    _say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False))
     return reports, [out/'eval_pass_at_k.csv']
 
 # %% ../nbs/12_cli.ipynb #bfa4bb54
@@ -138,37 +158,45 @@ def _write_tokens(trajs, toks, path):
     return path
 
 def stage_one(data, out, model):
-    "Load, check, clean, resample, tokenise, SFT, turn rewards on expert trajectories"
+    "Load, check, clean, resample and tokenise expert trajectories; returns the kept ones and the files written"
     trajs = step_check(step_load(data))
     kept, files = step_clean(trajs, out)
     rows, more = step_resample(kept, out)
     toks = step_tokenize(kept, model)
-    trained = step_sft(rows, model, out)
-    scored, table = step_rewards(kept, model)
-    table.to_csv(out/'turn_rewards.csv', index=False)
+    return kept, files + more + [_write_tokens(kept, toks, out/'tokens.jsonl')]
+
+def turn_rewards_page(kept:list, warm, out:Path)->list:
+    "IG and advantages of a few cleaned trajectories under the warm-started policy, as a table and a replay page"
     from venus_nb.replay import write_replay
+    scored, table = step_rewards(kept, warm.path)
+    table.to_csv(out/'turn_rewards.csv', index=False)
     page = write_replay(out/'replay.html', scored.trajs, scored)
     _say('## One trajectory, turn by turn\n' + scored.trajs[0]._repr_markdown_())
-    return trained, files + more + [_write_tokens(kept, toks, out/'tokens.jsonl'), trained.output_dir, out/'turn_rewards.csv', page]
+    return [out/'turn_rewards.csv', page]
 
-def stage_two(trained, out, model, questions:int=2):
-    "SFT rollouts, IGPO steps, evaluation, and a replay of the last IGPO step's rollouts"
-    from venus_nb.eval import world_eval
-    from venus_nb.sft import last_checkpoint
+def stage_two(warm, out, eval_questions:int=4):
+    "Warm-start rollouts, IGPO steps, evaluation, and a replay of the last IGPO step's rollouts"
+    from venus_nb.warm_start import warm_world
     from venus_nb.replay import write_replay
-    qa, corpus = world_eval()
-    qa = qa[:questions]
-    sft_trajs, files = step_rollouts(qa, corpus, model, last_checkpoint(trained.output_dir), out)
-    res, more = step_igpo(trained.policy, qa, corpus, out)
-    reports, evals = step_eval(sft_trajs, res.policy, qa, corpus, out)
+    from venus_nb.rollout import HFEngine
+    world, t = warm_world(warm.config), time.time()
+    held = world.held_out[:eval_questions]
+    engine = stage_two_engine(warm)
+    _say(f'## Stage 2 on {engine.name} ({time.time() - t:.0f}s to start)')
+    warm_trajs, files = step_rollouts(engine, warm, held, world.corpus, out)
+    res, more = step_igpo(engine, warm, world.rl, world.corpus, out)
+    rl = res.policy if isinstance(engine, HFEngine) else engine   # the vLLM engine holds the last weights
+    reports, evals = step_eval(warm_trajs, rl, held, world.corpus, out, warm)
     page = write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)
     return files + more + evals + [page]
 
 def demo(data:Path|None=DEFAULT_DATA, out:Path=Path('out'), model:str='smollm2-135m', rl:bool=True):
-    "Run the recipe on the embedded default and write the outputs to `out` (`rl=False`: stage 1 only)"
+    "Run the recipe on the embedded default and write the outputs to `out` (`rl=False`: stage 1 and the turn rewards only)"
     start, out = time.time(), Path(out); out.mkdir(parents=True, exist_ok=True)
-    trained, files = stage_one(data, out, model)
-    if rl: files += stage_two(trained, out, model)
+    kept, files = stage_one(data, out, model)
+    warm = step_warm_start(model)
+    files += [warm.path] + turn_rewards_page(kept, warm, out)
+    if rl: files += stage_two(warm, out)
     _say(f'## Outputs ({time.time() - start:.1f}s)\n' + '\n'.join(f'   - {f}' for f in files))
     return files
 
@@ -215,6 +243,9 @@ def _add_demo(sub):
     d.add_argument('--out', type=Path, default=Path('out'), help='output folder (default: %(default)s)')
     d.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name (default: %(default)s)')
     d.add_argument('--stage1-only', action='store_true', help='stop after SFT and the turn rewards (no rollouts, IGPO or evaluation)')
+    w = sub.add_parser('warm-start', help='teach the embedded policy the DR-Venus turn format (short SFT, checked on held-out questions; cached)')
+    w.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name (default: %(default)s)')
+    w.add_argument('--force', action='store_true', help='make it anew even when it is cached')
 
 def _add_stages(sub):
     s = sub.add_parser('synth', help='generate a research world: corpus, QA and expert trajectories')
@@ -241,4 +272,5 @@ def parser()->argparse.ArgumentParser:
 def main(argv:list|None=None):
     "Entry point of the `venus-nb` console script"
     args = parser().parse_args(argv)
-    {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay}[args.cmd](args)
+    {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'warm-start': lambda a: step_warm_start(a.model, a.force),
+     'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay}[args.cmd](args)

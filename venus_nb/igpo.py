@@ -26,8 +26,8 @@ __all__ = ['FULL_LR', 'LORA_LR', 'IGPOConfig', 'learning_rate', 'judge_spec', 'j
            'masked_mean', 'igpo_loss', 'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision',
            'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
            'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'last_igpo_checkpoint', 'load_checkpoint',
-           'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'IGPOResult', 'metrics_figure', 'igpo',
-           'turn_logps', 'UnslothEngine', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure',
+           'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'IGPOResult', 'metrics_figure',
+           'igpo', 'turn_logps', 'UnslothEngine', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure',
            'judge_fn', 'outcomes']
 
 # %% ../nbs/09_igpo.ipynb #4ae88f52
@@ -362,16 +362,23 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     return s['step'], s['metrics'], rng
 
 # %% ../nbs/09_igpo.ipynb #f8948c87
-def _engine_follows(engine, model)->bool:
-    "Whether the engine holds weights of its own to sync (a vLLM engine takes LoRA adapters only)"
-    if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return False
-    if not _is_lora(model):
-        raise NotImplementedError('a vLLM engine follows LoRA adapters only: fully fine-tune with the transformers engine (the default)')
-    return True
+def _engine_follows(engine, model)->str|None:
+    "How an engine takes new weights: 'lora' (the adapter), 'reload' (the merged weights), None (it generates with the policy)"
+    if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return None
+    if _is_lora(model) and getattr(engine, 'takes_lora', True): return 'lora'
+    if hasattr(engine, 'reload'): return 'reload'
+    raise NotImplementedError('this engine follows LoRA adapters only: train LoRA, or use `vllm_engine` (which reloads weights) '
+                              'or the transformers engine (the default)')
+
+def merged_copy(model):
+    "The policy as a plain model (a LoRA adapter merged into a copy of the weights; a full fine-tune as it is)"
+    return copy.deepcopy(model).merge_and_unload() if _is_lora(model) else model
 
 def sync_engine(engine, model, folder:Path):
-    "Make the engine generate with the current adapter"
-    if _engine_follows(engine, model): model.save_pretrained(folder); engine.load_lora(str(folder))
+    "Make the engine generate with the current policy: load its adapter, or reload its merged weights"
+    how = _engine_follows(engine, model)
+    if how == 'lora': model.save_pretrained(folder); engine.load_lora(str(folder))
+    if how == 'reload': merged_copy(model).save_pretrained(folder); engine.reload(str(folder))
 
 # %% ../nbs/09_igpo.ipynb #76ffde3e
 def signal_metrics(scored:Scored)->dict:
@@ -458,7 +465,8 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     cfg = cfg or IGPOConfig()
     pol, opt, step, rows, rng, ckpt = _start(policy, cfg)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
-    _engine_follows(engine, pol.model)   # a full fine-tune with a vLLM engine stops here, before any step
+    _engine_follows(engine, pol.model)   # an engine that cannot follow the policy stops here, before any step
+    if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
     cfg.save(out/'igpo_config.json')
     for step in range(step, cfg.steps):
         row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)

@@ -234,10 +234,24 @@ def _batch(self:HFEngine, prompts, limits, cfg, seed):
 class VLLMEngine:
     "The offline vLLM engine, optionally with a LoRA adapter"
     name = 'vllm'
-    def __init__(self, llm, tokenizer=None, lora:str|None=None):
-        self.llm, self.tok, self.lora, self._lora_ids = llm, tokenizer or llm.get_tokenizer(), None, 0
+    def __init__(self, llm, tokenizer=None, lora:str|None=None,
+                 make=None): # builds a new `LLM` on a model folder with the same settings (`vllm_engine` sets it), for `reload`
+        self.llm, self.tok, self.lora, self._lora_ids, self.make = llm, tokenizer or llm.get_tokenizer(), None, 0, make
         self.stop_ids = stop_token_ids(self.tok)
         if lora: self.load_lora(lora)
+
+    @property
+    def takes_lora(self)->bool:
+        "Whether the engine was built to serve LoRA adapters (`enable_lora=True`)"
+        cfg = getattr(getattr(self.llm, 'llm_engine', None), 'vllm_config', None)
+        return cfg is None or cfg.lora_config is not None
+
+    def reload(self, folder:str):
+        "Generate with the model saved in `folder` from now on: the old engine is freed, a new one built on it"
+        if self.make is None: raise ValueError('this engine was not built by `vllm_engine`, so it cannot rebuild itself on new weights')
+        import gc
+        self.llm = self.lora = None; gc.collect()
+        self.llm = self.make(str(folder))
 
     def load_lora(self, path:str):
         "Use the adapter saved at `path` for the next generations (a new id makes vLLM reload it)"
@@ -291,7 +305,9 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     kw = dict(dtype='bfloat16', max_model_len=max_model_len, enforce_eager=cpu, seed=0)
     if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
     if lora: kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
-    return VLLMEngine(vllm.LLM(model=resolve(name_or_path), **(kw | engine_kw)), lora=lora)
+    tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
+    make = lambda folder: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | engine_kw))
+    return VLLMEngine(make(tokenizer), lora=lora, make=make)
 
 # %% ../nbs/06_rollout.ipynb #2c79ce4b
 def merged_model(adapter:str, # a PEFT adapter folder (e.g. an SFT checkpoint)

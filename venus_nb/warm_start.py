@@ -7,7 +7,7 @@ from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .models import cache_dir, load_policy, has_module
-from .trajectory import Trajectory
+from .trajectory import Trajectory, read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config', 'engine_for_folder', 'check',
@@ -24,7 +24,7 @@ class WarmConfig:
     held_out: int = 16               # questions for the check, never trained on
     rl: int = 32                     # further questions for RL lessons (never trained on by SFT)
     world_seed: int = 7
-    steps: int = 64                  # SFT steps of one trajectory each
+    steps: int = 32                  # SFT steps of one trajectory each (half the training questions)
     lr: float = 1e-4
     full_ft: bool = True             # full fine-tune in float32 weights (False: LoRA r=16)
     bf16: bool = True                # bf16 autocast over the float32 weights (fast on CPUs with AMX)
@@ -96,20 +96,27 @@ def rollout_config(cfg:WarmConfig):
                          min_answer_tokens=32, max_context=4096, seed=cfg.seed, progress=False)
 
 # %% ../nbs/14_warm_start.ipynb #e2fc8666
-def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096):
+def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096,
+                      lora_rank:int|None=None, # vLLM: ready to follow LoRA adapters of this rank (`load_lora`)
+                     ):
     "A rollout engine on a model folder: vLLM ('auto' when it is installed) or transformers on float32 weights"
     from venus_nb.rollout import vllm_engine, HFEngine
     if engine not in ('auto', 'vllm', 'transformers'): raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
-    if engine == 'vllm' or (engine == 'auto' and has_module('vllm')): return vllm_engine(str(folder), max_model_len=max_model_len)
+    if engine == 'vllm' or (engine == 'auto' and has_module('vllm')):
+        lora = dict(enable_lora=True, max_lora_rank=lora_rank) if lora_rank else {}
+        return vllm_engine(str(folder), max_model_len=max_model_len, **lora)
     pol = load_policy(str(folder), 'transformers', dtype='float32')
     return HFEngine(pol.model, pol.tokenizer)
 
-def check(folder, held:list, corpus, cfg:WarmConfig=WarmConfig())->dict:
+def check(folder, held:list, corpus, cfg:WarmConfig=WarmConfig(),
+          save_to:Path|None=None, # where to keep the check's rollouts (JSONL)
+         )->dict:
     "Well-formed share, Pass@1 and rollout figures of a model folder on the held-out questions"
     from venus_nb.rollout import rollout
     from venus_nb.eval import evaluate_trajectories
     t = time.time(); engine = engine_for_folder(folder, cfg.engine)
     trajs = rollout(engine, held, corpus, rollout_config(cfg))
+    if save_to: write_jsonl(trajs, save_to)
     rep = evaluate_trajectories(trajs, ks=(1,), label='warm start')
     return dict(well_formed=well_formed(trajs), pass_at_1=float(rep.pass_at_k.pass_at_k.iloc[0]), rollouts=len(trajs),
                 engine=engine.name, answered=rep.summary['answered'], mean_turns=rep.summary['mean_turns'],
@@ -132,6 +139,11 @@ class WarmStart:
     @property
     def config(self)->WarmConfig: return WarmConfig(**self.report['config'])
     def policy(self, dtype:str='float32'): return load_policy(str(self.path), 'transformers', dtype=dtype)
+
+    def rollouts(self)->list|None:
+        "The check's rollouts on the held-out questions (None for a cache written without them)"
+        f = self.path.parent/'rollouts.jsonl'
+        return read_jsonl(f).trajectories if f.exists() else None
 
     def _repr_markdown_(self):
         r = self.report
@@ -174,7 +186,7 @@ def warm_start(cfg:WarmConfig|None=None, # the recipe; its hash names the cache 
     say(f'warm start: SFT on {len(world.train)} warm-world trajectories, {cfg.steps} steps ...')
     model, sft_s = _train(cfg, world.train, work)
     say('warm start: checking on held-out questions ...')
-    rep = check(model, world.held_out, world.corpus, cfg) | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0)
+    rep = check(model, world.held_out, world.corpus, cfg, work/'rollouts.jsonl') | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0)
     _write_json(work/'report.json', rep)
     shutil.rmtree(work/'sft', ignore_errors=True); shutil.rmtree(d, ignore_errors=True); os.replace(work, d)
     return replace(_cached(d), cached=False)
