@@ -68,12 +68,22 @@ def step_tokenize(trajs:list, model:str):
     return toks
 
 # %% ../nbs/12_cli.ipynb #a270c604
+def _warm_start_apart(cfg, force:bool):
+    "Make the warm start in a fresh process, so that its trainer and engine leave no memory or threads behind in this one"
+    import multiprocessing as mp
+    from venus_nb.warm_start import warm_start
+    p = mp.get_context('spawn').Process(target=warm_start, args=(cfg, force, False)); p.start(); p.join()
+    if p.exitcode: raise RuntimeError(f'the warm start failed (exit code {p.exitcode}); `venus-nb warm-start` shows why')
+
 def step_warm_start(model:str, force:bool=False):
     "Stage-1 SFT of the embedded policy on the warm world until it writes DR-Venus turns (made once, then cached)"
-    from venus_nb.warm_start import WarmConfig, warm_start
-    t = time.time(); warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
+    from venus_nb.warm_start import WarmConfig, warm_start, warm_dir
+    cfg, t = WarmConfig(model=model), time.time()
+    made = force or not (warm_dir(cfg)/'report.json').exists()
+    if made: _warm_start_apart(cfg, force)
+    warm = warm_start(cfg, verbose=False)
     r = warm.report
-    how = f'from the cache ({time.time() - t:.0f}s)' if warm.cached else f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s"
+    how = f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s" if made else f'from the cache ({time.time() - t:.0f}s)'
     _say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "
          f"over {r['rollouts']} rollouts ({r['engine']}); {'ready for RL' if warm.passed else 'NOT ready for RL'}\n   {warm.path}")
     return warm
@@ -104,8 +114,14 @@ def step_rollouts(engine, warm, questions:list, corpus, out:Path):
     trajs = [t for t in warm.rollouts() or [] if t.question in asked] or rollout(engine, questions, corpus, rollout_config(warm.config))
     _say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({time.time() - t1:.0f}s for {len(trajs)} '
          f'rollouts, {sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
-         + rollout_table(trajs).to_string(index=False))
+         + _rollout_rows(trajs).to_string(index=False))
     return trajs, [write_jsonl(trajs, out/'rollouts_warm.jsonl')]
+
+def _rollout_rows(trajs:list):
+    "The rollout table; rollouts read back from a file have no token ids or timings to show"
+    from venus_nb.rollout import rollout_table
+    t = rollout_table(trajs)
+    return t if trajs and trajs[0].tokens is not None else t.drop(columns=['tokens', 'seconds'], errors='ignore')
 
 def step_meaning(row:dict)->str:
     "One plain sentence on what an IGPO step's numbers mean"

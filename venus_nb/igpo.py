@@ -356,7 +356,7 @@ def _load_weights(model, d:Path):
 def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     "Restore the weights (adapter or all) and the optimiser from a checkpoint; returns (step, metrics, rng)"
     d = Path(d); _load_weights(model, d)
-    opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=False))
+    opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=True))   # tensors and numbers only: a checkpoint runs no code
     s = json.loads((d/'state.json').read_text())
     rng = random.Random(); rng.setstate((s['rng'][0], tuple(s['rng'][1]), s['rng'][2]))
     return s['step'], s['metrics'], rng

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_trajectory.ipynb #c525276d
 from __future__ import annotations
-import json, re
+import json, os, re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -368,11 +368,15 @@ def read_jsonl(path)->Loaded:
     return Loaded(trajs, errors)
 
 def write_jsonl(trajs, path):
-    "Write trajectories as JSONL records"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'w', encoding='utf-8') as f:
-        for t in trajs: f.write(json.dumps(to_record(t), ensure_ascii=False) + '\n')
-    return Path(path)
+    "Write trajectories as JSONL records: to a temporary file, renamed over `path` once whole (a failure leaves `path` as it was)"
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f'.{path.name}.tmp')
+    try:
+        with open(tmp, 'w', encoding='utf-8') as f:
+            for t in trajs: f.write(json.dumps(to_record(t), ensure_ascii=False) + '\n')
+        os.replace(tmp, path)
+    finally: tmp.unlink(missing_ok=True)
+    return path
 
 # %% ../nbs/00_trajectory.ipynb #74e2a81c
 @dataclass
