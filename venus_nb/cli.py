@@ -68,22 +68,12 @@ def step_tokenize(trajs:list, model:str):
     return toks
 
 # %% ../nbs/12_cli.ipynb #a270c604
-def _warm_start_apart(cfg, force:bool):
-    "Make the warm start in a fresh process, so that its trainer and engine leave no memory or threads behind in this one"
-    import multiprocessing as mp
-    from venus_nb.warm_start import warm_start
-    p = mp.get_context('spawn').Process(target=warm_start, args=(cfg, force, False)); p.start(); p.join()
-    if p.exitcode: raise RuntimeError(f'the warm start failed (exit code {p.exitcode}); `venus-nb warm-start` shows why')
-
 def step_warm_start(model:str, force:bool=False):
     "Stage-1 SFT of the embedded policy on the warm world until it writes DR-Venus turns (made once, then cached)"
-    from venus_nb.warm_start import WarmConfig, warm_start, warm_dir
-    cfg, t = WarmConfig(model=model), time.time()
-    made = force or not (warm_dir(cfg)/'report.json').exists()
-    if made: _warm_start_apart(cfg, force)
-    warm = warm_start(cfg, verbose=False)
+    from venus_nb.warm_start import WarmConfig, warm_start
+    t = time.time(); warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
     r = warm.report
-    how = f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s" if made else f'from the cache ({time.time() - t:.0f}s)'
+    how = f'from the cache ({time.time() - t:.0f}s)' if warm.cached else f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s"
     _say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "
          f"over {r['rollouts']} rollouts ({r['engine']}); {'ready for RL' if warm.passed else 'NOT ready for RL'}\n   {warm.path}")
     return warm

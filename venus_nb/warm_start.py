@@ -96,15 +96,11 @@ def rollout_config(cfg:WarmConfig):
                          min_answer_tokens=32, max_context=4096, seed=cfg.seed, progress=False)
 
 # %% ../nbs/14_warm_start.ipynb #e2fc8666
-def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096,
-                      lora_rank:int|None=None, # vLLM: ready to follow LoRA adapters of this rank (`load_lora`)
-                     ):
+def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096):
     "A rollout engine on a model folder: vLLM ('auto' when it is installed) or transformers on float32 weights"
     from venus_nb.rollout import vllm_engine, HFEngine
     if engine not in ('auto', 'vllm', 'transformers'): raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
-    if engine == 'vllm' or (engine == 'auto' and has_module('vllm')):
-        lora = dict(enable_lora=True, max_lora_rank=lora_rank) if lora_rank else {}
-        return vllm_engine(str(folder), max_model_len=max_model_len, **lora)
+    if engine == 'vllm' or (engine == 'auto' and has_module('vllm')): return vllm_engine(str(folder), max_model_len=max_model_len)
     pol = load_policy(str(folder), 'transformers', dtype='float32')
     return HFEngine(pol.model, pol.tokenizer)
 
