@@ -5,6 +5,7 @@
 # %% ../nbs/00_trajectory.ipynb #c525276d
 from __future__ import annotations
 import json, os, re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,8 +15,8 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'ToolCall', 'parse_call_body', 'check_format', 'assistant_text', 'Turn', 'render_turn_text',
            'observation_message', 'Trajectory', 'parse_chat_text', 'LoadError', 'Loaded', 'from_record', 'to_record',
-           'read_jsonl', 'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt',
-           'thinking_opening']
+           'read_jsonl', 'atomic_open', 'write_atomic', 'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn',
+           'generation_prompt', 'thinking_opening']
 
 # %% ../nbs/00_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -367,16 +368,27 @@ def read_jsonl(path)->Loaded:
             except Exception as e: errors.append(LoadError(str(path), i, f'{type(e).__name__}: {e}'[:200]))
     return Loaded(trajs, errors)
 
-def write_jsonl(trajs, path):
-    "Write trajectories as JSONL records: to a temporary file, renamed over `path` once whole (a failure leaves `path` as it was)"
+@contextmanager
+def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
+               ):
+    "A file to write `path` through: a temporary file beside it, renamed over `path` once whole (a failure leaves `path` as it was)"
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f'.{path.name}.tmp')
     try:
-        with open(tmp, 'w', encoding='utf-8') as f:
-            for t in trajs: f.write(json.dumps(to_record(t), ensure_ascii=False) + '\n')
+        with open(tmp, mode, **({} if 'b' in mode else dict(encoding='utf-8'))) as f: yield f
         os.replace(tmp, path)
     finally: tmp.unlink(missing_ok=True)
-    return path
+
+def write_atomic(path, data:str|bytes)->Path:
+    "Write `data` to `path` whole or not at all"
+    with atomic_open(path, 'wb' if isinstance(data, bytes) else 'w') as f: f.write(data)
+    return Path(path)
+
+def write_jsonl(trajs, path):
+    "Write trajectories as JSONL records, whole or not at all"
+    with atomic_open(path) as f:
+        for t in trajs: f.write(json.dumps(to_record(t), ensure_ascii=False) + '\n')
+    return Path(path)
 
 # %% ../nbs/00_trajectory.ipynb #74e2a81c
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .models import cache_dir, load_policy, has_module
-from .trajectory import Trajectory, read_jsonl, write_jsonl
+from .trajectory import Trajectory, read_jsonl, write_jsonl, write_atomic
 
 # %% auto #0
 __all__ = ['WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config', 'engine_for_folder', 'check',
@@ -156,9 +156,7 @@ def _cached(d:Path)->WarmStart|None:
     try: return WarmStart(d/'model', json.loads((d/'report.json').read_text()), True)
     except (OSError, ValueError): return None
 
-def _write_json(path:Path, obj):
-    "Write JSON whole, then rename: a killed run never leaves half a file"
-    tmp = path.with_suffix('.tmp'); tmp.write_text(json.dumps(obj, indent=1, default=float)); os.replace(tmp, path)
+def _write_json(path:Path, obj): write_atomic(path, json.dumps(obj, indent=1, default=float))
 
 # %% ../nbs/14_warm_start.ipynb #ee8da57d
 def _train(cfg:WarmConfig, train:list, work:Path)->tuple[Path, float]:
