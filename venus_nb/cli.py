@@ -125,7 +125,8 @@ def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
     "The demo's IGPO: official defaults (LoRA at its calibrated lr), 2 questions x G rollouts a step, the warm start's turns"
     from venus_nb.igpo import IGPOConfig
     from venus_nb.warm_start import rollout_config
-    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1,
+    # the frozen base in bf16 (the adapter trains in float32, IG is scored in float32): the update runs ~2x faster on CPU
+    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1, dtype='bfloat16',
                       rollout=rollout_config(warm.config))
 
 def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):

@@ -1,0 +1,92 @@
+"The experiment: signal density on a hand-made batch, bootstrap intervals, equal budgets, and a resumable run on a tiny model."
+from dataclasses import replace
+import json
+import numpy as np, pandas as pd, pytest
+from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix, ExperimentConfig,
+                                 Start, arm_config, experiment)
+from venus_nb.replay import Scored
+from venus_nb.trajectory import Trajectory
+
+def _traj(answer, gt='y'):
+    call = lambda name, args: f'<think>t</think>\n<tool_call>\n{json.dumps(dict(name=name, arguments=args))}\n</tool_call>'
+    msgs = [dict(role='user', content='Q?'), dict(role='assistant', content=call('search', {'query': ['q']})),
+            dict(role='user', content='<tool_response>\nr\n</tool_response>'),
+            dict(role='assistant', content=call('visit', {'url': ['u'], 'goal': 'g'})),
+            dict(role='user', content='<tool_response>\np\n</tool_response>'),
+            dict(role='assistant', content=f'<think>a</think>\n<answer>{answer}</answer>')]
+    return Trajectory.from_messages(msgs, gt=gt)
+
+def _batch(outcome, ig):
+    return Scored([_traj('y' if o else 'n') for o in outcome], [0, 0, 1, 1], [[None, v, None] for v in ig], list(outcome))
+
+def test_grpo_is_silent_where_every_outcome_agrees_and_igpo_is_not():
+    d = signal_density(_batch([0.0, 0.0, 1.0, 0.0], [0.4, -0.3, 0.5, 0.1]))
+    assert d['groups'] == 2 and d['grpo_silent_groups'] == 0.5 and d['igpo_silent_groups'] == 0.0
+    assert d['grpo_nonzero_turns'] == pytest.approx(0.5)      # the 6 turns of the differing group, out of 12
+    assert d['igpo_nonzero_turns'] > d['grpo_nonzero_turns']
+    assert d['visit_ig_correct'] == pytest.approx(0.5) and d['visit_ig_incorrect'] == pytest.approx((0.4 - 0.3 + 0.1) / 3)
+    assert d['browse_correct'] == d['browse_incorrect'] == 0.5
+
+def test_all_failed_batch_gives_grpo_nothing():
+    s = _batch([0.0] * 4, [0.2, -0.1, 0.3, 0.0])
+    assert all(a == 0 for row in advantages_under(s, estimator='grpo') for a in row)
+    assert signal_density(s)['grpo_silent_groups'] == 1.0 and np.isnan(signal_density(s)['visit_ig_correct'])
+
+def test_bootstrap_interval_covers_the_mean_and_narrows_with_data():
+    rng = np.random.default_rng(0)
+    small, big = bootstrap_mean(rng.random((3, 10))), bootstrap_mean(rng.random((3, 400)))
+    for mean, lo, hi in (small, big): assert lo <= mean <= hi
+    assert big[2] - big[1] < small[2] - small[1]
+    assert bootstrap_mean(np.ones((2, 3)) * 0.25) == (0.25, 0.25, 0.25)
+    with pytest.raises(ValueError, match='seeds × questions'): bootstrap_mean(np.ones(3))
+
+def _evals(p_a, p_b, seeds=3, questions=20, n=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([dict(arm=a, seed=s, question=q, n=n, c=int(rng.binomial(n, p))) for a, p in (('IGPO (DR-Venus)', p_a), ('GRPO', p_b))
+                         for s in range(seeds) for q in range(questions)])
+
+def test_summary_has_every_arm_and_a_paired_difference():
+    t = summary_table(_evals(0.8, 0.2), ks=(1, 4))
+    assert list(t.arm) == ['IGPO (DR-Venus)', 'GRPO', 'IGPO (DR-Venus) − GRPO'] * 2 and list(t.k) == [1] * 3 + [4] * 3
+    d = t[(t.arm.str.contains('−')) & (t.k == 1)].iloc[0]
+    assert d.lo > 0 and d['mean'] == pytest.approx(t.iloc[0]['mean'] - t.iloc[1]['mean'])
+    same = summary_table(_evals(0.5, 0.5, seed=3), ks=(1,))
+    assert same.iloc[2].lo < 0 < same.iloc[2].hi                # no difference: the interval straddles zero
+
+def test_pass_at_k_matrix_is_unbiased_per_question():
+    e = pd.DataFrame([dict(arm='GRPO', seed=0, question=0, n=4, c=1), dict(arm='GRPO', seed=0, question=1, n=4, c=0)])
+    m = score_matrix(e, 'GRPO', 2)
+    assert m.loc[0, 0] == pytest.approx(0.5) and m.loc[0, 1] == 0.0   # 1 - C(3,2)/C(4,2)
+
+def test_every_arm_gets_the_same_budget():
+    start = Start(lambda: None, [], [], None, __import__('venus_nb.rollout', fromlist=['RolloutConfig']).RolloutConfig(G=8))
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO', 'split credit', 'γ=0.9'), G=4, igpo=dict(lr=1e-5))
+    runs = [arm_config(cfg, start, a, 1) for a in cfg.arms]
+    assert {(r.steps, r.questions_per_step, r.rollout.G, r.lr, r.seed) for r in runs} == {(4, 2, 4, 1e-5, 1)}
+    assert len({r.output_dir for r in runs}) == 4 and runs[1].rewards.estimator == 'grpo' and runs[3].rewards.gamma == 0.9
+    with pytest.raises(ValueError, match='unknown arm'): arm_config(cfg, start, 'PPO', 0)
+
+def test_config_reads_yaml(tmp_path):
+    (tmp_path/'c.yaml').write_text('arms: [GRPO]\nseeds: [5]\nsteps: 2\nigpo: {lr: 0.001}\n')
+    c = ExperimentConfig.load(tmp_path/'c.yaml')
+    assert c.arms == ('GRPO',) and c.seeds == (5,) and c.igpo == {'lr': 0.001} and c.rollouts_per_run == 2 * 2 * 4
+
+def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
+    from venus_nb.models import tiny_model
+    from venus_nb.eval import world_eval
+    from venus_nb.rollout import RolloutConfig
+    qa, corpus = world_eval()
+    start = Start(lambda: tiny_model('llama'), qa[:4], qa[4:6], corpus,
+                  RolloutConfig(max_turns=2, max_new_tokens=8, min_answer_tokens=4, turn_jitter=0, progress=False))
+    cfg = ExperimentConfig(seeds=(0, 1), steps=2, questions_per_step=1, G=2, eval_questions=2, ks=(1, 2), igpo=dict(lr=1e-3), output_dir=str(tmp_path))
+    said = []
+    res = experiment(cfg, start, say=said.append)
+    assert len(said) == 6 and set(res.evals.arm) == {'start', 'IGPO (DR-Venus)', 'GRPO'}
+    assert len(res.steps) == 2 * 2 * 2 and set(res.steps.step) == {1, 2}
+    assert (res.evals.n == 2).all() and len(res.evals) == 3 * 2 * 2
+    assert len(res.summary) == 4 * 2 and {'summary.csv', 'summary.json', 'report.html', 'steps.csv', 'evals.csv', 'config.json'} <= {p.name for p in tmp_path.iterdir()}
+    page = (tmp_path/'report.html').read_text()
+    assert 'IGPO against GRPO' in page and 'https://cdn' not in page.split('<body>')[0]
+    assert json.loads((tmp_path/'summary.json').read_text())['rollouts_per_run'] == 4
+    said.clear(); again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
+    assert said == [] and again.evals.equals(pd.read_csv(tmp_path/'evals.csv'))
