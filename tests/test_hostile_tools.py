@@ -383,3 +383,7 @@ def test_corpus_with_no_readable_record_says_why(tmp_path):
     with pytest.raises(ValueError, match=r'c.jsonl: no documents to index; 2 unreadable lines skipped \(line 1: not JSON'): T.load_corpus(p)
     (e := tmp_path/'e.jsonl').write_text('\n\n')
     with pytest.raises(ValueError, match=r'e.jsonl: no documents to index \(the file is empty\)'): T.load_corpus(e)
+
+def test_replaying_a_missing_cassette_warns(tmp_path):
+    with pytest.warns(RuntimeWarning, match='no such cassette'): cas = Cassette(tmp_path/'typo.jsonl')
+    assert cas.replies == {} and cas.errors == []

@@ -749,6 +749,7 @@ class Cassette(httpx.AsyncBaseTransport):
                  cfg:ToolConfig|None=None): # caps when recording (`max_bytes`, `request_timeout`); None: `make_client`'s, else the defaults
         self.path, self.inner, self.cfg, self.replies, self.errors = Path(path), inner, cfg, {}, []
         if inner is None: self.replies, self.errors = _load_cassette(self.path)
+        if inner is None and not self.path.exists(): warnings.warn(f'{self.path}: no such cassette; every request will be a ReplayMiss', RuntimeWarning, stacklevel=2)
         if self.errors: warnings.warn(f'{self.path}: {_skipped(self.errors)}', RuntimeWarning, stacklevel=2)
 
     async def handle_async_request(self, request:httpx.Request)->httpx.Response:
