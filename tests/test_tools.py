@@ -102,9 +102,12 @@ def test_backoff_grows_with_jitter_and_is_capped():
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)))
 def test_address_error_refuses_exactly_the_non_global(ip):
+    "Non-global addresses are refused, and so are IPv6 addresses that carry a non-global IPv4 one (6to4, Teredo, NAT64, ...)"
     a = ip.ipv4_mapped if getattr(ip, 'ipv4_mapped', None) else ip
     special = any(getattr(a, f'is_{k}') for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
-    assert (address_error(str(ip)) is None) == (a.is_global and not special)
+    carried = T.embedded_ipv4(a)
+    assert (address_error(str(ip)) is None) == (a.is_global and not special and all(address_error(str(v4)) is None for v4 in carried))
+    if carried and address_error(str(ip)) and a.is_global and not special: assert 'embeds' in address_error(str(ip))
 
 @pytest.mark.parametrize('url,err', [('https://example.org/a', None), ('http://example.org', None), ('HTTP://Example.org/', None),
     ('ftp://example.org', "scheme 'ftp' is not allowed"), ('example.org/a', "scheme '(none)' is not allowed"), ('', 'the URL is empty'),

@@ -273,8 +273,9 @@ def test_cache_makes_reruns_reproducible(server, tmp_path):
     assert again[0] == first and again[1] == again[2] and server.hits['/search'] == before + 1
     assert len(T.Cache(c.cache_path)) == 2
 
-def test_corrupt_cache_is_a_clear_error(tmp_path):
-    (p := tmp_path/'bad.sqlite').write_bytes(b'this is not a database' * 100)
+def test_unusable_cache_path_is_a_clear_error(tmp_path):
+    "A path sqlite cannot open at all (here a folder) is an error; a damaged file is set aside instead (test_hostile_tools)"
+    (p := tmp_path/'cache.sqlite').mkdir()
     with pytest.raises(ValueError, match='cannot use .* as a tool cache'): Toolbox(None, cfg=ToolConfig(cache_path=str(p)))
 
 def test_record_then_replay_offline(server, tmp_path):

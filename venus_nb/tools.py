@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_tools.ipynb #c38863a6
 from __future__ import annotations
-import asyncio, base64, contextlib, email.utils, functools, hashlib, ipaddress, json, os, random, re, socket, sqlite3, threading, time
+import asyncio, base64, contextlib, email.utils, functools, hashlib, ipaddress, json, os, random, re, shutil, socket, sqlite3, threading, time, warnings, zlib
 from dataclasses import asdict, dataclass, fields, replace
 from fnmatch import fnmatchcase
 from html import unescape
@@ -13,19 +13,20 @@ from typing import Awaitable, Callable
 from urllib.parse import unquote
 import httpx, json5
 from fastcore.basics import patch
-from .trajectory import LoadError, ToolCall
+from .trajectory import LoadError, ToolCall, atomic_open, write_atomic
 
 # %% auto #0
 __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 'TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT',
-           'SERPER_URL', 'DOC_FORMATS', 'tools_block', 'system_prompt', 'search_observation', 'visit_observation',
-           'tool_error', 'parse_visit_observation', 'search_args', 'visit_args', 'ToolConfig', 'save_config',
-           'load_config', 'ToolError', 'retry_after', 'backoff_delay', 'address_error', 'url_error', 'resolve',
-           'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff',
-           'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction', 'ChatSummariser',
-           'openai_chat', 'BM25', 'passages', 'extractive_summary', 'serper_hits', 'searxng_hits', 'WebSearch',
-           'WebReader', 'Cache', 'ReplayMiss', 'exchange_key', 'Cassette', 'Doc', 'url_key', 'snippet', 'LocalCorpus',
-           'wiki_url', 'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc', 'detect_format', 'read_docs',
-           'load_corpus', 'write_docs', 'search_results', 'Toolbox', 'run_tool', 'visit', 'search']
+           'JSON5_MAX_CHARS', 'SERPER_URL', 'DOC_FORMATS', 'tools_block', 'system_prompt', 'search_observation',
+           'visit_observation', 'tool_error', 'parse_visit_observation', 'search_args', 'visit_args', 'ToolConfig',
+           'save_config', 'load_config', 'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error',
+           'redact_url', 'url_error', 'resolve', 'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page',
+           'make_client', 'Page', 'media_type', 'sniff', 'decode', 'html_to_text', 'page_of', 'extractor_messages',
+           'parse_extraction', 'ChatSummariser', 'openai_chat', 'BM25', 'passages', 'extractive_summary', 'serper_hits',
+           'searxng_hits', 'WebSearch', 'WebReader', 'Cache', 'ReplayMiss', 'exchange_key', 'Cassette', 'Doc',
+           'url_key', 'snippet', 'LocalCorpus', 'wiki_url', 'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc',
+           'detect_format', 'read_docs', 'load_corpus', 'write_docs', 'search_results', 'Toolbox', 'run_tool', 'visit',
+           'search']
 
 # %% ../nbs/05_tools.ipynb #862e4685
 SEARCH_SCHEMA = {'name': 'search', 'description': 'Perform Google web searches then returns a string of the top search results. Accepts multiple queries.',
@@ -79,12 +80,25 @@ def tool_error(tool:str, reason:str)->str:
     return f'[{tool} error] {reason}'
 
 # %% ../nbs/05_tools.ipynb #4c4f33e6
-_VISIT_RE = re.compile(r'The useful information in (.*?) for user goal (.*?) as follows: \n\n(?:Evidence in page: \n(.*?)\n\n)?Summary: \n(.*)', re.S)
+_HEAD, _GOAL, _FOLLOWS, _EVIDENCE, _SUMMARY = 'The useful information in ', ' for user goal ', ' as follows: \n\n', 'Evidence in page: \n', 'Summary: \n'
+_EVIDENCE_END = '\n\n' + _SUMMARY
+
+def _visit_rest(t:str, at:int, last:int)->tuple|None:
+    "`(evidence, summary)` when `t[at:]` can be what follows 'as follows', else None (`last`: where the last evidence end starts)"
+    if t.startswith(_SUMMARY, at): return None, t[at + len(_SUMMARY):]
+    if not t.startswith(_EVIDENCE, at) or last < at + len(_EVIDENCE): return None
+    e = t.find(_EVIDENCE_END, at + len(_EVIDENCE))
+    return t[at + len(_EVIDENCE):e], t[e + len(_EVIDENCE_END):]
 
 def parse_visit_observation(text:str)->dict|None:
     "`url`, `goal`, `evidence` (None if absent) and `summary` of one official visit observation, or None"
-    m = _VISIT_RE.fullmatch(text.strip())
-    return m and dict(url=m[1], goal=m[2], evidence=m[3], summary=m[4])
+    t = text.strip()
+    if not t.startswith(_HEAD) or (g := t.find(_GOAL, len(_HEAD))) < 0: return None
+    last, f = t.rfind(_EVIDENCE_END), t.find(_FOLLOWS, g + len(_GOAL))
+    while f >= 0:
+        if rest := _visit_rest(t, f + len(_FOLLOWS), last): return dict(url=t[len(_HEAD):g], goal=t[g + len(_GOAL):f], evidence=rest[0], summary=rest[1])
+        f = t.find(_FOLLOWS, f + 1)
+    return None
 
 # %% ../nbs/05_tools.ipynb #ae038afd
 def _strings(v, name):
@@ -156,9 +170,8 @@ class ToolConfig:
 
 # %% ../nbs/05_tools.ipynb #4607da50
 def save_config(cfg, path)->Path:
-    "Write a settings dataclass (nested ones included) as JSON"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(asdict(cfg), indent=1)); return Path(path)
+    "Write a settings dataclass (nested ones included) as JSON, whole or not at all"
+    return write_atomic(path, json.dumps(asdict(cfg), indent=1))
 
 def load_config(cls, path):
     "Read settings of dataclass `cls` written by `save_config` (unknown keys are an error)"
@@ -199,22 +212,41 @@ def backoff_delay(attempt:int, # 0 for the wait before the first retry
 
 # %% ../nbs/05_tools.ipynb #82ea8988
 _NOT_GLOBAL = ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved')
+_NAT64 = ipaddress.ip_network('64:ff9b::/96')
+
+def embedded_ipv4(a:ipaddress.IPv6Address)->list[ipaddress.IPv4Address]:
+    "IPv4 addresses an IPv6 address carries: 6to4, Teredo (server and client), NAT64 64:ff9b::/96, IPv4-compatible and SIIT (::ffff:0:a.b.c.d)"
+    if a.version != 6 or a.is_loopback or a.is_unspecified: return []
+    if a.sixtofour: return [a.sixtofour]
+    if a.teredo: return list(a.teredo)
+    return [ipaddress.IPv4Address(int(a) & 0xffffffff)] if a in _NAT64 or int(a) >> 32 in (0, 0xffff0000) else []
 
 def address_error(ip:str)->str|None:
     "What kind of non-global address `ip` is (e.g. 'a loopback address'), or None if it is global"
     a = ipaddress.ip_address(ip.split('%')[0])
     if getattr(a, 'ipv4_mapped', None): a = a.ipv4_mapped
+    for v4 in embedded_ipv4(a):
+        if why := address_error(str(v4)): return f'an IPv6 address that embeds {v4}, {why}'
     kind = next((k.replace('_', '-') for k in _NOT_GLOBAL if getattr(a, f'is_{k}')), None)
     if kind: return f'{"an" if kind[0] in "aeiou" else "a"} {kind} address'
     return None if a.is_global else 'not a globally routable address'
 
+_USERINFO = re.compile(r'^(\s*[A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@')
+
+def redact_url(url):
+    "`url` with whatever stands before an `@` in its host part (a name, a password) replaced by `***`, so that it is never echoed"
+    return _USERINFO.sub(r'\1***@', url) if isinstance(url, str) else url
+
 def url_error(url)->str|None:
-    "Why `url` may not be visited, judged from its text alone (scheme, host, length), or None"
+    "Why `url` may not be visited, judged from its text alone (scheme, credentials, host, length), or None"
     if not isinstance(url, str) or not url.strip(): return 'the URL is empty'
     if len(url) > 4096: return f'the URL is too long ({len(url)} characters)'
+    creds = 'the URL carries credentials (name:password@ before the host); they are never sent'
+    if _USERINFO.match(url): return creds
     try: u = httpx.URL(url.strip())
     except Exception as e: return f'malformed URL: {e}'
     if u.scheme not in ('http', 'https'): return f'scheme {u.scheme or "(none)"!r} is not allowed (only http and https)'
+    if u.userinfo: return creds
     if not u.host: return 'the URL has no host'
     return f'invalid host {u.host!r}' if re.search(r'[\s%<>"{}|\\^`\[\]]', u.host) else None
 
@@ -252,13 +284,43 @@ class Fetched:
     body: bytes
     truncated: bool = False  # the body was cut at `max_bytes`
 
+_CUT = 'venus_nb.truncated'   # response extension of a cassette's response whose body was cut when it was recorded
+
+def _inflater(headers, head:bytes):
+    "A zlib decompressor for the Content-Encoding (gzip, or deflate with or without its zlib header), or None for none"
+    codings = [c.strip().lower() for c in headers.get('content-encoding', '').split(',') if c.strip().lower() not in ('', 'identity')]
+    if not codings: return None
+    if codings not in (['gzip'], ['x-gzip'], ['deflate']): raise httpx.DecodingError(f'content encoding {", ".join(codings)!r} is not supported (gzip or deflate)')
+    zlib_header = len(head) > 1 and head[0] & 0x0f == 8 and (head[0] << 8 | head[1]) % 31 == 0
+    return zlib.decompressobj(31 if 'gzip' in codings[0] else 15 if zlib_header else -15)
+
+def _inflate(d, data:bytes, piece:int):
+    "What decompressor `d` makes of `data`, at most `piece` bytes at a time"
+    try:
+        while data:
+            out = d.decompress(data, piece); data = d.unconsumed_tail
+            if out: yield out
+    except zlib.error as e: raise httpx.DecodingError(f'the compressed body is damaged: {e}') from None
+
+async def _decoded(resp, piece:int=1 << 16):
+    "The body of a streamed response, decoded (gzip, deflate) a piece of at most `piece` bytes at a time"
+    try: yield resp.content; return   # a response made in memory (a cassette's, a mock's) is whole already
+    except httpx.ResponseNotRead: pass
+    d = False
+    async for raw in resp.aiter_raw():
+        if d is False: d = _inflater(resp.headers, raw)
+        if d is None: yield raw
+        else:
+            for out in _inflate(d, raw, piece): yield out
+    if d: yield d.flush()
+
 async def _read_capped(resp, max_bytes):
-    "Body of a streamed response, at most `max_bytes` (decoded) bytes, and whether it was cut"
+    "Body of a streamed response, at most `max_bytes` decoded bytes, and whether it was cut (here, or when it was recorded)"
     buf = bytearray()
-    async for chunk in resp.aiter_bytes():
-        buf += chunk
-        if len(buf) >= max_bytes: return bytes(buf[:max_bytes]), len(buf) > max_bytes or not resp.is_stream_consumed
-    return bytes(buf), False
+    async for piece in _decoded(resp):
+        buf += piece
+        if len(buf) > max_bytes: return bytes(buf[:max_bytes]), True
+    return bytes(buf), bool(resp.extensions.get(_CUT))
 
 async def _once(client, method, url, cfg, kw)->Fetched:
     "One request, its body read under the byte cap; redirects are never followed here"
@@ -302,7 +364,7 @@ REDIRECTS = (301, 302, 303, 307, 308)
 async def _hop(url, cfg, client, limit, hop):
     "Check and GET one hop; the reason names the redirect when it is one"
     try: ip = await safe_address(url, cfg)
-    except ToolError as e: raise ToolError(f'redirect to {url} {e}' if hop else str(e)) from None
+    except ToolError as e: raise ToolError(f'redirect to {redact_url(url)} {e}' if hop else str(e)) from None
     target, headers, ext = pinned(url, ip)
     return replace(await send(client, 'GET', target, cfg, limit, headers=headers, extensions=ext), url=url)
 
@@ -317,8 +379,9 @@ async def fetch_page(url:str, cfg:ToolConfig, client:httpx.AsyncClient, limit:as
 
 def make_client(cfg:ToolConfig, transport:httpx.AsyncBaseTransport|None=None)->httpx.AsyncClient:
     "The httpx client of the web tools: no environment proxies, no automatic redirects, no idle connections kept"
+    if isinstance(transport, Cassette) and transport.cfg is None: transport.cfg = cfg   # record under the same caps
     return httpx.AsyncClient(transport=transport, timeout=cfg.request_timeout, follow_redirects=False, trust_env=False,
-                             headers={'User-Agent': cfg.user_agent}, limits=httpx.Limits(max_keepalive_connections=0))
+                             headers={'User-Agent': cfg.user_agent, 'Accept-Encoding': 'gzip, deflate'}, limits=httpx.Limits(max_keepalive_connections=0))
 
 # %% ../nbs/05_tools.ipynb #496129df
 @dataclass
@@ -347,12 +410,21 @@ def decode(body:bytes, charset:str|None)->str:
     except LookupError: return body.decode('utf-8', errors='replace')
 
 # %% ../nbs/05_tools.ipynb #ab3bc06d
+def _title(html:str)->str:
+    "The text of the first `<title>` element, or '': each marker is looked for once (a regex retried at every `<title` is quadratic)"
+    if not (start := re.search(r'<title', html, re.I)) or (gt := html.find('>', start.end())) < 0: return ''
+    end = re.compile(r'</title>', re.I).search(html, gt + 1)
+    return unescape(html[gt + 1:end.start()]).strip() if end else ''
+
+def _wide(charset:str|None)->bool:
+    "Whether `charset` is UTF-16 or UTF-32, whose text has NUL bytes"
+    return bool(charset) and re.sub(r'[-_]', '', charset.lower()).startswith(('utf16', 'utf32', 'ucs2', 'ucs4'))
+
 def html_to_text(html:str)->tuple[str, str]:
     "Title and main text (Markdown) of an HTML page, by trafilatura; all visible text when it finds no main content"
     import trafilatura
     text = trafilatura.extract(html, output_format='markdown', include_tables=True, favor_recall=True) or trafilatura.html2txt(html) or ''
-    m = re.search(r'<title[^>]*>(.*?)</title>', html[:200_000], re.S | re.I)
-    return (unescape(m[1]).strip() if m else ''), text
+    return _title(html[:200_000]), text
 
 def page_of(f:Fetched, cfg:ToolConfig)->Page:
     "The text of a fetched page: text-like types only, HTML through trafilatura, cut at `max_chars`"
@@ -360,6 +432,7 @@ def page_of(f:Fetched, cfg:ToolConfig)->Page:
     mime, charset = media_type(f.headers)
     mime = mime or sniff(f.body)
     if not any(fnmatchcase(mime, p) for p in cfg.text_types): raise ToolError(f'content type {mime} is not text')
+    if b'\x00' in f.body and not _wide(charset): raise ToolError('the body is binary (it has NUL bytes), not text')
     title, text = html_to_text(decode(f.body, charset)) if 'html' in mime else ('', decode(f.body, charset))
     if not text.strip(): raise ToolError('the page has no readable text')
     return Page(f.url, title, text[:cfg.max_chars], f.truncated or len(text) > cfg.max_chars)
@@ -385,11 +458,20 @@ def extractor_messages(text:str, goal:str)->list[dict]:
     "Chat messages asking a summariser for the evidence and summary of `text` for `goal` (Tongyi's extractor prompt)"
     return [{'role': 'user', 'content': EXTRACTOR_PROMPT.format(webpage_content=text, goal=goal)}]
 
+JSON5_MAX_CHARS = 20_000   # the json5 fallback is slow (seconds for 100 KB): longer replies must be strict JSON
+
+def _loose_json(s:str):
+    "`s` as JSON, else as JSON5 (trailing commas, single quotes) when it is at most `JSON5_MAX_CHARS` long, else None"
+    try: return json.loads(s)
+    except (ValueError, RecursionError): pass
+    if len(s) > JSON5_MAX_CHARS: return None
+    try: return json5.loads(s)
+    except Exception: return None
+
 def parse_extraction(reply:str)->tuple[str, str]|None:
     "`(evidence, summary)` from a summariser's JSON reply (fenced or not), or None if it has none"
     s, e = reply.find('{'), reply.rfind('}')
-    try: obj = json5.loads(reply[s:e + 1]) if 0 <= s < e else None
-    except Exception: return None
+    obj = _loose_json(reply[s:e + 1]) if 0 <= s < e else None
     if not isinstance(obj, dict) or 'summary' not in obj: return None
     return str(obj.get('evidence', '')), str(obj['summary'])
 
@@ -545,36 +627,68 @@ class WebReader:
     def __init__(self, cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphore|None=None):
         self.cfg, self.client, self.limit = cfg, client, limit
 
+    async def check(self, url:str):
+        "Raise `ToolError` if `url` may not be visited today (asked before a cached page is given)"
+        await safe_address(url, self.cfg)
+
     async def read(self, url:str)->Page:
         "The text of the page at `url`"
         f = await fetch_page(url, self.cfg, self.client, self.limit)
         return await asyncio.to_thread(page_of, f, self.cfg)
 
 # %% ../nbs/05_tools.ipynb #fc616e2d
+def _damaged(e:sqlite3.DatabaseError)->bool:
+    "Whether an sqlite error says the file is damaged (not a database, malformed), rather than busy or out of reach"
+    return type(e) is sqlite3.DatabaseError or getattr(e, 'sqlite_errorname', '').startswith(('SQLITE_CORRUPT', 'SQLITE_NOTADB'))
+
+def _aside(path:Path)->Path:
+    "A free name beside `path` for a damaged copy of it: `name.corrupt-<time>`"
+    stem = f'{path.name}.corrupt-{time.strftime("%Y%m%d-%H%M%S")}'
+    return next(p for i in range(10_000) if not (p := path.with_name(stem + (f'-{i}' if i else ''))).exists())
+
 class Cache:
-    "An on-disk sqlite cache of tool results, keyed by the request"
+    "An on-disk sqlite cache of tool results, keyed by the request; a damaged file is moved aside and an empty cache started"
     def __init__(self, path):
         self.path, self.lock = Path(path), threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self.db.execute('create table if not exists results (key text primary key, value text not null)')
-        except sqlite3.DatabaseError as e: raise ValueError(f'cannot use {path} as a tool cache: {e}') from None
+        try: self.db = self._connect()
+        except sqlite3.DatabaseError as e:
+            if not _damaged(e): raise ValueError(f'cannot use {path} as a tool cache: {e}') from None
+            self.db = self._rebuild(e)
+
+    def _connect(self):
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try: db.execute('create table if not exists results (key text primary key, value text not null)'); return db
+        except BaseException: db.close(); raise
+
+    def _rebuild(self, e:sqlite3.DatabaseError):
+        "Move the damaged file (and its journal) aside, say so once, and connect to a new empty cache"
+        aside = _aside(self.path)
+        for suffix in ('', '-journal', '-wal', '-shm'):
+            if Path(f'{self.path}{suffix}').exists(): os.replace(f'{self.path}{suffix}', f'{aside}{suffix}')
+        warnings.warn(f'the tool cache {self.path} is damaged ({e}); moved it to {aside} and started an empty one', RuntimeWarning, stacklevel=4)
+        return self._connect()
+
+    def _run(self, sql:str, args:tuple=())->list:
+        "The rows of one statement; on a damaged file, the statement again on a rebuilt (empty) cache"
+        with self.lock:
+            try: return self.db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as e:
+                if not _damaged(e): raise
+                self.db.close(); self.db = self._rebuild(e)
+                return self.db.execute(sql, args).fetchall()
 
     @staticmethod
     def key(*parts)->str: return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
 
     def get(self, key:str):
-        "The stored value, or None"
-        with self.lock: row = self.db.execute('select value from results where key = ?', (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        "The stored value, or None (also for a value that does not read back as JSON)"
+        rows = self._run('select value from results where key = ?', (key,))
+        try: return json.loads(rows[0][0]) if rows else None
+        except (ValueError, TypeError, RecursionError): return None
 
-    def put(self, key:str, value):
-        with self.lock: self.db.execute('insert or replace into results values (?, ?)', (key, json.dumps(value, ensure_ascii=False)))
-
-    def __len__(self):
-        with self.lock: return self.db.execute('select count(*) from results').fetchone()[0]
-
+    def put(self, key:str, value): self._run('insert or replace into results values (?, ?)', (key, json.dumps(value, ensure_ascii=False)))
+    def __len__(self): return self._run('select count(*) from results')[0][0]
     def close(self): self.db.close()
 
 # %% ../nbs/05_tools.ipynb #34e60dcc
@@ -586,23 +700,57 @@ def exchange_key(request:httpx.Request)->str:
     host = request.headers.get('host') or request.url.netloc.decode('ascii')
     return f'{request.method} {request.url.scheme}://{host}{request.url.raw_path.decode("ascii")} {hashlib.sha256(request.content).hexdigest()[:16]}'
 
-def _load_cassette(path:Path)->dict:
-    "Recorded responses per request key, in recording order"
-    out = {}
-    for line in path.read_text().splitlines() if path.exists() else []:
-        rec = json.loads(line); out.setdefault(rec['key'], []).append(rec)
-    return out
+def _response(rec:dict, request:httpx.Request|None)->httpx.Response:
+    return httpx.Response(rec['status'], headers=rec['headers'], content=base64.b64decode(rec['body'], validate=True), request=request,
+                          extensions={_CUT: True} if rec.get('truncated') else {})
 
-def _response(rec:dict, request:httpx.Request)->httpx.Response:
-    return httpx.Response(rec['status'], headers=rec['headers'], content=base64.b64decode(rec['body']), request=request)
+def _exchange(line:bytes)->dict:
+    "One cassette line as a record, checked: a `key`, an HTTP `status`, `headers` as [name, value] pairs, a base64 `body`"
+    rec = json.loads(line)
+    if not isinstance(rec, dict) or not isinstance(rec.get('key'), str): raise ValueError('not a record with a "key"')
+    if type(rec.get('status')) is not int or not 100 <= rec['status'] <= 599: raise ValueError('"status" is not an HTTP status')
+    if not isinstance(h := rec.get('headers'), list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in h):
+        raise ValueError('"headers" is not a list of [name, value] pairs')
+    _response(rec, None)   # the body is base64 and the headers are sendable
+    return rec
+
+def _line_error(e:Exception, last:bool)->str:
+    "Why a cassette line was skipped; a bad last line without a newline is a recording cut short"
+    why = str(e) if isinstance(e, ValueError) else f'{type(e).__name__}: {e}'
+    return (f'cut short (no newline at the end of the file): {why}' if last else f'not a cassette record: {why}')[:200]
+
+def _load_cassette(path:Path)->tuple[dict, list]:
+    "Recorded responses per request key, in recording order, and a `LoadError` for every line that is not a whole record"
+    lines, out, errors = (path.read_bytes() if path.exists() else b'').split(b'\n'), {}, []
+    for n, line in enumerate(lines, 1):
+        if not line.strip(): continue
+        try: rec = _exchange(line)
+        except (ValueError, TypeError, RecursionError) as e: errors.append(LoadError(str(path), n, _line_error(e, n == len(lines)))); continue
+        out.setdefault(rec['key'], []).append(rec)
+    return out, errors
+
+def _append_line(path:Path, line:bytes):
+    "`path` with `line` at its end, written whole: a copy with the line, renamed over it (a kill leaves the old file)"
+    with atomic_open(path, 'wb') as f:
+        if path.exists():
+            with open(path, 'rb') as old:
+                shutil.copyfileobj(old, f)
+                if old.tell() and not _ends_line(old): f.write(b'\n')
+        f.write(line)
+
+def _ends_line(f)->bool:
+    "Whether the binary file `f` ends with a newline"
+    f.seek(-1, os.SEEK_END); return f.read(1) == b'\n'
 
 # %% ../nbs/05_tools.ipynb #b75e4eac
 class Cassette(httpx.AsyncBaseTransport):
     "An httpx transport that records exchanges to a JSONL file (given `inner`) or replays them (without)"
-    def __init__(self, path, inner:httpx.AsyncBaseTransport|None=None):
-        self.path, self.inner = Path(path), inner
-        self.replies = {} if inner else _load_cassette(self.path)
-        if inner is not None: self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path, inner:httpx.AsyncBaseTransport|None=None,
+                 cfg:ToolConfig|None=None): # caps when recording (`max_bytes`, `request_timeout`); None: `make_client`'s, else the defaults
+        self.path, self.inner, self.cfg, self.replies, self.errors = Path(path), inner, cfg, {}, []
+        if inner is None: self.replies, self.errors = _load_cassette(self.path)
+        if inner is None and not self.path.exists(): warnings.warn(f'{self.path}: no such cassette; every request will be a ReplayMiss', RuntimeWarning, stacklevel=2)
+        if self.errors: warnings.warn(f'{self.path}: {_skipped(self.errors)}', RuntimeWarning, stacklevel=2)
 
     async def handle_async_request(self, request:httpx.Request)->httpx.Response:
         if self.inner is not None: return await self._record(request)
@@ -610,17 +758,29 @@ class Cassette(httpx.AsyncBaseTransport):
         if not queue: raise ReplayMiss(f'no recorded response for {key}', request=request)
         return _response(queue.pop(0) if len(queue) > 1 else queue[0], request)
 
-    async def _record(self, request):
+    async def _fetch(self, request, max_bytes:int)->dict:
+        "The exchange as a record: the body read like `visit` reads it (decoded, at most `max_bytes`)"
         resp = await self.inner.handle_async_request(request)
-        try: body = await resp.aread()
+        try: body, cut = await _read_capped(resp, max_bytes)
         finally: await resp.aclose()
-        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in ('content-encoding', 'content-length', 'transfer-encoding')]
+        headers = [[k, v] for k, v in resp.headers.multi_items() if k.lower() not in ('content-encoding', 'content-length', 'transfer-encoding')]
         rec = dict(key=exchange_key(request), status=resp.status_code, headers=headers, body=base64.b64encode(body).decode())
-        with open(self.path, 'a') as f: f.write(json.dumps(rec) + '\n')
+        return rec | (dict(truncated=True, note=f'body cut at max_bytes={max_bytes}') if cut else {})
+
+    async def _record(self, request):
+        cfg = self.cfg or ToolConfig()
+        try: rec = await asyncio.wait_for(self._fetch(request, cfg.max_bytes), cfg.request_timeout)
+        except asyncio.TimeoutError: raise httpx.ReadTimeout(f'no whole response within {cfg.request_timeout:g} s', request=request) from None
+        _append_line(self.path, (json.dumps(rec) + '\n').encode())
         return _response(rec, request)
 
     async def aclose(self):
         if self.inner is not None: await self.inner.aclose()
+
+def _skipped(errors:list)->str:
+    "A one-line account of the records a loader skipped"
+    first = errors[0]
+    return f'{len(errors)} unreadable line{"s" if len(errors) > 1 else ""} skipped (line {first.index}: {first.reason})'
 
 # %% ../nbs/05_tools.ipynb #22c1c32c
 @dataclass
@@ -724,17 +884,28 @@ def kilt_doc(rec:dict, i:int)->Doc:
 DOC_FORMATS = {'jsonl': jsonl_doc, 'hipporag': hipporag_doc, 'kilt': kilt_doc, 'search-r1': search_r1_doc}
 
 # %% ../nbs/05_tools.ipynb #0c73dcbb
+def _json_line(line:bytes):
+    "One JSONL line as a value, or a ValueError saying why not (not UTF-8, not JSON, nested too deeply)"
+    try: text = line.decode('utf-8')
+    except UnicodeDecodeError as e: raise ValueError(f'not UTF-8: {e}') from None
+    try: return json.loads(text)
+    except RecursionError: raise ValueError('not JSON: nested too deeply') from None
+    except ValueError as e: raise ValueError(f'not JSON: {e}') from None
+
+def _array(path:Path, data:bytes)->list:
+    "`(position, record)` pairs of a JSON-array file, or a ValueError naming the file"
+    try: return list(enumerate(json.loads(data.decode('utf-8'))))
+    except (ValueError, RecursionError) as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
+
 def _records(path:Path)->tuple[list, list]:
-    "`(position, record)` pairs of a JSON-array or JSONL file, and `LoadError`s for lines that are not JSON"
-    text = path.read_text(encoding='utf-8', errors='replace')
-    if text.lstrip().startswith('['):
-        try: return list(enumerate(json.loads(text))), []
-        except ValueError as e: raise ValueError(f'{path}: not a valid JSON array: {e}') from None
+    "`(line or position, record)` pairs of a JSON-array or JSONL file, and a `LoadError` for every line that is not JSON"
+    data = path.read_bytes().removeprefix(b'\xef\xbb\xbf')
+    if data.lstrip()[:1] == b'[': return _array(path, data), []
     recs, errors = [], []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(data.split(b'\n'), 1):   # '\n' only: str.splitlines also breaks at U+2028, U+0085, ...
         if not line.strip(): continue
-        try: recs.append((n, json.loads(line)))
-        except ValueError as e: errors.append(LoadError(str(path), n, f'not JSON: {e}'[:200]))
+        try: recs.append((n, _json_line(line)))
+        except ValueError as e: errors.append(LoadError(str(path), n, str(e)[:200]))
     return recs, errors
 
 def detect_format(rec)->str:
@@ -763,12 +934,12 @@ def load_corpus(path, # a corpus file: JSON array or JSONL
                 name:str|None=None)->LocalCorpus:
     "A `LocalCorpus` from a file; unreadable records are kept in `.errors`"
     docs, errors = read_docs(path, fmt)
+    if not docs: raise ValueError(f'{path}: no documents to index' + (f'; {_skipped(errors)}' if errors else ' (the file is empty)'))
     return LocalCorpus(docs, name or Path(path).stem, errors)
 
 def write_docs(docs:list[Doc], path)->Path:
-    "Write documents as generic JSONL (`{id, title, url, text}`)"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'w', encoding='utf-8') as f:
+    "Write documents as generic JSONL (`{id, title, url, text}`), whole or not at all"
+    with atomic_open(path) as f:
         for d in docs: f.write(json.dumps(asdict(d), ensure_ascii=False) + '\n')
     return Path(path)
 
@@ -833,8 +1004,11 @@ async def hits(self:Toolbox, query:str)->list[dict]:
 
 @patch
 async def page(self:Toolbox, url:str)->Page:
-    "The page at `url`"
+    "The page at `url`; with a cache, the reader's address check (if it has one) passes first for it and for where it ended"
+    check = getattr(self.reader, 'check', None) if self.cache is not None else None
+    if check: await check(url)
     d = await self._cached(self.reader, ('page', url, self.cfg.max_bytes, self.cfg.max_chars), lambda: _as_dict(self.reader.read(url)))
+    if check and d['url'] != url: await check(d['url'])
     return Page(**d)
 
 async def _as_dict(page:Awaitable)->dict: return asdict(await page)
@@ -866,7 +1040,7 @@ async def search(self:Toolbox, queries:list[str])->str:
 async def visit(self:Toolbox, urls:list[str], goal:str)->str:
     "The `visit` observation for checked URLs: one section per page, failed pages as `[visit error] url: reason`"
     res = await asyncio.gather(*(self.visit_one(u, goal) for u in urls), return_exceptions=True)
-    return PAGE_SEPARATOR.join(r if isinstance(r, str) else tool_error('visit', f'{u}: {_reason(r)}') for u, r in zip(urls, res)).strip()
+    return PAGE_SEPARATOR.join(r if isinstance(r, str) else tool_error('visit', f'{redact_url(u)}: {_reason(r)}') for u, r in zip(urls, res)).strip()
 
 # %% ../nbs/05_tools.ipynb #b1fcf38f
 @patch
