@@ -87,6 +87,12 @@ def test_structural_change_is_refused_even_when_asked(tmp_path):
     with pytest.raises(ValueError, match='lora_alpha'):
         igpo(tiny_model('llama'), [], None, replace(cfg, lora_alpha=8), apply_changes=True, live=False)
 
+def test_adapter_settings_are_moot_in_full_fine_tuning(tmp_path):
+    from venus_nb.igpo import resume_changes
+    _, cfg, d = _two_checkpoints(tmp_path, lora_r=None)
+    assert resume_changes(d, replace(cfg, lora_alpha=8, target_modules=('q_proj',))) == []
+    with pytest.raises(ValueError, match='lora_r'): resume_changes(d, replace(cfg, lora_r=16), apply=True)
+
 def _no_rollouts(policy, opt, engine, questions, tools, cfg, step, rng, judge=None): return dict(step=step + 1), None
 
 def test_changed_config_applied_when_asked_and_recorded(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_igpo.ipynb #690de7aa
 from __future__ import annotations
-import copy, importlib, json, math, os, random, time, warnings
+import copy, importlib, json, math, random, time, warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict, replace, fields
 from itertools import chain
@@ -18,8 +18,7 @@ from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, VLLMEngine
 from .tools import load_config
 from .trajectory import write_atomic, atomic_open
-from .sft import (newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes,
-                          one_line)
+from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
                               ig_from_logprobs)
 _all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; importable from here too
@@ -472,7 +471,7 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
 
 # %% ../nbs/09_igpo.ipynb #9c04d8bd
 IGPO_FREE = ('steps', 'save_steps', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size')
-IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')   # the shape of the adapter a checkpoint holds
+IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')   # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
 
 def _settings(d:dict)->dict:
     "Saved settings with the learning rate they train at (None: the default of their mode)"
@@ -481,7 +480,8 @@ def _settings(d:dict)->dict:
 def resume_changes(ckpt:Path, cfg:IGPOConfig, apply:bool=False)->list:
     "The config changes recorded in `ckpt`, plus this resume's; a change is refused unless `apply` (and always for `IGPO_FIXED`)"
     state, saved = read_state(ckpt), check_json(ckpt/'igpo_config.json')
-    changed = config_changes(_settings(saved), _settings(config_json(cfg)), IGPO_FREE)
+    moot = IGPO_FIXED[1:] if saved.get('lora_r') is None and cfg.lora_r is None else ()   # no adapter on either side
+    changed = config_changes(_settings(saved), _settings(config_json(cfg)), IGPO_FREE + moot)
     if not changed: return state.get('config_changes', [])
     if fixed := {k: v for k, v in changed.items() if k in IGPO_FIXED}:
         raise ValueError(f'{ckpt} holds an adapter of another shape ({describe_changes(fixed)}): resume with the settings it was '
