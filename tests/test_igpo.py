@@ -327,10 +327,12 @@ def test_update_moves_policy_smollm2():
 
 def test_partial_checkpoint_is_skipped(tmp_path):
     assert last_igpo_checkpoint(tmp_path) is None and last_igpo_checkpoint(tmp_path/'missing') is None
-    for n in (2, 10): (tmp_path/f'checkpoint-{n}').mkdir(); (tmp_path/f'checkpoint-{n}'/'state.json').write_text('{"step": %d}' % n)
+    pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0)); cfg = IGPOConfig(output_dir=str(tmp_path))
+    for n in (2, 10): save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, n, [], random.Random(0))
     (tmp_path/'checkpoint-11').mkdir(); (tmp_path/'checkpoint-11'/'optimizer.pt').write_bytes(b'')   # killed while saving
     (tmp_path/'checkpoint-x').mkdir(); (tmp_path/'checkpoint-x'/'state.json').write_text('{"step": 0}')
-    assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-10'          # numeric, not lexical: 10 > 2
+    with pytest.warns(UserWarning, match='checkpoint-11.*state.json'):
+        assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-10'      # numeric, not lexical: 10 > 2
 
 def test_truncated_state_is_not_a_complete_checkpoint(tmp_path):
     pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0)); cfg = IGPOConfig(output_dir=str(tmp_path))
@@ -338,7 +340,7 @@ def test_truncated_state_is_not_a_complete_checkpoint(tmp_path):
     save_checkpoint(pol.model, opt, cfg, 1, [dict(step=1, loss=0.5)], rng)
     d = save_checkpoint(pol.model, opt, cfg, 2, [dict(step=1, loss=0.5), dict(step=2, loss=0.4)], rng)
     (d/'state.json').write_text((d/'state.json').read_text()[:100])   # what a SIGKILL mid-write leaves
-    assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-1'
+    with pytest.warns(UserWarning, match='checkpoint-2'): assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-1'
 
 def _cfg(out, lora_r=16):
     return IGPOConfig(steps=4, questions_per_step=2, lr=1e-3, save_steps=1, output_dir=str(out), lora_r=lora_r,

@@ -4,28 +4,60 @@
 
 # %% ../nbs/12_cli.ipynb #a892222c
 from __future__ import annotations
-import argparse, json, sys, time
+import argparse, json, os, sys, time
 from dataclasses import replace
 from pathlib import Path
-from .trajectory import read_jsonl, write_jsonl, Loaded
+from .trajectory import read_jsonl, write_jsonl, write_atomic, atomic_open, Loaded, Trajectory
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA', 'step_load', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
-           'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
-           'step_eval', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean', 'cmd_resample',
-           'cmd_replay', 'parser', 'main']
+__all__ = ['DEFAULT_DATA', 'COMMANDS', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load',
+           'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start', 'step_rewards',
+           'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo', 'step_eval',
+           'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean', 'cmd_resample', 'pick',
+           'cmd_replay', 'parser', 'error_line', 'main']
 
 # %% ../nbs/12_cli.ipynb #3a9356e7
 DEFAULT_DATA = Path('data/sample/world/trajectories.jsonl')
 
 def _say(*args): print(*args, flush=True)
 
-def step_load(path:Path|None):
-    "Read trajectories (the generated world's sample by default; generated on the fly when the file is absent)"
+class CLIError(Exception):
+    "A problem `venus-nb` reports as one line, `venus-nb: error: ...`"
+
+def readable(path)->Path:
+    "`path` if it is there and can be read (a file is opened once, so a locked one fails here, not halfway through)"
+    p = Path(path)
+    if not p.exists(): raise CLIError(f'{p}: no such file or folder')
+    if p.is_file(): open(p, 'rb').close()
+    return p
+
+def writable_folder(path)->Path:
+    "`path` as a folder to write into: made if need be, and writable"
+    p = Path(path)
+    if p.exists() and not p.is_dir(): raise CLIError(f'{p}: is a file, not a folder')
+    p.mkdir(parents=True, exist_ok=True)
+    if not os.access(p, os.W_OK): raise CLIError(f'{p}: the folder is not writable')
+    return p
+
+def writable_file(path)->Path:
+    "`path` as a file to write: not a folder, in a folder that can be written"
+    p = Path(path)
+    if p.is_dir(): raise CLIError(f'{p}: is a folder; give a file name')
+    writable_folder(p.parent); return p
+
+def write_csv(df, path)->Path:
+    "A table as CSV, whole or not at all"
+    return write_atomic(path, df.to_csv(index=False))
+
+def step_load(path:Path|None=None # trajectories JSONL; None: the committed sample, generated when its file is absent
+             ):
+    "Read trajectories: a file named explicitly must exist; only the default sample is generated when absent"
     from venus_nb.synth import generate, SAMPLE
-    if path is None or not Path(path).exists():
+    if path is not None and not Path(path).exists():
+        raise CLIError(f'--data {path}: no such file (leave --data out to use the built-in sample)')
+    if path is None and not DEFAULT_DATA.exists():
         loaded, path = Loaded(generate(SAMPLE).trajectories(), []), 'generate(SAMPLE)'
-    else: loaded = read_jsonl(path)
+    else: loaded = read_jsonl(readable(path or DEFAULT_DATA))
     _say(f'## 1. Load  {path}: {len(loaded.trajectories)} trajectories, {len(loaded.errors)} unreadable records')
     for e in loaded.errors: _say(f'   - record {e.index}: {e.reason}')
     return loaded.trajectories
@@ -46,8 +78,7 @@ def step_clean(trajs:list, out:Path, judge='em'):
     kept, report = clean(trajs, CleanConfig(judge=judge))
     _say(f'## 3. Clean ({judge} correctness filter): {report._repr_markdown_()}')
     for (step, reason), n in report.reasons().head(5).items(): _say(f'   - dropped at {step}: {reason} ×{n}')
-    report.to_csv(out/'clean_report.csv', index=False)
-    return kept, [write_jsonl(kept, out/'cleaned.jsonl'), out/'clean_report.csv']
+    return kept, [write_jsonl(kept, out/'cleaned.jsonl'), write_csv(report, out/'clean_report.csv')]
 
 # %% ../nbs/12_cli.ipynb #84488ee4
 def step_resample(kept:list, out:Path):
@@ -136,7 +167,7 @@ def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
     cfg = demo_igpo_config(warm, out, steps)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
     res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
-    res.metrics.to_csv(out/'igpo_metrics.csv', index=False)
+    write_csv(res.metrics, out/'igpo_metrics.csv')
     cols = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
     _say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[cols].round(4).to_string(index=False))
     for row in res.metrics.to_dict('records'): _say(step_meaning(row))
@@ -152,13 +183,13 @@ def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that g
     cfg = replace(rollout_config(warm.config), seed=1)
     reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
     table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
-    table.to_csv(out/'eval_pass_at_k.csv', index=False)
+    write_csv(table, out/'eval_pass_at_k.csv')
     _say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False))
     return reports, [out/'eval_pass_at_k.csv']
 
 # %% ../nbs/12_cli.ipynb #bfa4bb54
 def _write_tokens(trajs, toks, path):
-    with open(path, 'w') as f:
+    with atomic_open(path) as f:
         for t, tk in zip(trajs, toks):
             f.write(json.dumps({'id': t.meta.get('id'), 'ids': tk.ids, 'loss_mask': tk.loss_mask,
                                 'assistant_spans': tk.assistant_spans, 'observation_spans': tk.observation_spans}) + '\n')
@@ -176,7 +207,7 @@ def turn_rewards_page(kept:list, warm, out:Path)->list:
     "IG and advantages of a few cleaned trajectories under the warm-started policy, as a table and a replay page"
     from venus_nb.replay import write_replay
     scored, table = step_rewards(kept, warm.path)
-    table.to_csv(out/'turn_rewards.csv', index=False)
+    write_csv(table, out/'turn_rewards.csv')
     page = write_replay(out/'replay.html', scored.trajs, scored)
     _say('## One trajectory, turn by turn\n' + scored.trajs[0]._repr_markdown_())
     return [out/'turn_rewards.csv', page]
@@ -194,12 +225,12 @@ def stage_two(warm, out, eval_questions:int=4):
     res, more = step_igpo(engine, warm, world.rl, world.corpus, out)
     rl = res.policy if isinstance(engine, HFEngine) else engine   # the vLLM engine holds the last weights
     reports, evals = step_eval(warm_trajs, rl, held, world.corpus, out, warm)
-    page = write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)
-    return files + more + evals + [page]
+    pages = [write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)] if res.last else []   # none when resumed at the end
+    return files + more + evals + pages
 
-def demo(data:Path|None=DEFAULT_DATA, out:Path=Path('out'), model:str='smollm2-135m', rl:bool=True):
-    "Run the recipe on the embedded default and write the outputs to `out` (`rl=False`: stage 1 and the turn rewards only)"
-    start, out = time.time(), Path(out); out.mkdir(parents=True, exist_ok=True)
+def demo(data:Path|None=None, out:Path=Path('out'), model:str='smollm2-135m', rl:bool=True):
+    "Run the recipe on `data` (None: the committed sample) and write the outputs to `out` (`rl=False`: stage 1 and the turn rewards only)"
+    start, out = time.time(), writable_folder(out)
     kept, files = stage_one(data, out, model)
     warm = step_warm_start(model)
     files += [warm.path] + turn_rewards_page(kept, warm, out)
@@ -213,40 +244,49 @@ def cmd_synth(args):
     files = write_world(generate(SynthConfig(n=args.n, seed=args.seed)), args.out)
     _say('\n'.join(f'{k}: {v}' for k, v in files.items()))
 
-def _load(path, fmt):
+def _load(path, fmt)->list:
+    "The trajectories of a file, each unreadable record reported; a CLIError when none can be read"
     from venus_nb import data
-    loaded = {'dr-venus': data.load_dr_venus, 'webdancer': data.load_webdancer, 'react': data.load_react}[fmt](path)
+    loaded = {'dr-venus': data.load_dr_venus, 'webdancer': data.load_webdancer, 'react': data.load_react}[fmt](readable(path))
     for e in loaded.errors: _say(f'unreadable: {e.source} record {e.index}: {e.reason}')
+    if not loaded.trajectories: raise CLIError(f'{path}: no readable trajectory ({len(loaded.errors)} unreadable records, --format {fmt})')
     return loaded.trajectories
 
 # %% ../nbs/12_cli.ipynb #a61e2b97
 def cmd_clean(args):
-    args.out.mkdir(parents=True, exist_ok=True)
-    judge = None if args.judge == 'none' else args.judge
-    kept, files = step_clean(_load(args.input, args.format), args.out, judge)
+    judge, out = None if args.judge == 'none' else args.judge, writable_folder(args.out)
+    kept, files = step_clean(_load(args.input, args.format), out, judge)
     _say('\n'.join(f'wrote {f}' for f in files))
 
 def cmd_resample(args):
     from venus_nb.resample import ResampleConfig, resample, resample_table
-    trajs = _load(args.input, 'dr-venus')
+    out, trajs = writable_file(args.out), _load(args.input, 'dr-venus')
     rows = resample(trajs, ResampleConfig(seed=args.seed))
-    _say(resample_table(trajs, rows).to_string()); _say(f'wrote {write_jsonl(rows, args.out)}')
+    _say(resample_table(trajs, rows).to_string()); _say(f'wrote {write_jsonl(rows, out)}')
 
 # %% ../nbs/12_cli.ipynb #3819e520
+def pick(trajs:list, index:int, path)->Trajectory:
+    "Trajectory `index` of a file, if it is there and has turns to replay"
+    n = len(trajs)
+    if not 0 <= index < n: raise CLIError(f'--index {index} is out of range: {path} has {n} trajector{"y" if n == 1 else "ies"} (0 to {n - 1})')
+    if not trajs[index].turns: raise CLIError(f'trajectory {index} of {path} has no assistant turn to replay')
+    return trajs[index]
+
 def cmd_replay(args):
     "Score one trajectory of a file with a model and write its replay page"
     from venus_nb.models import load_policy
     from venus_nb.rewards import gt_logprobs
     from venus_nb.replay import Scored, write_replay
-    traj = _load(args.input, args.format)[args.index].shorten(args.max_chars)
+    out = writable_file(args.out)   # checked before the model loads
+    traj = pick(_load(args.input, args.format), args.index, args.input).shorten(args.max_chars)
     pol = load_policy(args.model, dtype='float32')
-    page = write_replay(args.out, traj, Scored.from_logprobs([traj], [gt_logprobs(pol.model, pol.tokenizer, traj)]))
+    page = write_replay(out, traj, Scored.from_logprobs([traj], [gt_logprobs(pol.model, pol.tokenizer, traj)]))
     _say(f'wrote {page}')
 
 # %% ../nbs/12_cli.ipynb #dd401be6
 def _add_demo(sub):
     d = sub.add_parser('demo', help='run every stage offline on the embedded default and write outputs')
-    d.add_argument('--data', type=Path, default=DEFAULT_DATA, help='trajectories JSONL (default: %(default)s, generated if absent)')
+    d.add_argument('--data', type=Path, help=f'trajectories JSONL (default: {DEFAULT_DATA}, generated if absent)')
     d.add_argument('--out', type=Path, default=Path('out'), help='output folder (default: %(default)s)')
     d.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name (default: %(default)s)')
     d.add_argument('--stage1-only', action='store_true', help='stop after SFT and the turn rewards (no rollouts, IGPO or evaluation)')
@@ -272,12 +312,25 @@ def _add_stages(sub):
 def parser()->argparse.ArgumentParser:
     "The `venus-nb` argument parser, one subcommand per stage"
     p = argparse.ArgumentParser(prog='venus-nb', description='DR-Venus recipe kit: agentic SFT and IGPO for small deep-research agents')
+    p.add_argument('--traceback', action='store_true', help='on an error, show the whole traceback (for a bug report)')
     sub = p.add_subparsers(dest='cmd', required=True)
     _add_demo(sub); _add_stages(sub)
     return p
 
+COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'warm-start': lambda a: step_warm_start(a.model, a.force),
+            'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay}
+
+def error_line(e:BaseException)->str:
+    "What went wrong, on one line: a path and the system's reason, our own message, or the error's type and message"
+    if isinstance(e, OSError) and e.filename: msg = f'{e.filename}: {e.strerror or e}'
+    elif isinstance(e, (CLIError, OSError)): msg = str(e)
+    else: msg = f'{type(e).__name__}: {e} (rerun with --traceback for where)'
+    return ' '.join(msg.split())
+
 def main(argv:list|None=None):
-    "Entry point of the `venus-nb` console script"
-    args = parser().parse_args(argv)
-    {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'warm-start': lambda a: step_warm_start(a.model, a.force),
-     'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay}[args.cmd](args)
+    "Entry point of the `venus-nb` console script; an error is one line, `venus-nb: error: ...`, and exit status 1"
+    p = parser(); args = p.parse_args(argv)
+    try: COMMANDS[args.cmd](args)
+    except Exception as e:
+        if args.traceback: raise
+        p.exit(1, f'venus-nb: error: {error_line(e)}\n')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_igpo.ipynb #690de7aa
 from __future__ import annotations
-import copy, importlib, json, math, os, random, time, warnings
+import copy, importlib, json, math, random, time, warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict, replace, fields
 from itertools import chain
@@ -17,18 +17,21 @@ import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, VLLMEngine
 from .tools import load_config
+from .trajectory import write_atomic, atomic_open
+from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
                               ig_from_logprobs)
 _all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; importable from here too
 
 # %% auto #0
-__all__ = ['FULL_LR', 'LORA_LR', 'IGPOConfig', 'learning_rate', 'judge_spec', 'judge_from_spec', 'loss_terms', 'k3_kl',
-           'masked_mean', 'igpo_loss', 'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision',
-           'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
-           'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'last_igpo_checkpoint', 'load_checkpoint',
-           'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'IGPOResult', 'metrics_figure',
-           'igpo', 'turn_logps', 'UnslothEngine', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure',
-           'judge_fn', 'outcomes']
+__all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'judge_spec',
+           'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'igpo_loss', 'token_logps',
+           'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights', 'ig_precision',
+           'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy',
+           'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
+           'load_checkpoint', 'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step',
+           'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'UnslothEngine',
+           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes']
 
 # %% ../nbs/09_igpo.ipynb #4ae88f52
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
@@ -109,12 +112,14 @@ def judge_from_spec(spec:dict):
         return obj
     raise ValueError(f"a saved judge is {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r}")
 
+def config_json(cfg:IGPOConfig)->dict:
+    "The settings as JSON data, nested configs and the judge included"
+    return {**asdict(replace(cfg, judge='em')), 'judge': judge_spec(cfg.judge)}
+
 @patch
 def save(self:IGPOConfig, path)->Path:
-    "Write the settings (nested configs and the judge included) as JSON"
-    d = {**asdict(replace(self, judge='em')), 'judge': judge_spec(self.judge)}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(d, indent=1)); return Path(path)
+    "Write the settings as JSON, whole or not at all (a temporary file renamed over `path`)"
+    return write_atomic(path, json.dumps(config_json(self), indent=1))
 
 @patch(cls_method=True)
 def load(cls:IGPOConfig, path)->IGPOConfig:
@@ -308,28 +313,46 @@ def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 # %% ../nbs/09_igpo.ipynb #6ed276d7
-def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:random.Random)->Path:
+def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:random.Random,
+                    changes:list|None=None # config changes applied on resume so far (`resume_changes`)
+                   )->Path:
     "Write `checkpoint-{step}`: the adapter (LoRA) or every weight (full fine-tuning), optimiser, config, then state.json"
     d = Path(cfg.output_dir)/f'checkpoint-{step}'
     d.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(d/('adapter' if _is_lora(model) else 'model'))
-    torch.save(opt.state_dict(), d/'optimizer.pt')
+    with atomic_open(d/'optimizer.pt', 'wb') as f: torch.save(opt.state_dict(), f)
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
-    tmp = d/'state.json.tmp'   # written whole, then renamed: a killed run never leaves a partial state.json
-    tmp.write_text(json.dumps(dict(step=step, metrics=metrics, rng=[version, list(state), gauss]), default=float))
-    os.replace(tmp, d/'state.json')
+    state = dict(step=step, metrics=metrics, rng=[version, list(state), gauss], config_changes=changes or [])
+    write_atomic(d/'state.json', json.dumps(state, default=float))   # last, and whole: a killed run leaves no partial state.json
     return d
 
-def _complete(d:Path)->bool:
-    "A checkpoint whose state.json exists and reads"
-    try: return 'step' in json.loads((d/'state.json').read_text())
-    except (OSError, ValueError): return False
+STATE_KEYS = ('step', 'metrics', 'rng')   # what resume reads from state.json
+
+def _rng_from(saved)->random.Random:
+    rng = random.Random(); rng.setstate((saved[0], tuple(saved[1]), saved[2])); return rng
+
+def read_state(d:Path)->dict:
+    "A checkpoint's state.json, with every key resume needs and an rng state that loads"
+    s = check_json(Path(d)/'state.json', *STATE_KEYS)
+    if not isinstance(s['step'], int) or not isinstance(s['metrics'], list): raise ValueError('step must be an integer and metrics a list')
+    _rng_from(s['rng']); return s
+
+def _weights_folder(d:Path)->Path:
+    "adapter/ (LoRA) or model/ (full fine-tuning)"
+    found = [d/k for k in ('adapter', 'model') if (d/k).is_dir()]
+    if not found: raise FileNotFoundError(f'no adapter/ or model/ folder in {d}')
+    return found[0]
+
+def igpo_checkpoint_problem(d:Path)->str|None:
+    "Why checkpoint `d` would not load whole (None: every part reads)"
+    checks = {'state.json': lambda: read_state(d), 'igpo_config.json': lambda: check_json(d/'igpo_config.json'),
+              'optimizer.pt': lambda: check_torch_file(d/'optimizer.pt'), 'weights': lambda: _weights_folder(d)}
+    return first_problem(checks) or first_problem(file_checks(_weights_folder(d)))
 
 def last_igpo_checkpoint(output_dir)->Path|None:
-    "The newest complete checkpoint (one with a readable state.json)"
-    done = [p for p in Path(output_dir).glob('checkpoint-*') if p.name.split('-')[-1].isdigit() and _complete(p)]
-    return max(done, key=lambda p: int(p.name.split('-')[-1]), default=None)
+    "The newest checkpoint that loads whole; warns about each newer one it skips, and why"
+    return newest_whole(output_dir, igpo_checkpoint_problem)
 
 # %% ../nbs/09_igpo.ipynb #33e2c032
 def _load_full(model, folder:Path):
@@ -357,9 +380,8 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     "Restore the weights (adapter or all) and the optimiser from a checkpoint; returns (step, metrics, rng)"
     d = Path(d); _load_weights(model, d)
     opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=True))   # tensors and numbers only: a checkpoint runs no code
-    s = json.loads((d/'state.json').read_text())
-    rng = random.Random(); rng.setstate((s['rng'][0], tuple(s['rng'][1]), s['rng'][2]))
-    return s['step'], s['metrics'], rng
+    s = read_state(d)
+    return s['step'], s['metrics'], _rng_from(s['rng'])
 
 # %% ../nbs/09_igpo.ipynb #f8948c87
 def _engine_follows(engine, model)->str|None:
@@ -421,6 +443,7 @@ class IGPOResult:
     last: Scored|None
     output_dir: Path
     resumed_from: str|None = None
+    config_changes: list = field(default_factory=list)   # settings changed on resume: [{step, changed: {name: [old, new]}}]
     def _repr_markdown_(self):
         m = self.metrics
         if not len(m): return f'IGPO: no steps run; `{self.output_dir}`'
@@ -446,12 +469,42 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
     for i, c in enumerate(cols, 1): fig.add_trace(go.Scatter(x=metrics.step, y=metrics[c], mode='lines+markers', name=c, showlegend=False), 1, i)
     return fig.update_layout(height=260, margin=dict(t=40, b=30, l=30, r=10))
 
-def _start(policy, cfg):
-    "The RL policy, its optimiser, and the state of a resumed run"
+# %% ../nbs/09_igpo.ipynb #9c04d8bd
+IGPO_FREE = ('steps', 'save_steps', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size')
+IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')   # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
+
+def _settings(d:dict)->dict:
+    "Saved settings with the learning rate they train at (None: the default of their mode)"
+    return {**d, 'lr': d.get('lr') if d.get('lr') is not None else FULL_LR if d.get('lora_r') is None else LORA_LR}
+
+def resume_changes(ckpt:Path, cfg:IGPOConfig, apply:bool=False)->list:
+    "The config changes recorded in `ckpt`, plus this resume's; a change is refused unless `apply` (and always for `IGPO_FIXED`)"
+    state, saved = read_state(ckpt), check_json(ckpt/'igpo_config.json')
+    moot = IGPO_FIXED[1:] if saved.get('lora_r') is None and cfg.lora_r is None else ()   # no adapter on either side
+    changed = config_changes(_settings(saved), _settings(config_json(cfg)), IGPO_FREE + moot)
+    if not changed: return state.get('config_changes', [])
+    if fixed := {k: v for k, v in changed.items() if k in IGPO_FIXED}:
+        raise ValueError(f'{ckpt} holds an adapter of another shape ({describe_changes(fixed)}): resume with the settings it was '
+                         'trained with, or train into a new output_dir')
+    if not apply:
+        raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): resume with the settings it was '
+                         'trained with, train into a new output_dir, or pass apply_changes=True to train on with the new ones')
+    warnings.warn(f'resuming {ckpt} with changed settings, applied and recorded: {describe_changes(changed)}')
+    return state.get('config_changes', []) + [dict(step=state['step'], changed=changed)]
+
+def follow_config(opt, cfg:IGPOConfig):
+    "Give the optimiser `cfg`'s learning rate, betas and weight decay (a restored optimiser state brings the saved ones)"
+    for g in opt.param_groups: g.update(lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
+    return opt
+
+def _start(policy, cfg, apply_changes=False):
+    "The RL policy, its optimiser, (step, metrics, rng), the checkpoint resumed and the config changes applied"
+    ckpt = last_igpo_checkpoint(cfg.output_dir)
+    changes = resume_changes(ckpt, cfg, apply_changes) if ckpt else []   # before anything loads or is written
     pol = policy if getattr(getattr(policy, 'model', None), 'venus_rl', False) else rl_policy(policy, cfg)
-    opt, ckpt = make_optimizer(pol.model, cfg), last_igpo_checkpoint(cfg.output_dir)
-    step, rows, rng = load_checkpoint(pol.model, opt, ckpt) if ckpt else (0, [], random.Random(cfg.seed))
-    return pol, opt, step, rows, rng, ckpt
+    opt = make_optimizer(pol.model, cfg)
+    state = load_checkpoint(pol.model, opt, ckpt) if ckpt else (0, [], random.Random(cfg.seed))
+    return pol, follow_config(opt, cfg), state, ckpt, changes
 
 # %% ../nbs/09_igpo.ipynb #d0051953
 def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL policy from `rl_policy`
@@ -460,10 +513,12 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
          cfg:IGPOConfig|None=None,
          engine=None, # default: transformers `generate` on the policy itself; or a `VLLMEngine` (synced every step)
          judge=None, # overrides `cfg.judge`, e.g. an `LLMJudge`
-         live:bool|None=None)->IGPOResult:
+         live:bool|None=None,
+         apply_changes:bool=False # on resume, train on with settings that differ from the checkpoint's (else refused)
+        )->IGPOResult:
     "Stage-2 IGPO (or GRPO with `cfg.rewards.estimator='grpo'`) with checkpoints and resume"
     cfg = cfg or IGPOConfig()
-    pol, opt, step, rows, rng, ckpt = _start(policy, cfg)
+    pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
     _engine_follows(engine, pol.model)   # an engine that cannot follow the policy stops here, before any step
     if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
@@ -471,9 +526,9 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     for step in range(step, cfg.steps):
         row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
         rows.append(row); sync_engine(engine, pol.model, out/'adapter-latest')
-        if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng)
+        if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes)
         if live is not False: handle = _live(rows, handle)
-    return IGPOResult(pol, pd.DataFrame(rows), last, out, str(ckpt) if ckpt else None)
+    return IGPOResult(pol, pd.DataFrame(rows), last, out, str(ckpt) if ckpt else None, changes)
 
 # %% ../nbs/09_igpo.ipynb #be565a55
 @torch.no_grad()

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 import ipywidgets as widgets
 import traitlets
 from fastcore.basics import patch
-from .trajectory import Trajectory, Turn
+from .trajectory import Trajectory, Turn, write_atomic
 from .rewards import RewardConfig, GTLogProbs, turn_rewards, ig_from_logprobs, exact_match
 
 # %% auto #0
@@ -543,7 +543,5 @@ def write_replay(path, # the .html file to write (folders are created)
                  rollout:int|None=None, # the rollout to show
                  limit:int=1500 # characters of each text shown before the expand control
                 )->Path:
-    "Write `replay_html` to `path` and return the path"
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(replay_html(traj, rewards, rollout, limit), encoding='utf-8')
-    return path
+    "Write `replay_html` to `path`, whole or not at all, and return the path"
+    return write_atomic(path, replay_html(traj, rewards, rollout, limit))

@@ -4,16 +4,19 @@
 
 # %% ../nbs/08_sft.ipynb #206d9efc
 from __future__ import annotations
-import json, math
+import json, math, warnings
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module
+from .trajectory import write_atomic
 
 # %% auto #0
-__all__ = ['SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'pad_collate', 'with_lora',
-           'unsloth_policy', 'SFTResult', 'last_checkpoint', 'sft']
+__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'pad_collate',
+           'with_lora', 'unsloth_policy', 'SFTResult', 'checkpoint_folders', 'one_line', 'first_problem',
+           'newest_whole', 'check_torch_file', 'check_safetensors', 'file_checks', 'check_json',
+           'sft_checkpoint_problem', 'last_checkpoint', 'config_changes', 'describe_changes', 'sft']
 
 # %% ../nbs/08_sft.ipynb #b033827c
 @dataclass
@@ -47,7 +50,7 @@ class SFTConfig:
     bf16: bool|None = None            # bf16 autocast over the weights; None: where a GPU supports it (on a CPU with AMX it is fast too)
     packing: bool = False             # Unsloth/TRL backend only
 
-    def save(self, path): Path(path).write_text(json.dumps(asdict(self), indent=1)); return Path(path)
+    def save(self, path): return write_atomic(path, json.dumps(asdict(self), indent=1))   # whole or not at all
     @classmethod
     def load(cls, path): return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(Path(path).read_text()).items()})
 
@@ -203,14 +206,97 @@ class SFTResult:
         first, last = (l.loss.iloc[0], l.loss.iloc[-1]) if len(l) else (math.nan, math.nan)
         return f'SFT with {self.policy.backend}: {int(l.step.max()) if len(l) else 0} steps, loss {first:.3f} → {last:.3f}; saved to `{self.output_dir}`'
 
-def _complete(ckpt:Path)->bool:
-    "A checkpoint is complete once the trainer state and our config (written by `LossLog.on_save`, last) are there"
-    return (ckpt/'trainer_state.json').exists() and (ckpt/'venus_sft_config.json').exists()
+
+# %% ../nbs/08_sft.ipynb #f51bdd4b
+def checkpoint_folders(output_dir)->list[Path]:
+    "The `checkpoint-N` folders of `output_dir`, newest (largest N, not lexical order) first"
+    found = [p for p in Path(output_dir).glob('checkpoint-*') if p.is_dir() and p.name.split('-')[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split('-')[-1]), reverse=True)
+
+def one_line(e:BaseException, limit:int=240)->str:
+    "An exception as one short line: its type and message"
+    return ' '.join(f'{type(e).__name__}: {e}'.split())[:limit]
+
+def first_problem(checks:dict # name -> a function that raises when that part is broken
+                 )->str|None:
+    "'name: reason' of the first check that raises, or None when every part reads"
+    for name, check in checks.items():
+        try: check()
+        except Exception as e: return f'{name}: {one_line(e)}'
+    return None
+
+def newest_whole(output_dir, problem # folder -> why it would not load, or None
+                )->Path|None:
+    "The newest checkpoint that loads whole; warns about each newer one it skips, and why"
+    for d in checkpoint_folders(output_dir):
+        if (why := problem(d)) is None: return d
+        warnings.warn(f'resume skips {d}: {why}', stacklevel=2)
+    return None
+
+# %% ../nbs/08_sft.ipynb #2b345390
+def check_torch_file(path):
+    "Load a torch file as resume does: tensors and numbers only (and numpy's, as the trainer allows), memory-mapped"
+    from transformers.trainer_pt_utils import safe_globals
+    with safe_globals(): torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+
+def check_safetensors(path):
+    "A `.safetensors` file opens whole (a truncated one does not: its header no longer covers the file)"
+    from safetensors import safe_open
+    with safe_open(str(path), 'pt'): pass
+
+def _no_weights(folder): raise FileNotFoundError(f'no .safetensors file in {folder}')
+
+def file_checks(folder)->dict:
+    "A check per weights file (at least one) and torch file of `folder`, by file name"
+    found = sorted(Path(folder).glob('*.safetensors'))
+    checks = {p.name: (lambda p=p: check_safetensors(p)) for p in found} or {'weights': lambda: _no_weights(folder)}
+    return checks | {p.name: (lambda p=p: check_torch_file(p)) for p in sorted(Path(folder).glob('*.pt*'))}
+
+def check_json(path, *keys)->dict:
+    "A JSON object holding `keys`"
+    d = json.loads(Path(path).read_text())
+    if not isinstance(d, dict): raise ValueError(f'{Path(path).name} is not a JSON object')
+    if missing := [k for k in keys if k not in d]: raise ValueError(f'{Path(path).name} lacks {missing}')
+    return d
+
+def sft_checkpoint_problem(d:Path)->str|None:
+    "Why the trainer could not resume from `d` (None: every part reads)"
+    checks = {'trainer_state.json': lambda: check_json(d/'trainer_state.json', 'global_step'),
+              'venus_sft_config.json': lambda: check_json(d/'venus_sft_config.json')}
+    return first_problem(checks | file_checks(d))
 
 def last_checkpoint(output_dir)->str|None:
-    "The newest *complete* checkpoint in output_dir: a run killed while saving leaves a partial folder behind"
-    ckpts = sorted(Path(output_dir).glob('checkpoint-*'), key=lambda p: int(p.name.split('-')[-1]) if p.name.split('-')[-1].isdigit() else -1)
-    return next((str(c) for c in reversed(ckpts) if _complete(c)), None)
+    "The newest checkpoint in output_dir that loads whole (a run killed while saving leaves a partial folder behind)"
+    d = newest_whole(output_dir, sft_checkpoint_problem)
+    return str(d) if d else None
+
+# %% ../nbs/08_sft.ipynb #9114e248
+SFT_FREE = ('output_dir', 'save_steps', 'save_total_limit', 'logging_steps', 'max_steps', 'epochs', 'backend', 'model',
+            'gradient_checkpointing')   # settings that may change on resume
+
+def _flat(d:dict, prefix:str='')->dict:
+    "Nested settings as one level, `outer.inner` keys"
+    out = {}
+    for k, v in d.items(): out |= _flat(v, f'{prefix}{k}.') if isinstance(v, dict) and v else {f'{prefix}{k}': v}
+    return out
+
+def config_changes(saved:dict, # the settings a checkpoint was trained with (as JSON)
+                   now:dict, # the settings of this run (as JSON)
+                   free=() # settings that may differ
+                  )->dict:
+    "{setting: [saved, now]} of every setting that differs, nested ones as `outer.inner`"
+    a, b = _flat(json.loads(json.dumps(saved))), _flat(json.loads(json.dumps(now)))   # tuples and lists compare alike
+    return {k: [a.get(k), b.get(k)] for k in dict.fromkeys([*b, *a]) if k not in free and a.get(k) != b.get(k)}
+
+def describe_changes(changes:dict)->str:
+    "One line: `lr 1e-05 → 0.0001, ...`"
+    return ', '.join(f'{k} {a!r} → {b!r}' for k, (a, b) in changes.items())
+
+def _same_settings(ckpt:Path, cfg:SFTConfig):
+    "Refuse to resume `ckpt` with settings that matter changed"
+    changed = config_changes(check_json(ckpt/'venus_sft_config.json'), asdict(cfg), SFT_FREE)
+    if changed: raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): resume with the settings '
+                                 'it was trained with, or train into a new output_dir')
 
 # %% ../nbs/08_sft.ipynb #a89c7055
 def _backend(cfg, policy):
@@ -220,12 +306,13 @@ def _backend(cfg, policy):
 def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, live:bool|None=None)->SFTResult:
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
     cfg = cfg or SFTConfig()
+    resume = last_checkpoint(cfg.output_dir)
+    if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
     backend = _backend(cfg, policy)
     policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
     trainer = (_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log)
-    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True); cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
-    resume = last_checkpoint(cfg.output_dir)
+    cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
     run = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(cfg.output_dir); policy.tokenizer.save_pretrained(cfg.output_dir)
     trained = Policy(trainer.model, policy.tokenizer, policy.name, backend)
