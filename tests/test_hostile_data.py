@@ -66,6 +66,26 @@ def test_search_results_parse_as_before():
         {'title': 'Calder Bridge', 'url': 'https://x.org/calder', 'snippet': 'The bridge replaced the ferry.'},
         {'title': 'Ferries', 'url': 'https://x.org/f', 'snippet': 'List of ferries.'}, {'title': 'a', 'url': 'b', 'snippet': '[c](d)'}]}]
 
+def _old_search_results(text):
+    "The regular expressions the cleaner used before (quadratic on hostile pages), to compare results on small ones"
+    import re
+    head, entry = re.compile(r"^\s*A Google search for (.+?) found \d+ results:\s*$", re.M), re.compile(r'^\s*\d+\.\s+\[(.+?)\]\((\S+?)\)(.*)$', re.M)
+    def entries(block):
+        hits = list(entry.finditer(block)); ends = [h.start() for h in hits[1:]] + [len(block)]
+        body = lambda h, e: ' '.join(l.strip() for l in (h.group(3) + block[h.end():e]).splitlines() if l.strip() and not re.match(r'\s*Date (published|updated)\s*:', l))
+        return [dict(title=h.group(1).strip(), url=h.group(2).strip(), snippet=body(h, e)) for h, e in zip(hits, ends)]
+    if 'Web Results' not in text or not (heads := list(head.finditer(text))): return None
+    ends = [h.start() for h in heads[1:]] + [len(text)]
+    return json.dumps([{'query': h.group(1).strip().strip('\'"'), 'web_page_info_list': entries(text[h.end():e])} for h, e in zip(heads, ends)], ensure_ascii=False)
+
+LISTING = ['\r', '\x0b', '\n', '\n\n', ' ', '\t', 'Web Results', 'A Google search for ', 'q', ' found 3 results:', '1.', '2. ', '[', ']', '(', ')',
+           '](', 'u', 'x y', 'Date published: 1', '"', 'http://a.b/c']
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(LISTING), max_size=30).map(''.join))
+def test_search_results_parse_as_the_old_patterns(text):
+    assert parse_search_results(text) == _old_search_results(text)
+
 def test_react_turns_parse_as_before():
     t = _turn('Thought: look\nAction: search[capital [of] France]  \n')
     assert (t.kind, t.call.arguments, t.think) == ('search', {'query': ['capital [of] France']}, 'look')
@@ -94,6 +114,30 @@ def test_r1_parsers_are_linear():
     assert_linear(r1_turns, lambda n: '<|begin_of_query|>' * n, 2000)
     assert_linear(r1_turns, lambda n: '<|begin_of_query|>q<|end_of_query|><|begin_of_documents|>' * n, 1000)
     assert_linear(r1_turns, lambda n: '<answer>' * n, 2000)
+
+def _old_passage(p):
+    import re
+    p = p.strip()
+    if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
+    if m := re.match(r'Title:\s*(.*?)\s+Text:\s*(.*)', p, re.S): return m[1].strip(), m[2].strip()
+    title, sep, text = p.partition('   ')
+    return (title.strip(), text.strip()) if sep and title.strip() else None
+
+def _old_react(text):
+    import re
+    m = re.search(r'Action:\s*(\w+)\[(.*)\]\s*$', text, re.S)
+    return (m.group(1), m.group(2).strip()) if m else None
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(['Title:', ' ', 'Text:', '\n', '"', 'x', '   ', '""', '\t']), max_size=14).map(''.join),
+       st.lists(st.sampled_from(['Action:', ' ', '\n', 'a', '[', ']', 'Action: search[', '\t', '\u3000']), max_size=14).map(''.join))
+def test_passages_and_react_parse_as_the_old_patterns(passage, react):
+    from venus_nb.eval import parse_r1_passage
+    from venus_nb.trajectory import _react_parts
+    assert parse_r1_passage(passage) == _old_passage(passage)
+    call, answer = _react_parts(react)
+    new = None if call is None and answer is None else ('finish', answer) if call is None else (call.name, call.arguments.get('query', [call.arguments.get('input')])[0])
+    assert new == _old_react(react)
 
 def test_r1_parsers_read_as_before():
     from venus_nb.eval import parse_r1_passage, r1_passages, r1_turns
@@ -168,6 +212,15 @@ def test_bytes_that_are_not_utf8_are_a_bad_record(tmp_path):
         got = load(p)
         assert len(got.trajectories) == 1 and [e.index for e in got.errors] == [2], name
         assert 'not UTF-8' in got.errors[0].reason and '\ufffd' not in json.dumps([str(t) for t in got.trajectories])
+
+def test_a_utf8_bom_and_crlf_lines_read_fine(tmp_path):
+    p = tmp_path/'t.jsonl'; p.write_bytes(b'\xef\xbb\xbf' + SMALL.encode() + b'\r\n' + SMALL.encode() + b'\r\n\r\n')
+    for name, load in LOADERS.items():
+        if name != 'qa': assert (len(load(p).trajectories), load(p).errors) == (2, []), name
+
+@pytest.mark.parametrize('name', LOADERS)
+def test_a_missing_path_is_one_clear_error(tmp_path, name):
+    with pytest.raises(FileNotFoundError, match='no such file or folder'): LOADERS[name](tmp_path/'missing.jsonl')
 
 def test_an_over_long_line_is_reported_not_read(tmp_path):
     cap = len(GOOD) + 10
@@ -303,3 +356,45 @@ def test_fuzz_parsers_never_crash_and_are_linear(u):
     for name, parse in {**PARSERS, 'r1': _r1}.items():
         parse(u); parse(u * 7)
         assert_linear(parse, lambda n: u * n, 400, bound=8)
+
+# the table loaders: every row a QA row or an error with its row number; a file that is no table is one clear error
+
+def _xbench_row(text, i):
+    import base64
+    from venus_nb.data import _xor
+    enc = lambda s: base64.b64encode(_xor(s.encode(), b'canary')).decode()
+    return [dict(id=i, prompt=enc(f'q {text}'), answer=enc(text or 'a'), canary='canary'), dict(id=i, prompt=text, answer='%%', canary='c'),
+            dict(id=i, prompt=None, answer=enc(text), canary=None)]
+
+def _tables(d, u, n):
+    "An xbench CSV, a BrowseComp-ZH xlsx and a verl parquet of about 3n rows, each row built around the text `u`"
+    import pandas as pd
+    from venus_nb.data import _xor
+    import base64, hashlib
+    key = hashlib.sha256(b'c').digest()
+    u = ''.join(ch for ch in u if ch.isprintable())   # what an xlsx cell can hold
+    xb = pd.DataFrame([r for i in range(n) for r in _xbench_row(u, i)])
+    bc = pd.DataFrame([dict(Question=base64.b64encode(_xor(f'q{u}'.encode(), key)).decode(), Answer=base64.b64encode(_xor(u.encode() or b'a', key)).decode(), canary='c'),
+                       dict(Question=u, Answer=u, canary='c')] * n)
+    vp = pd.DataFrame([dict(prompt=[{'role': 'user', 'content': f'q {u}'}], reward_model={'ground_truth': u}, extra_info={'index': i}, data_source='x')
+                       for i in range(n)] + [dict(prompt=[{'role': 'system', 'content': u}], reward_model={'x': u}, extra_info={'index': -1}, data_source='x')] * n)
+    paths = (d/f'x{n}.csv', d/f'b{n}.xlsx', d/f'v{n}.parquet')
+    xb.to_csv(paths[0], index=False); bc.to_excel(paths[1], index=False); vp.to_parquet(paths[2])
+    return dict(zip(('xbench', 'browsecomp', 'verl'), paths)), dict(xbench=len(xb), browsecomp=len(bc), verl=len(vp))
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(unit, st.binary(min_size=1, max_size=200))
+def test_fuzz_table_loaders(tmp_path_factory, u, junk):
+    from venus_nb.data import load_xbench, load_browsecomp_zh, load_verl_parquet
+    loaders = dict(xbench=load_xbench, browsecomp=load_browsecomp_zh, verl=load_verl_parquet)
+    d = tmp_path_factory.mktemp('tables')
+    paths, rows = _tables(d, u, 5)
+    for name, load in loaders.items():
+        got = load(paths[name])
+        assert len(got.trajectories) + len(got.errors) == rows[name] and len(got.trajectories) >= 1, name
+        assert {e.index for e in got.errors} <= set(range(1, rows[name] + 1)), name
+        assert_linear(load, lambda k: _tables(d, u, k)[0][name], 10)
+        bad = d/f'junk{paths[name].suffix}'; bad.write_bytes(junk)
+        try: got = load(bad)
+        except ValueError as e: assert str(bad) in str(e) and '\n' not in str(e), name   # one clear line
+        else: assert all(e.index >= 1 for e in got.errors)

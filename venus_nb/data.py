@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace, field
 from pathlib import Path
 import pandas as pd
 from .trajectory import (Trajectory, Turn, ToolCall, Loaded, LoadError, BadRecord, MAX_RECORD_BYTES, from_record, read_jsonl,
-                                 render_turn_text, observation_message, load_each, jsonl_records, parse_json, decode_utf8, between)
+                                 render_turn_text, observation_message, load_each, jsonl_records, parse_json, decode_utf8, between, must_exist)
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
@@ -18,14 +18,9 @@ __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 
            'step_validate', 'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
 
 # %% ../nbs/03_data.ipynb #b8ef6b1c
-def _existing(path)->Path:
-    "`path` as a Path, or a FileNotFoundError that names it"
-    if not (p := Path(path)).exists(): raise FileNotFoundError(f'{p}: no such file or folder')
-    return p
-
 def _jsonl_items(path):
     "(file, line number, record or the `BadRecord` that says why the line cannot be read) of a JSONL file"
-    p = _existing(path)
+    p = must_exist(path)
     return ((str(p), n, rec) for n, rec in jsonl_records(p))
 
 def _json_files(folder:Path)->list:
@@ -44,6 +39,12 @@ def _table_items(path, rows):
     "(file, row number from 1, row) of a table"
     return ((str(path), i, r) for i, (_, r) in enumerate(rows, 1))
 
+def _table(path, read)->pd.DataFrame:
+    "The table at `path` read by `read` (e.g. `pd.read_csv`), or one ValueError naming the file and why it cannot be read"
+    p = must_exist(path)
+    try: return read(p)
+    except Exception as e: raise ValueError(f'{p}: not a readable table ({type(e).__name__}: {str(e)[:160]})') from None
+
 def _record(rec)->dict:
     if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
     return rec
@@ -58,7 +59,7 @@ def _first_user(msgs)->str:
 # %% ../nbs/03_data.ipynb #0f71a457
 def load_dr_venus(path)->Loaded:
     "DR-Venus / REDSearcher records {question, messages, gt}: a .json file, a folder of them (`.json` in any case), or a .jsonl file"
-    p = _existing(path)
+    p = must_exist(path)
     if p.suffix.lower() == '.jsonl': return load_each(_jsonl_items(p), lambda r, _: _tag(from_record(r), 'dr-venus'))
     files = _json_files(p) if p.is_dir() else [p]
     return load_each(map(_json_file_item, files), lambda r, f: _tag(from_record(r), 'dr-venus', Path(f).stem))
@@ -100,7 +101,7 @@ def _qa(id, question, answer, source): return dict(id=str(id), question=str(ques
 
 def load_verl_parquet(path)->Loaded:
     "QA rows from a verl-format parquet file"
-    df = pd.read_parquet(_existing(path))
+    df = _table(path, pd.read_parquet)
     def row(r, _):
         q = _first_user(list(r['prompt']))
         return _qa(r['extra_info']['index'] if isinstance(r.get('extra_info'), dict) else r.name, q, r['reward_model']['ground_truth'], r.get('data_source', 'verl'))
@@ -129,13 +130,13 @@ def decrypt_browsecomp(text:str, canary:str)->str:
 # %% ../nbs/03_data.ipynb #4bd3c8be
 def load_xbench(path)->Loaded:
     "xbench-DeepSearch CSV, decrypted in memory"
-    df = pd.read_csv(_existing(path))
+    df = _table(path, pd.read_csv)
     return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
         r['id'], decrypt_xbench(r['prompt'], r['canary']), decrypt_xbench(r['answer'], r['canary']), 'xbench'))
 
 def load_browsecomp_zh(path)->Loaded:
     "BrowseComp-ZH xlsx, decrypted in memory"
-    df = pd.read_excel(_existing(path))
+    df = _table(path, pd.read_excel)
     return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
         r.name, decrypt_browsecomp(r['Question'], r['canary']), decrypt_browsecomp(r['Answer'], r['canary']), 'browsecomp-zh'))
 
@@ -177,28 +178,30 @@ def clean_think(think:str)->str:
     "Thinking without leaked <answer>/<summary> tags (their text kept)"
     return re.sub(r'</?(answer|summary)>', '', think).strip()
 
-_HEADER = re.compile(r"^[ \t]*A Google search for (.+?) found \d+ results:[ \t]*$", re.M)
-_ENTRY_HEAD = re.compile(r'[ \t]*\d+\.[ \t]+\[')
+_HEADER = re.compile(r"^[^\S\n]*A Google search for (.+?) found \d+ results:[^\S\n]*$", re.M)   # [^\S\n]: a space, not a line break
+_ENTRY_HEAD = re.compile(r'^[^\S\n]*\d+\.\s+\[', re.M)
 _URL_END = re.compile(r'[\s)]')
 _DATE = re.compile(r'\s*Date (published|updated)\s*:')
 
-def _link(line:str):
-    "(title, url, rest) of a result line `N. [title](url) rest`, or None; title and url end at the first `](` and `)` that fit"
-    if not (m := _ENTRY_HEAD.match(line)): return None
-    p, end = line.find('](', m.end() + 1), -1
+def _link(text:str, start:int, end:int):
+    "(title, url, rest) of `title](url) rest` in text[start:end], or None; title and url end at the first `](` and `)` that fit"
+    p, stop = text.find('](', start + 1, end), -1
     while p != -1:
-        if end < p + 2: end = (u.start() if (u := _URL_END.search(line, p + 2)) else len(line))   # each stretch is searched once
-        if end > p + 2 and end < len(line) and line[end] == ')': return line[m.end():p], line[p + 2:end], line[end + 1:]
-        p = line.find('](', p + 1)
+        if stop < p + 2: stop = u.start() if (u := _URL_END.search(text, p + 2, end)) else end   # each stretch is searched once
+        if p + 2 < stop < end and text[stop] == ')': return text[start:p], text[p + 2:stop], text[stop + 1:end]
+        p = text.find('](', p + 1, end)
     return None
+
+def _snippet(text:str)->str: return ' '.join(l.strip() for l in text.splitlines() if l.strip() and not _DATE.match(l))
 
 def _entries(block):
     "[{title, url, snippet}] of one markdown result block"
-    out = []
-    for line in block.split('\n'):
-        if link := _link(line): out.append((link[0].strip(), link[1].strip(), [link[2]]))
-        elif out: out[-1][2].append(line)
-    return [dict(title=t, url=u, snippet=' '.join(l.strip() for l in ls if l.strip() and not _DATE.match(l))) for t, u, ls in out]
+    hits = []
+    for m in _ENTRY_HEAD.finditer(block):
+        end = e if (e := block.find('\n', m.end())) != -1 else len(block)
+        if link := _link(block, m.end(), end): hits.append((m.start(), end, link))
+    nexts = [h[0] for h in hits[1:]] + [len(block)]
+    return [dict(title=t.strip(), url=u.strip(), snippet=_snippet(rest + block[end:nxt])) for (_, end, (t, u, rest)), nxt in zip(hits, nexts)]
 
 def parse_search_results(text:str)->str|None:
     "Markdown web results as the search tool's JSON list, or None if `text` is not such a listing"

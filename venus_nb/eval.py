@@ -325,13 +325,20 @@ def shared_data(root=None)->Path:
 
 # %% ../nbs/11_eval.ipynb #af8166f8
 _BQ, _EQ, _BD, _ED = '<|begin_of_query|>', '<|end_of_query|>', '<|begin_of_documents|>', '<|end_of_documents|>'
-_TEXT = re.compile(r'\sText:')
+_TEXT, _SPACE = re.compile(r'\sText:'), re.compile(r'\s*')
+
+def _title_text(p:str)->tuple[str, str]|None:
+    "(title, text) of `Title: T Text: x`, as the pattern `Title:\\s*(.*?)\\s+Text:\\s*(.*)` reads it, in linear time"
+    start = _SPACE.match(p, 6).end()
+    if m := _TEXT.search(p, start): return p[start:m.start()].strip(), p[m.end():].strip()
+    if start > 6 and p.startswith('Text:', start): return '', p[start + 5:].strip()
+    return None
 
 def parse_r1_passage(p:str)->tuple[str, str]|None:
     "(title, text) of one retrieved passage, `Title: T Text: x` or `T   x`; None if neither"
     p = p.strip()
     if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
-    if p.startswith('Title:') and (m := _TEXT.search(p, 6)): return p[6:m.start()].strip(), p[m.end():].strip()
+    if p.startswith('Title:') and (tt := _title_text(p)): return tt
     title, sep, text = p.partition('   ')
     return (title.strip(), text.strip()) if sep and title.strip() else None
 
@@ -411,8 +418,6 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
     return pd.DataFrame([row(q) for q in questions], columns=['id', 'docs', 'answer_in_docs', 'answer_in_top_k'])
 
 # %% ../nbs/11_eval.ipynb #6656ae9e
-_SPACE = re.compile(r'\s*')
-
 def _queries(text:str):
     "(start, end, query, documents or None) of each query block and the documents block right after it, in one pass"
     i, no_close = 0, len(text) + 1   # no `<|end_of_documents|>` follows a documents block opened at or after no_close

@@ -15,10 +15,10 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'ToolCall', 'between', 'parse_call_body',
            'check_format', 'assistant_text', 'Turn', 'render_turn_text', 'observation_message', 'Trajectory',
-           'parse_chat_text', 'BadRecord', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError', 'Loaded',
-           'from_record', 'to_record', 'load_each', 'read_jsonl', 'atomic_open', 'write_atomic', 'write_jsonl',
-           'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt', 'thinking_opening', 'special_tokens',
-           'encode_text', 'own_text_span', 'literal_span', 'encode_around', 'message_ids']
+           'parse_chat_text', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
+           'Loaded', 'from_record', 'to_record', 'load_each', 'read_jsonl', 'atomic_open', 'write_atomic',
+           'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt', 'thinking_opening',
+           'special_tokens', 'encode_text', 'own_text_span', 'literal_span', 'encode_around', 'message_ids']
 
 # %% ../nbs/00_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -349,6 +349,11 @@ def _raise_bad(rec):
     if isinstance(rec, Exception): raise rec
     return rec
 
+def must_exist(path)->Path:
+    "`path` as a Path, or a FileNotFoundError that names it in one line"
+    if not (p := Path(path)).exists(): raise FileNotFoundError(f'{p}: no such file or folder')
+    return p
+
 def _why(e): return (str(e) if isinstance(e, BadRecord) else f'{type(e).__name__}: {e}')[:200]
 
 # %% ../nbs/00_trajectory.ipynb #4285328f
@@ -397,7 +402,7 @@ def _line_record(raw, max_bytes, max_depth):
 
 def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
     "(line number, record or the `BadRecord` that says why the line cannot be read) for every non-blank line of a JSONL file"
-    with open(path, 'rb') as f:
+    with open(must_exist(path), 'rb') as f:
         for n, raw in _lines(f, max_line_bytes):
             rec = _line_record(raw.removeprefix(codecs.BOM_UTF8) if n == 1 and raw else raw, max_line_bytes, max_depth)
             if rec is not _BLANK: yield n, rec
