@@ -541,7 +541,8 @@ def thinking_opening(tok, **kw)->str:
 # %% ../nbs/00_trajectory.ipynb #f03624b2
 def special_tokens(tok)->list[str]:
     "The strings a tokenizer turns into special tokens wherever they appear in text (`<|im_start|>`, `<|im_end|>`, ...)"
-    return [t.content for t in tok.added_tokens_decoder.values() if t.special]
+    added = getattr(tok, 'added_tokens_decoder', None)
+    return [t.content for t in added.values() if t.special] if added else list(getattr(tok, 'all_special_tokens', []))
 
 def encode_text(tok, text:str)->list[int]:
     "Token ids of `text` read as plain text: a special token's string in it stays characters (special-token parsing off)"
