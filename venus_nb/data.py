@@ -8,7 +8,8 @@ import base64, hashlib, json, re, time
 from dataclasses import dataclass, replace, field
 from pathlib import Path
 import pandas as pd
-from .trajectory import Trajectory, Turn, ToolCall, Loaded, LoadError, from_record, read_jsonl, render_turn_text, observation_message
+from .trajectory import (Trajectory, Turn, ToolCall, Loaded, LoadError, BadRecord, MAX_RECORD_BYTES, from_record, read_jsonl,
+                                 render_turn_text, observation_message, load_each, jsonl_records, parse_json, decode_utf8, between, must_exist)
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
@@ -17,33 +18,51 @@ __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 
            'step_validate', 'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
 
 # %% ../nbs/03_data.ipynb #b8ef6b1c
-def _load_each(records, source:str, parse)->Loaded:
-    "Parse each record; failures become LoadErrors naming the record"
-    out, errors = [], []
-    for i, rec in enumerate(records):
-        try: out.append(parse(rec))
-        except Exception as e: errors.append(LoadError(source, i, f'{type(e).__name__}: {e}'[:200]))
-    return Loaded(out, errors)
+def _jsonl_items(path):
+    "(file, line number, record or the `BadRecord` that says why the line cannot be read) of a JSONL file"
+    p = must_exist(path)
+    return ((str(p), n, rec) for n, rec in jsonl_records(p))
 
-def _jsonl_records(path):
-    "(index, record or the line that failed to parse)"
-    for line in open(path, encoding='utf-8', errors='replace'):
-        if line.strip():
-            try: yield json.loads(line)
-            except ValueError: yield ValueError(f'not JSON: {line[:60]!r}')
+def _json_files(folder:Path)->list:
+    "The `.json` files of a folder (the suffix in any case), in name order"
+    return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() == '.json')
 
-# %% ../nbs/03_data.ipynb #0f71a457
-def _raise_bad(rec):
-    if isinstance(rec, Exception): raise rec
+def _json_file_item(f:Path, max_bytes:int=MAX_RECORD_BYTES):
+    "(file, line, record or the error) of a .json file that holds one record; the line is where it broke"
+    try:
+        if f.stat().st_size > max_bytes: raise BadRecord(f'file larger than {max_bytes:,} bytes')
+        return str(f), 1, parse_json(decode_utf8(f.read_bytes()))
+    except BadRecord as e: return str(f), e.line, e
+    except OSError as e: return str(f), 1, e
+
+def _table_items(path, rows):
+    "(file, row number from 1, row) of a table"
+    return ((str(path), i, r) for i, (_, r) in enumerate(rows, 1))
+
+def _table(path, read)->pd.DataFrame:
+    "The table at `path` read by `read` (e.g. `pd.read_csv`), or one ValueError naming the file and why it cannot be read"
+    p = must_exist(path)
+    try: return read(p)
+    except Exception as e: raise ValueError(f'{p}: not a readable table ({type(e).__name__}: {str(e)[:160]})') from None
+
+def _record(rec)->dict:
+    if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
     return rec
 
+def _first_user(msgs)->str:
+    "The content of the first user message, or a ValueError"
+    if not isinstance(msgs, list): raise ValueError(f'"messages" is a {type(msgs).__name__}, not a list')
+    user = next((m.get('content') for m in msgs if isinstance(m, dict) and m.get('role') == 'user'), None)
+    if not isinstance(user, str): raise ValueError('no user message with text')
+    return user
+
+# %% ../nbs/03_data.ipynb #0f71a457
 def load_dr_venus(path)->Loaded:
-    "DR-Venus / REDSearcher records {question, messages, gt}: a .json file, a folder of them, or a .jsonl file"
-    p = Path(path)
-    if p.is_dir(): files = sorted(p.glob('*.json'))
-    else: files = [p]
-    if p.suffix == '.jsonl': return _load_each(_jsonl_records(p), str(p), lambda r: _tag(from_record(_raise_bad(r)), 'dr-venus'))
-    return _load_each(files, str(p), lambda f: _tag(from_record(json.loads(Path(f).read_text())), 'dr-venus', Path(f).stem))
+    "DR-Venus / REDSearcher records {question, messages, gt}: a .json file, a folder of them (`.json` in any case), or a .jsonl file"
+    p = must_exist(path)
+    if p.suffix.lower() == '.jsonl': return load_each(_jsonl_items(p), lambda r, _: _tag(from_record(r), 'dr-venus'))
+    files = _json_files(p) if p.is_dir() else [p]
+    return load_each(map(_json_file_item, files), lambda r, f: _tag(from_record(r), 'dr-venus', Path(f).stem))
 
 def _tag(t, source, id=None):
     t.meta.setdefault('source', source)
@@ -54,22 +73,20 @@ def _tag(t, source, id=None):
 def _flat(x):
     return [y for v in x for y in _flat(v)] if isinstance(x, (list, tuple)) else [str(x)]
 
-def _webdancer(rec):
-    rec = _raise_bad(rec)
-    user = next(m['content'] for m in rec['messages'] if m['role'] == 'user')
-    q = user.rsplit('User:', 1)[-1].strip()
+def _webdancer(rec, source=None):
+    rec = _record(rec)
+    q = _first_user(rec.get('messages')).rsplit('User:', 1)[-1].strip()
     return _tag(Trajectory.from_messages(rec['messages'], q, '<|answer_split|>'.join(_flat(rec.get('answer', []))) or None,
                                          {'tag': rec.get('tag')}), 'webdancer')
 
 def load_webdancer(path)->Loaded:
     "WebDancer chatml trajectories (JSONL)"
-    return _load_each(_jsonl_records(path), str(path), _webdancer)
+    return load_each(_jsonl_items(path), _webdancer)
 
 # %% ../nbs/03_data.ipynb #990296e8
-def _react(rec):
-    rec = _raise_bad(rec)
-    msgs = rec['messages']
-    t = Trajectory.from_messages(msgs, next(m['content'] for m in msgs if m['role'] == 'user'))
+def _react(rec, source=None):
+    msgs = _record(rec).get('messages')
+    t = Trajectory.from_messages(msgs, _first_user(msgs))
     if m := re.search(r'reward = (\w+)', _last_text(msgs)): t.meta['reward'] = m.group(1) == 'True'
     return _tag(t, 'react')
 
@@ -77,25 +94,27 @@ def _last_text(msgs): return str(msgs[-1].get('content', '')) if msgs else ''
 
 def load_react(path)->Loaded:
     "OpenAI fine-tune messages in ReAct form (`Thought:`/`Action: search[...]`, FireAct); the episode reward goes to meta"
-    return _load_each(_jsonl_records(path), str(path), _react)
+    return load_each(_jsonl_items(path), _react)
 
 # %% ../nbs/03_data.ipynb #88e9a8de
 def _qa(id, question, answer, source): return dict(id=str(id), question=str(question), answer=str(answer), source=source)
 
 def load_verl_parquet(path)->Loaded:
     "QA rows from a verl-format parquet file"
-    df = pd.read_parquet(path)
-    def row(r):
-        q = next(m['content'] for m in r['prompt'] if m['role'] == 'user')
+    df = _table(path, pd.read_parquet)
+    def row(r, _):
+        q = _first_user(list(r['prompt']))
         return _qa(r['extra_info']['index'] if isinstance(r.get('extra_info'), dict) else r.name, q, r['reward_model']['ground_truth'], r.get('data_source', 'verl'))
-    return _load_each((r for _, r in df.iterrows()), str(path), row)
+    return load_each(_table_items(path, df.iterrows()), row)
 
 def load_qa_jsonl(path, question='question', answer='answer', id='id')->Loaded:
     "QA rows from JSONL with configurable field names (answer lists become aliases)"
-    def row(r):
-        r = _raise_bad(r); a = r[answer]
+    def row(r, _):
+        r = _record(r)
+        if missing := [k for k in (question, answer) if k not in r]: raise ValueError(f'record has no "{missing[0]}"')
+        a = r[answer]
         return _qa(r.get(id, ''), r[question], '<|answer_split|>'.join(_flat(a)) if isinstance(a, list) else a, Path(path).stem)
-    return _load_each(_jsonl_records(path), str(path), row)
+    return load_each(_jsonl_items(path), row)
 
 # %% ../nbs/03_data.ipynb #e4662d4a
 def _xor(data:bytes, key:bytes)->bytes: return bytes(b ^ key[i % len(key)] for i, b in enumerate(data))
@@ -111,14 +130,14 @@ def decrypt_browsecomp(text:str, canary:str)->str:
 # %% ../nbs/03_data.ipynb #4bd3c8be
 def load_xbench(path)->Loaded:
     "xbench-DeepSearch CSV, decrypted in memory"
-    df = pd.read_csv(path)
-    return _load_each((r for _, r in df.iterrows()), str(path), lambda r: _qa(
+    df = _table(path, pd.read_csv)
+    return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
         r['id'], decrypt_xbench(r['prompt'], r['canary']), decrypt_xbench(r['answer'], r['canary']), 'xbench'))
 
 def load_browsecomp_zh(path)->Loaded:
     "BrowseComp-ZH xlsx, decrypted in memory"
-    df = pd.read_excel(path)
-    return _load_each((r for _, r in df.iterrows()), str(path), lambda r: _qa(
+    df = _table(path, pd.read_excel)
+    return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
         r.name, decrypt_browsecomp(r['Question'], r['canary']), decrypt_browsecomp(r['Answer'], r['canary']), 'browsecomp-zh'))
 
 # %% ../nbs/03_data.ipynb #5f6c3a48
@@ -159,15 +178,30 @@ def clean_think(think:str)->str:
     "Thinking without leaked <answer>/<summary> tags (their text kept)"
     return re.sub(r'</?(answer|summary)>', '', think).strip()
 
-_HEADER = re.compile(r"^\s*A Google search for (.+?) found \d+ results:\s*$", re.M)
-_ENTRY = re.compile(r'^\s*\d+\.\s+\[(.+?)\]\((\S+?)\)(.*)$', re.M)
+_HEADER = re.compile(r"^[^\S\n]*A Google search for (.+?) found \d+ results:[^\S\n]*$", re.M)   # [^\S\n]: a space, not a line break
+_ENTRY_HEAD = re.compile(r'^[^\S\n]*\d+\.\s+\[', re.M)
+_URL_END = re.compile(r'[\s)]')
+_DATE = re.compile(r'\s*Date (published|updated)\s*:')
+
+def _link(text:str, start:int, end:int):
+    "(title, url, rest) of `title](url) rest` in text[start:end], or None; title and url end at the first `](` and `)` that fit"
+    p, stop = text.find('](', start + 1, end), -1
+    while p != -1:
+        if stop < p + 2: stop = u.start() if (u := _URL_END.search(text, p + 2, end)) else end   # each stretch is searched once
+        if p + 2 < stop < end and text[stop] == ')': return text[start:p], text[p + 2:stop], text[stop + 1:end]
+        p = text.find('](', p + 1, end)
+    return None
+
+def _snippet(text:str)->str: return ' '.join(l.strip() for l in text.splitlines() if l.strip() and not _DATE.match(l))
 
 def _entries(block):
     "[{title, url, snippet}] of one markdown result block"
-    hits = list(_ENTRY.finditer(block))
-    ends = [h.start() for h in hits[1:]] + [len(block)]
-    body = lambda h, e: ' '.join(l.strip() for l in (h.group(3) + block[h.end():e]).splitlines() if l.strip() and not re.match(r'\s*Date (published|updated)\s*:', l))
-    return [dict(title=h.group(1).strip(), url=h.group(2).strip(), snippet=body(h, e)) for h, e in zip(hits, ends)]
+    hits = []
+    for m in _ENTRY_HEAD.finditer(block):
+        end = e if (e := block.find('\n', m.end())) != -1 else len(block)
+        if link := _link(block, m.end(), end): hits.append((m.start(), end, link))
+    nexts = [h[0] for h in hits[1:]] + [len(block)]
+    return [dict(title=t.strip(), url=u.strip(), snippet=_snippet(rest + block[end:nxt])) for (_, end, (t, u, rest)), nxt in zip(hits, nexts)]
 
 def parse_search_results(text:str)->str|None:
     "Markdown web results as the search tool's JSON list, or None if `text` is not such a listing"
@@ -187,7 +221,7 @@ def _normal_responses(t:Turn):
 def _answer_think(t:Turn)->str:
     "The final turn's thinking, with any <summary> written after </think> moved into it (as the official cleaner does)"
     after = t.raw.split('</think>')[-1] if '</think>' in t.raw else ''
-    return '\n\n'.join([clean_think(t.think)] + [x.strip() for x in re.findall(r'<summary>(.*?)</summary>', after, re.S)])
+    return '\n\n'.join([clean_think(t.think)] + [x.strip() for x in between(after, '<summary>', '</summary>')])
 
 def _answer_turn(t:Turn):
     think = _answer_think(t)
@@ -285,23 +319,33 @@ def _apply(name, traj, cfg):
 def _row(i, t):
     return dict(id=t.meta.get('id', i), kept=False, step=None, reason=None, edits=[], turns_in=len(t.turns), turns_out=0)
 
+def _load_row(e:LoadError):
+    "The report row of a record that could not be read: dropped at step 'load', named by its file and line"
+    return dict(id=f'{e.source}:{e.index}', kept=False, step='load', reason=e.reason, edits=[], turns_in=0, turns_out=0)
+
 # %% ../nbs/03_data.ipynb #e640e2d7
 class CleaningReport(pd.DataFrame):
     "One row per input trajectory: id, kept, step, reason, edits, turns_in, turns_out"
     @property
     def _constructor(self): return CleaningReport
     def funnel(self)->pd.Series:
-        "How many trajectories are left after each step"
-        left = [len(self)] + [int((self.kept | ~self.step.isin(list(STEPS)[:i + 1])).sum()) for i in range(len(STEPS))]
-        return pd.Series(left, index=['input'] + list(STEPS))
-    def reasons(self)->pd.Series: return self[~self.kept].groupby(['step', 'reason']).size().sort_values(ascending=False)
+        "How many trajectories are left after each step ('load' first when some records could not be read)"
+        steps = (['load'] if (self.step == 'load').any() else []) + list(STEPS)
+        left = [len(self)] + [int((self.kept | ~self.step.isin(steps[:i + 1])).sum()) for i in range(len(steps))]
+        return pd.Series(left, index=['input'] + steps)
+    def reasons(self)->pd.Series:
+        "How many trajectories each (step, reason) dropped, most first"
+        return self[~self.kept].groupby(['step', 'reason']).size().sort_values(ascending=False)
     def _repr_markdown_(self):
         f = self.funnel()
         return f'**{int(self.kept.sum())} of {len(self)} kept** · ' + ' → '.join(f'{k} {v}' for k, v in f.items()) + f' · {int(self.edits.map(len).astype(bool).sum())} edited'
 
 # %% ../nbs/03_data.ipynb #3e989421
-def clean(trajectories:list, cfg:CleanConfig|None=None)->tuple[list, CleaningReport]:
+def clean(trajectories:list|Loaded, # trajectories, or a loader's `Loaded`: its unreadable records are counted too
+          cfg:CleanConfig|None=None)->tuple[list, CleaningReport]:
     "DR-Venus cleaning: (kept trajectories, report with one row per input); step timings in `report.attrs['seconds']`"
+    errors = trajectories.errors if isinstance(trajectories, Loaded) else []
+    trajectories = list(trajectories.trajectories if isinstance(trajectories, Loaded) else trajectories)
     cfg, rows, live, secs = cfg or CleanConfig(), [_row(i, t) for i, t in enumerate(trajectories)], dict(enumerate(trajectories)), {}
     for name in STEPS:
         start = time.perf_counter()
@@ -311,7 +355,8 @@ def clean(trajectories:list, cfg:CleanConfig|None=None)->tuple[list, CleaningRep
             else: rows[i]['edits'] += res; live[i] = out
         secs[name] = time.perf_counter() - start
     for i, t in live.items(): rows[i].update(kept=True, turns_out=len(t.turns))
-    report = CleaningReport(rows, columns=['id', 'kept', 'step', 'reason', 'edits', 'turns_in', 'turns_out'])
+    report = CleaningReport(rows + [_load_row(e) for e in errors], columns=['id', 'kept', 'step', 'reason', 'edits', 'turns_in', 'turns_out'])
+    report = report.astype({'kept': bool, 'turns_in': int, 'turns_out': int})   # typed even when empty
     report.attrs['seconds'] = secs
     return list(live.values()), report
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .trajectory import Trajectory, Turn, ToolCall
+from .trajectory import Trajectory, Turn, ToolCall, between, jsonl_records
 from .rewards import exact_match, f1_score, aliases, judge_fn
 
 # %% auto #0
@@ -303,7 +303,7 @@ def world_eval(world=None # a folder from `synth.write_world`, a `SynthData`, a 
     if isinstance(world, SynthConfig): world = generate(world)
     if isinstance(world, SynthData): return [dict(q) for q in world.qa], LocalCorpus([Doc(**p) for p in world.corpus], 'world')
     qa = load_qa_jsonl(Path(world)/'qa.jsonl')
-    if qa.errors: raise ValueError(f'{world}/qa.jsonl: {len(qa.errors)} unreadable rows, first: {qa.errors[0].reason}')
+    if qa.errors: raise ValueError(f'{len(qa.errors)} unreadable rows, the first at {qa.errors[0]}')
     return qa.trajectories, load_corpus(Path(world)/'corpus.jsonl', name=Path(world).name)
 
 # %% ../nbs/11_eval.ipynb #26af5c2c
@@ -324,19 +324,27 @@ def shared_data(root=None)->Path:
     return p
 
 # %% ../nbs/11_eval.ipynb #af8166f8
-_DOCS = re.compile(r'<\|begin_of_documents\|>(.*?)<\|end_of_documents\|>', re.S)
+_BQ, _EQ, _BD, _ED = '<|begin_of_query|>', '<|end_of_query|>', '<|begin_of_documents|>', '<|end_of_documents|>'
+_TEXT, _SPACE = re.compile(r'\sText:'), re.compile(r'\s*')
+
+def _title_text(p:str)->tuple[str, str]|None:
+    "(title, text) of `Title: T Text: x`, as the pattern `Title:\\s*(.*?)\\s+Text:\\s*(.*)` reads it, in linear time"
+    start = _SPACE.match(p, 6).end()
+    if m := _TEXT.search(p, start): return p[start:m.start()].strip(), p[m.end():].strip()
+    if start > 6 and p.startswith('Text:', start): return '', p[start + 5:].strip()
+    return None
 
 def parse_r1_passage(p:str)->tuple[str, str]|None:
     "(title, text) of one retrieved passage, `Title: T Text: x` or `T   x`; None if neither"
     p = p.strip()
     if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
-    if m := re.match(r'Title:\s*(.*?)\s+Text:\s*(.*)', p, re.S): return m[1].strip(), m[2].strip()
+    if p.startswith('Title:') and (tt := _title_text(p)): return tt
     title, sep, text = p.partition('   ')
     return (title.strip(), text.strip()) if sep and title.strip() else None
 
 def r1_passages(text:str)->list[tuple[str, str]]:
     "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
-    return [tp for b in _DOCS.findall(text) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
+    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
 
 # %% ../nbs/11_eval.ipynb #8ddc2aa5
 def _doc_id(title:str)->str: return title.strip().replace(' ', '_')
@@ -349,6 +357,15 @@ def passage_docs(passages:list)->list:
     return [Doc(i, title, '\n\n'.join(ps), wiki_url(title)) for i, (title, ps) in pages.items()]
 
 # %% ../nbs/11_eval.ipynb #00e918fd
+def _rollouts_by_question(path:Path)->dict:
+    "R1-Searcher result records by question text; a ValueError naming the file and line of the first one that cannot be read"
+    out = {}
+    for n, r in jsonl_records(path):
+        if isinstance(r, Exception) or not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')):
+            raise ValueError(f'{path}:{n}: {r if isinstance(r, Exception) else "no question or gen_text_store text"}')
+        out[r['question'].strip()] = r
+    return out
+
 def _r1_pairs(base:Path, name:str, limit:int|None)->list:
     "(question dict, rollout record or None) for one R1-Searcher set"
     from venus_nb.data import load_qa_jsonl
@@ -357,8 +374,8 @@ def _r1_pairs(base:Path, name:str, limit:int|None)->list:
     for p in (qs, res):
         if not p.exists(): raise FileNotFoundError(f'{p} is missing (see ../shared/data/SOURCES.md)')
     loaded = load_qa_jsonl(qs, id='idx')
-    if loaded.errors: raise ValueError(f'{qs}: {len(loaded.errors)} unreadable rows, first: {loaded.errors[0].reason}')
-    by_q = {r['question'].strip(): r for r in map(json.loads, res.read_text(encoding='utf-8').splitlines()) if r}
+    if loaded.errors: raise ValueError(f'{len(loaded.errors)} unreadable rows, the first at {loaded.errors[0]}')
+    by_q = _rollouts_by_question(res)
     return [(dict(q, id=f'{name}-{q["id"]}', source=name), by_q.get(q['question'].strip())) for q in loaded.trajectories[:limit]]
 
 def _names(sets)->list: return [sets] if isinstance(sets, str) else list(sets)
@@ -401,20 +418,30 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
     return pd.DataFrame([row(q) for q in questions], columns=['id', 'docs', 'answer_in_docs', 'answer_in_top_k'])
 
 # %% ../nbs/11_eval.ipynb #6656ae9e
-_QUERY = re.compile(r'<\|begin_of_query\|>(.*?)<\|end_of_query\|>\s*(?:<\|begin_of_documents\|>(.*?)<\|end_of_documents\|>)?', re.S)
+def _queries(text:str):
+    "(start, end, query, documents or None) of each query block and the documents block right after it, in one pass"
+    i, no_close = 0, len(text) + 1   # no `<|end_of_documents|>` follows a documents block opened at or after no_close
+    while (a := text.find(_BQ, i)) != -1 and (b := text.find(_EQ, a + len(_BQ))) != -1:
+        end = j = _SPACE.match(text, b + len(_EQ)).end()
+        docs = None
+        if text.startswith(_BD, j) and j < no_close:
+            if (k := text.find(_ED, j + len(_BD))) == -1: no_close = j
+            else: docs, end = text[j + len(_BD):k], k + len(_ED)
+        yield a, end, text[a + len(_BQ):b], docs
+        i = end
 
 def _final_turn(rest:str, index:int)->Turn:
     think, _, tail = rest.partition('</think>')
-    if m := re.search(r'<answer>(.*?)</answer>', tail or rest, re.S): return Turn.make(think.strip(), answer=m[1].strip(), index=index)
+    if answers := between(tail or rest, '<answer>', '</answer>'): return Turn.make(think.strip(), answer=answers[0].strip(), index=index)
     return Turn.parse({'role': 'assistant', 'content': rest.strip()}, [], index, True)
 
 def r1_turns(text:str)->list:
     "An R1-Searcher rollout as turns: a search per query (its documents as the observation), then the final turn"
     turns, pos = [], 0
-    for m in _QUERY.finditer(text):
-        obs = m[2].strip() if m[2] is not None else None
-        turns.append(Turn.make(text[pos:m.start()].strip(), ToolCall('search', {'query': [m[1].strip()]}), observation=obs, index=len(turns)))
-        pos = m.end()
+    for start, end, query, docs in _queries(text):
+        obs = docs.strip() if docs is not None else None
+        turns.append(Turn.make(text[pos:start].strip(), ToolCall('search', {'query': [query.strip()]}), observation=obs, index=len(turns)))
+        pos = end
     return turns + [_final_turn(text[pos:], len(turns))]
 
 # %% ../nbs/11_eval.ipynb #8e9e81e5

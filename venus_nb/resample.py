@@ -42,10 +42,11 @@ def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.Da
     "Trajectories and turns per bucket, before and after resampling"
     cfg = cfg or ResampleConfig()
     rows = lambda ts, when: [dict(bucket=cfg.bucket(len(t.turns)), when=when, turns=len(t.turns)) for t in ts]
-    df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'))
+    df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'), columns=['bucket', 'when', 'turns'])  # the columns even when empty
     order = [cfg.bucket(1)] + [cfg.bucket(hi + 1) for hi, _ in cfg.buckets if hi is not None]
+    cols = pd.MultiIndex.from_product([['trajectories', 'turns'], ['before', 'after']])
     t = df.groupby(['bucket', 'when']).turns.agg(trajectories='count', turns='sum').unstack('when')
-    return t.reindex(order).fillna(0).astype(int)[[('trajectories', 'before'), ('trajectories', 'after'), ('turns', 'before'), ('turns', 'after')]]
+    return t.reindex(index=order, columns=cols).fillna(0).astype(int)
 
 # %% ../nbs/04_resample.ipynb #d6fe26c4
 def length_histogram(before:list, after:list, bins:int=40):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict, fields, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
-                                 observation_message, thinking_opening)
+                                 observation_message, thinking_opening, message_ids, literal_span, encode_around)
 from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, load_config
 
 # %% auto #0
@@ -103,16 +103,17 @@ class Sequence:
 # %% ../nbs/06_rollout.ipynb #e5ea9165
 @patch(cls_method=True)
 def start(cls:Sequence, tok, glue:ChatGlue, prompt:list):
-    "The prompt messages, each piece encoded on its own"
+    "The prompt messages, each piece encoded on its own (the question as plain text, as `Trajectory.tokenize` encodes it)"
     s = cls(tok, glue, list(prompt))
-    for p in message_pieces(tok, prompt): s._add(_encode(tok, p))
+    for ids in message_ids(tok, prompt): s._add(ids)
     s.prompt_len = len(s.ids); return s
 
 
 @patch
 def user_ids(self:Sequence, content:str)->list:
-    "The token ids of a user message"
-    return _encode(self.tok, self.glue.user_pre + content + self.glue.user_post)
+    "The token ids of a user message; its own text (a page, a search result) is plain text, so it cannot forge a chat turn"
+    pre, span = self.glue.user_pre, literal_span(self.tok, content)
+    return encode_around(self.tok, pre + content + self.glue.user_post, span and (len(pre) + span[0], len(pre) + span[1]))
 
 @patch
 def add_user(self:Sequence, content:str, ids:list|None=None):

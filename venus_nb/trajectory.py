@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_trajectory.ipynb #c525276d
 from __future__ import annotations
-import json, os, re
+import codecs, itertools, json, os, re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,10 +13,12 @@ import json5
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['TOOL_KINDS', 'ToolCall', 'parse_call_body', 'check_format', 'assistant_text', 'Turn', 'render_turn_text',
-           'observation_message', 'Trajectory', 'parse_chat_text', 'LoadError', 'Loaded', 'from_record', 'to_record',
-           'read_jsonl', 'atomic_open', 'write_atomic', 'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn',
-           'generation_prompt', 'thinking_opening']
+__all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'ToolCall', 'between', 'parse_call_body',
+           'check_format', 'assistant_text', 'Turn', 'render_turn_text', 'observation_message', 'Trajectory',
+           'parse_chat_text', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
+           'Loaded', 'from_record', 'to_record', 'load_each', 'read_jsonl', 'atomic_open', 'write_atomic',
+           'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt', 'thinking_opening',
+           'special_tokens', 'encode_text', 'own_text_span', 'literal_span', 'encode_around', 'message_ids']
 
 # %% ../nbs/00_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -32,20 +34,29 @@ class ToolCall:
     def to_json(self): return json.dumps({'name': self.name, 'arguments': self.arguments}, ensure_ascii=False)
 
 # %% ../nbs/00_trajectory.ipynb #e20809f2
-def _loads(text):
-    "JSON, falling back to the tolerant (and about 100x slower) json5 only when strict JSON fails"
-    try: return json.loads(text)
-    except ValueError: return json5.loads(text)
+JSON5_MAX_CHARS = 10_000  # the tolerant json5 reading (about 10 µs a character) is tried on texts up to this long
 
-def _between(text, tag):
-    "Bodies of every `<tag>...</tag>` in `text`"
-    return re.findall(rf'<{tag}>(.*?)</{tag}>', text, flags=re.S)
+def _loads(text):
+    "JSON, falling back to the tolerant (and about 100x slower) json5 only when strict JSON fails and the text is short"
+    try: return json.loads(text)
+    except ValueError as e:
+        if len(text) > JSON5_MAX_CHARS: raise ValueError(f'{len(text):,} characters, over the {JSON5_MAX_CHARS:,} json5 reads; strict JSON: {e}') from None
+        return json5.loads(text)
+
+def between(text:str, opening:str, closing:str)->list[str]:
+    "Bodies of every `opening`...`closing` pair in `text`, each closed by the first `closing` after it (one pass: linear time)"
+    out, i = [], 0
+    while (a := text.find(opening, i)) != -1 and (b := text.find(closing, a + len(opening))) != -1:
+        out.append(text[a + len(opening):b]); i = b + len(closing)
+    return out
+
+def _between(text, tag): return between(text, f'<{tag}>', f'</{tag}>')
 
 def parse_call_body(body:str # the text inside `<tool_call>`
                    )->tuple[ToolCall|None, str|None]:
     "Parse a tool-call body into a `ToolCall`, or return the reason it cannot be"
     try: obj = _loads(body.strip())
-    except Exception as e: return None, f'tool call is not valid JSON: {str(e)[:80]}'
+    except Exception as e: return None, f'tool call is not valid JSON: {str(e)[:120]}'
     if not isinstance(obj, dict) or 'name' not in obj: return None, 'tool call has no "name"'
     args = obj.get('arguments', {})
     if isinstance(args, str):
@@ -95,13 +106,13 @@ def check_format(text:str, # the assistant message as written
     return parse_call_body(body)[1]
 
 # %% ../nbs/00_trajectory.ipynb #3017c16c
-_REACT = re.compile(r'Action:\s*(\w+)\[(.*)\]\s*$', re.S)
+_ACTION = re.compile(r'Action:\s*(\w+)\[')
 
 def _react_parts(text):
-    "Call or answer of a ReAct turn (`Action: tool[arg]`), else (None, None)"
-    m = _REACT.search(text)
-    if not m: return None, None
-    name, arg = m.group(1), m.group(2).strip()
+    "Call or answer of a ReAct turn (`Action: tool[arg]`, the argument running to the `]` that ends the text), else (None, None)"
+    body = text.rstrip()
+    if not body.endswith(']') or not (m := _ACTION.search(body)): return None, None
+    name, arg = m.group(1), body[m.end():-1].strip()
     if name == 'finish': return None, arg
     return ToolCall(name, {'query': [arg]} if name == 'search' else {'input': arg}), None
 
@@ -248,7 +259,7 @@ class Trajectory:
     "A question, the agent's turns, and the ground truth"
     question: str
     turns: list[Turn]
-    gt: str|None = None
+    gt: str|list|None = None                          # a list: any of its items is correct
     meta: dict = field(default_factory=dict)
     prompt: list[dict] = field(default_factory=list)  # messages before the first assistant turn, as written
     tokens: Any = None                                # token ids and spans, once tokenised (see `tokenize`)
@@ -326,12 +337,83 @@ def from_text(cls:Trajectory, text:str, question=None, gt=None, meta=None):
     "Parse one raw ChatML conversation"
     return cls.from_messages(parse_chat_text(text), question, gt, meta)
 
+# %% ../nbs/00_trajectory.ipynb #e3a4356c
+MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a .json file) longer than this is reported, never read into memory whole
+MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it later
+
+class BadRecord(ValueError):
+    "Why a record cannot be read, and the line (from 1) where it broke"
+    def __init__(self, why:str, line:int=1): super().__init__(why); self.line = line
+
+def _raise_bad(rec):
+    if isinstance(rec, Exception): raise rec
+    return rec
+
+def must_exist(path)->Path:
+    "`path` as a Path, or a FileNotFoundError that names it in one line"
+    if not (p := Path(path)).exists(): raise FileNotFoundError(f'{p}: no such file or folder')
+    return p
+
+def _why(e): return (str(e) if isinstance(e, BadRecord) else f'{type(e).__name__}: {e}')[:200]
+
+# %% ../nbs/00_trajectory.ipynb #4285328f
+def decode_utf8(raw:bytes)->str:
+    "`raw` as UTF-8 text, or a `BadRecord` naming the first byte that is not UTF-8 (never U+FFFD stand-ins)"
+    try: return raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        line, col = raw.count(b'\n', 0, e.start) + 1, e.start - raw.rfind(b'\n', 0, e.start)
+        raise BadRecord(f'not UTF-8: byte {raw[e.start]:#04x} at column {col}', line) from None
+
+def _too_deep(obj, limit:int)->bool:
+    "Whether lists and dicts in `obj` nest deeper than `limit` (looked at level by level, without recursion)"
+    level = [obj]
+    for _ in range(limit):
+        level = [v for x in level if isinstance(x, (list, dict)) for v in (x.values() if isinstance(x, dict) else x)]
+        if not level: return False
+    return any(isinstance(x, (list, dict)) for x in level)
+
+def parse_json(text:str, max_depth:int=MAX_DEPTH):
+    "One JSON value, or a `BadRecord` that says why not (not JSON, or nested deeper than `max_depth`)"
+    try: obj = json.loads(text)
+    except RecursionError: raise BadRecord(f'JSON nested deeper than {max_depth} levels') from None
+    except json.JSONDecodeError as e: raise BadRecord(f'not JSON: {e.msg} at column {e.colno}: {text[:60]!r}', e.lineno) from None
+    if _too_deep(obj, max_depth): raise BadRecord(f'JSON nested deeper than {max_depth} levels')
+    return obj
+
+# %% ../nbs/00_trajectory.ipynb #3b078555
+def _lines(f, max_bytes:int):
+    "(line number, bytes) of a binary file; a line longer than `max_bytes` comes as None, skipped in chunks"
+    for n in itertools.count(1):
+        line = f.readline(max_bytes + 1)
+        if not line: return
+        if len(line) <= max_bytes or line.endswith(b'\n'): yield n, line; continue
+        while line and not line.endswith(b'\n'): line = f.readline(2**20)
+        yield n, None
+
+_BLANK = object()
+
+def _line_record(raw, max_bytes, max_depth):
+    "The record on one line, the `BadRecord` that says why there is none, or `_BLANK`"
+    if raw is None: return BadRecord(f'line longer than {max_bytes:,} bytes')
+    try:
+        text = decode_utf8(raw)
+        return parse_json(text, max_depth) if text.strip() else _BLANK
+    except BadRecord as e: return e
+
+def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
+    "(line number, record or the `BadRecord` that says why the line cannot be read) for every non-blank line of a JSONL file"
+    with open(must_exist(path), 'rb') as f:
+        for n, raw in _lines(f, max_line_bytes):
+            rec = _line_record(raw.removeprefix(codecs.BOM_UTF8) if n == 1 and raw else raw, max_line_bytes, max_depth)
+            if rec is not _BLANK: yield n, rec
+
 # %% ../nbs/00_trajectory.ipynb #a0fdba75
 class LoadError(NamedTuple):
-    "A record that could not be read, and why"
+    "A record that could not be read, and why: `index` is its line in a JSONL or JSON file (from 1), its row in a table"
     source: str
     index: int
     reason: str
+    def __str__(self): return f'{self.source}:{self.index}: {self.reason}'
 
 class Loaded(NamedTuple):
     "Trajectories read from a source, and the records that could not be"
@@ -343,8 +425,9 @@ class Loaded(NamedTuple):
 
 # %% ../nbs/00_trajectory.ipynb #4f091620
 def _gt_of(rec):
+    "The ground truth: a string, or a list of accepted answers kept as a list; anything else as its JSON text"
     gt = rec.get('gt', rec.get('answer'))
-    return gt if gt is None or isinstance(gt, str) else json.dumps(gt, ensure_ascii=False)
+    return gt if gt is None or isinstance(gt, (str, list)) else json.dumps(gt, ensure_ascii=False)
 
 def from_record(rec:dict)->Trajectory:
     "A trajectory from one record with `messages` (and optionally `question`, `gt`/`answer`, `meta`)"
@@ -358,15 +441,19 @@ def to_record(traj:Trajectory)->dict:
     return {'question': traj.question, 'messages': traj.to_messages(), 'gt': traj.gt, 'meta': traj.meta}
 
 # %% ../nbs/00_trajectory.ipynb #16feb772
-def read_jsonl(path)->Loaded:
-    "Read trajectories from a JSONL file; bad lines become `LoadError`s and reading goes on"
-    trajs, errors = [], []
-    with open(path, encoding='utf-8', errors='replace') as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip(): continue
-            try: trajs.append(from_record(json.loads(line)))
-            except Exception as e: errors.append(LoadError(str(path), i, f'{type(e).__name__}: {e}'[:200]))
-    return Loaded(trajs, errors)
+def load_each(items, # (source, line, record or the error that says why it cannot be read)
+              parse # (record, source) -> what the loader returns
+             )->Loaded:
+    "Parse each record; a record that cannot be read or parsed becomes a `LoadError` with its file and line, and loading goes on"
+    out, errors = [], []
+    for source, line, rec in items:
+        try: out.append(parse(_raise_bad(rec), source))
+        except Exception as e: errors.append(LoadError(source, line, _why(e)))
+    return Loaded(out, errors)
+
+def read_jsonl(path, max_line_bytes:int=MAX_RECORD_BYTES)->Loaded:
+    "Read trajectories from a JSONL file; a bad line becomes a `LoadError` with its line number and reading goes on"
+    return load_each(((str(path), n, r) for n, r in jsonl_records(path, max_line_bytes)), lambda r, _: from_record(r))
 
 @contextmanager
 def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
@@ -410,15 +497,25 @@ class Tokenized:
 def _render(tok, msgs, **kw): return tok.apply_chat_template(msgs, tokenize=False, **kw)
 
 def _common_prefix_len(a, b):
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
+    "Length of the common prefix of two strings (compared in slices, by halving)"
+    if b.startswith(a): return len(a)
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    return lo
 
-def message_pieces(tok, messages:list[dict], **kw)->list[str]:
-    "The text each message adds to the full chat-template render; their concatenation is the render"
+def _piece_ends(tok, messages, **kw):
+    "The full render, and where each message's piece of it ends"
     full, ends = _render(tok, messages, **kw), []
     for k in range(1, len(messages) + 1):
         ends.append(max(ends[-1] if ends else 0, _common_prefix_len(_render(tok, messages[:k], **kw), full)))
-    ends[-1] = len(full)
+    if ends: ends[-1] = len(full)
+    return full, ends
+
+def message_pieces(tok, messages:list[dict], **kw)->list[str]:
+    "The text each message adds to the full chat-template render; their concatenation is the render"
+    full, ends = _piece_ends(tok, messages, **kw)
     return [full[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 # %% ../nbs/00_trajectory.ipynb #6e0d4484
@@ -441,15 +538,74 @@ def thinking_opening(tok, **kw)->str:
     gen = generation_prompt(tok, [{'role': 'user', 'content': 'q'}], **kw)
     return gen[gen.rindex('<think>'):] if gen.rstrip().endswith('<think>') else ''
 
+# %% ../nbs/00_trajectory.ipynb #f03624b2
+def special_tokens(tok)->list[str]:
+    "The strings a tokenizer turns into special tokens wherever they appear in text (`<|im_start|>`, `<|im_end|>`, ...)"
+    added = getattr(tok, 'added_tokens_decoder', None)
+    return [t.content for t in added.values() if t.special] if added else list(getattr(tok, 'all_special_tokens', []))
+
+def encode_text(tok, text:str)->list[int]:
+    "Token ids of `text` read as plain text: a special token's string in it stays characters (special-token parsing off)"
+    return tok.encode(text, add_special_tokens=False, split_special_tokens=True) if text else []
+
+def own_text_span(content:str)->tuple[int, int]:
+    "Where a user or tool message's own text lies in its content: inside a `<tool_response>` wrapper, else all of it"
+    core = content.strip()
+    if core.startswith('<tool_response>') and core.endswith('</tool_response>'):
+        return content.index('<tool_response>') + len('<tool_response>'), content.rindex('</tool_response>')
+    return 0, len(content)
+
+def literal_span(tok, content:str)->tuple[int, int]|None:
+    "The span of `content` to encode as plain text: its own text, when that holds a special token's string (else None)"
+    a, b = own_text_span(content)
+    return (a, b) if any(s in content[a:b] for s in special_tokens(tok)) else None
+
+def encode_around(tok, text:str, span:tuple[int, int]|None)->list[int]:
+    "Token ids of `text` (template text, its special tokens real) whose `span` is encoded as plain text"
+    if span is None: return _encode(tok, text)
+    a, b = span
+    return _encode(tok, text[:a]) + encode_text(tok, text[a:b]) + _encode(tok, text[b:])
+
+# %% ../nbs/00_trajectory.ipynb #117b0182
+_STAND_IN = '\x00venus-nb text\x00'
+
+def _literal_span(tok, messages, k, full, **kw):
+    "Where message k's own text lies in the full render, if it must be read as plain text; found by rendering a stand-in in its place"
+    m = messages[k]
+    if m.get('role') in ('system', 'assistant') or not isinstance(m.get('content'), str): return None
+    c = m['content']
+    if (span := literal_span(tok, c)) is None: return None
+    a, b = span
+    alt = _render(tok, [*messages[:k], {**m, 'content': c[:a] + _STAND_IN + c[b:]}, *messages[k + 1:]], **kw)
+    at = alt.find(_STAND_IN)
+    if at < 0 or full != alt[:at] + c[a:b] + alt[at + len(_STAND_IN):]:
+        raise ValueError(f'message {k}: the chat template changes its text, so its special-token strings cannot be kept as plain text')
+    return at, at + b - a
+
+def _text_segments(full, a, b, span):
+    "[(text, trained, literal)] of a user, tool or system piece full[a:b], its `span` literal"
+    if span is None: return [(full[a:b], 0, False)]
+    s, e = span
+    if not a <= s <= e <= b: raise ValueError(f'the message text at {s}:{e} is not inside its piece {a}:{b} of the render')
+    return [(full[a:s], 0, False), (full[s:e], 0, True), (full[e:b], 0, False)]
+
 # %% ../nbs/00_trajectory.ipynb #4b2f7446
 def _encode(tok, text): return tok.encode(text, add_special_tokens=False) if text else []
 
 def _segments(tok, messages, **kw):
-    "Per message: [(text, trained)] segments"
-    pieces, eot, out = message_pieces(tok, messages, **kw), end_of_turn(tok), []
-    for k, (m, piece) in enumerate(zip(messages, pieces)):
-        out.append(_assistant_segments(piece, generation_prompt(tok, messages[:k], **kw), eot) if m['role'] == 'assistant' else [(piece, 0)])
+    "Per message: [(text, trained, literal)] segments; literal text is encoded with special-token parsing off"
+    (full, ends), eot, out = _piece_ends(tok, messages, **kw), end_of_turn(tok), []
+    for k, (m, a, b) in enumerate(zip(messages, [0] + ends[:-1], ends)):
+        if m['role'] == 'assistant': out.append([(*s, False) for s in _assistant_segments(full[a:b], generation_prompt(tok, messages[:k], **kw), eot)])
+        else: out.append(_text_segments(full, a, b, _literal_span(tok, messages, k, full, **kw)))
     return out
+
+def _encode_segments(tok, segs)->list[tuple[list, int]]:
+    return [((encode_text if literal else _encode)(tok, text), trained) for text, trained, literal in segs]
+
+def message_ids(tok, messages:list[dict], **kw)->list[list[int]]:
+    "The token ids of each message's piece of the render, as `tokenize` encodes them (user and tool text as plain text)"
+    return [[i for ids, _ in _encode_segments(tok, segs) for i in ids] for segs in _segments(tok, messages, **kw)]
 
 # %% ../nbs/00_trajectory.ipynb #72b50775
 @patch
@@ -459,8 +615,7 @@ def tokenize(self:Trajectory, tokenizer, **template_kw)->Tokenized:
     ids, mask, starts = [], [], []
     for segs in _segments(tokenizer, msgs, **template_kw):
         starts.append(len(ids))
-        for text, trained in segs:
-            t = _encode(tokenizer, text)
+        for t, trained in _encode_segments(tokenizer, segs):
             ids += t; mask += [trained] * len(t)
     starts.append(len(ids))
     return _spans_of(self, ids, mask, starts)
