@@ -90,3 +90,20 @@ def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     assert json.loads((tmp_path/'summary.json').read_text())['rollouts_per_run'] == 4
     said.clear(); again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
     assert said == [] and again.evals.equals(pd.read_csv(tmp_path/'evals.csv'))
+
+def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
+    import venus_nb.experiment as ex
+    from venus_nb.cli import main
+    seen = {}
+    monkeypatch.setattr(ex, 'warm_signal', lambda: (dict(grpo_silent_groups=0.4, igpo_silent_groups=0.0), None))
+    def fake(cfg, say=print):
+        seen['cfg'] = cfg
+        ev = pd.DataFrame([dict(arm=a, seed=0, question=0, n=4, c=1) for a in cfg.arms])
+        return ex.ExperimentResult(cfg, pd.DataFrame(), ev, summary_table(ev, cfg.ks), tmp_path/'x', 1.0)
+    monkeypatch.setattr(ex, 'experiment', fake)
+    (tmp_path/'c.yaml').write_text('arms: [GRPO]\nseeds: [3]\nks: [1]\n')
+    main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
+    out = capsys.readouterr().out
+    assert seen['cfg'].arms == ('GRPO',) and seen['cfg'].output_dir == str(tmp_path/'x')
+    assert 'grpo_silent_groups: 0.400' in out and 'report:' in out
+    seen.clear(); main(['experiment', '--signal-only']); assert 'cfg' not in seen

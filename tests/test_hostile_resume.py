@@ -3,7 +3,7 @@ import json, os, random, warnings
 from dataclasses import replace
 from pathlib import Path
 import pytest
-import torch
+import pandas as pd, torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo
 from venus_nb.models import tiny_model
@@ -266,3 +266,13 @@ def test_cli_fuzz(tmp_path_factory, capsys, tiny_dir, data, cmd, fmt):
     assert 'Traceback' not in out + err
     if code in (0, None): assert 'error' not in err and out.strip(), (out, err)   # stderr may hold a progress bar
     else: _one_error(code, err)
+
+def test_clean_report_counts_unreadable_records(tmp_path, capsys):
+    "Every record read is counted: 5 readable + 3 unreadable lines give input 8, the 3 dropped at 'load' with their line"
+    good = (WORLD/'trajectories.jsonl').read_text().splitlines()[:5]
+    f = tmp_path/'mixed.jsonl'; f.write_text('\n'.join(good[:2] + ['{"messages": [', 'not json'] + good[2:] + ['[[[[', '']) + '\n')
+    code, out, err = _cli(['clean', f, '--out', tmp_path/'c'], capsys)
+    assert code == 0, err
+    report = pd.read_csv(tmp_path/'c'/'clean_report.csv')
+    assert len(report) == 8 and (report.step == 'load').sum() == 3
+    assert f'{f}:3:' in out and f'{f}:4:' in out and f'{f}:8:' in out
