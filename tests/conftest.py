@@ -39,3 +39,15 @@ def qwen3_tok():
 def smol_tok():
     from venus_nb.models import embedded_tokenizer
     return embedded_tokenizer()
+
+import http.server
+
+class ReplyHandler(http.server.BaseHTTPRequestHandler):
+    "A quiet loopback HTTP handler with one `reply` for any status, body, type and headers (the HTTP tests' servers)"
+    def log_message(self, *a): pass
+
+    def reply(self, status=200, body=b'', ctype='text/html; charset=utf-8', headers=()):
+        self.send_response(status)
+        if ctype: self.send_header('Content-Type', ctype)
+        for k, v in headers: self.send_header(k, v)
+        self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)

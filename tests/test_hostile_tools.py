@@ -4,6 +4,7 @@ atomic writes, line breaks that `str.splitlines` invents, and fuzzed loaders and
 
 Every server here listens on 127.0.0.1; nothing reaches any other address.
 """
+from conftest import ReplyHandler
 import asyncio, http.server, json, os, random, re, sqlite3, sys, threading, time, tracemalloc, warnings, zlib
 from collections import Counter
 import httpx, pytest
@@ -26,14 +27,7 @@ def gzip_bomb(n:int)->bytes:
 BOMB = gzip_bomb(32 * MB)
 ENDLESS = 64 * MB   # "endless": the server gives up after this much, so a broken client cannot eat the machine
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-
-    def reply(self, status=200, body=b'', ctype='text/html; charset=utf-8', headers=()):
-        self.send_response(status)
-        if ctype: self.send_header('Content-Type', ctype)
-        for k, v in headers: self.send_header(k, v)
-        self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+class Handler(ReplyHandler):
 
     def do_GET(self):
         s, path = self.server, self.path.split('?')[0]

@@ -3,6 +3,7 @@
 Nothing here connects anywhere but the loopback server: refused addresses are refused before any connection, which
 `no_connections` checks by making every Python socket connect fail the test.
 """
+from conftest import ReplyHandler
 import asyncio, http.server, json, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
@@ -15,14 +16,7 @@ HTML = b'<html><head><title>Tower</title></head><body><nav>Menu</nav><article><h
 CHUNK = b'<p>' + b'filler words about nothing in particular ' * 40 + b'</p>\n'
 HUGE = 50 * 1024 * 1024
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-
-    def reply(self, status=200, body=b'', ctype='text/html; charset=utf-8', headers=()):
-        self.send_response(status)
-        if ctype: self.send_header('Content-Type', ctype)
-        for k, v in headers: self.send_header(k, v)
-        self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+class Handler(ReplyHandler):
 
     def redirect(self, to, status=302): self.reply(status, b'', None, [('Location', to)])
 
