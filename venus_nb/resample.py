@@ -44,7 +44,7 @@ def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.Da
     rows = lambda ts, when: [dict(bucket=cfg.bucket(len(t.turns)), when=when, turns=len(t.turns)) for t in ts]
     df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'), columns=['bucket', 'when', 'turns'])  # the columns even when empty
     order = [cfg.bucket(1)] + [cfg.bucket(hi + 1) for hi, _ in cfg.buckets if hi is not None]
-    cols = pd.MultiIndex.from_product([['trajectories', 'turns'], ['before', 'after']])
+    cols = pd.MultiIndex.from_product([['trajectories', 'turns'], ['before', 'after']], names=[None, 'when'])
     t = df.groupby(['bucket', 'when']).turns.agg(trajectories='count', turns='sum').unstack('when')
     return t.reindex(index=order, columns=cols).fillna(0).astype(int)
 
