@@ -107,7 +107,7 @@ def test_group_view_sorts_and_picks(group):
     assert 'class="venus-current"><th>3</th>' in g.view.value
 
 def test_credit_links_follow_method_example():
-    # method.md §2.1: s0 s1 v2 s3 v4 ans5 -> s0, s1 share v2; s3 shares v4; nothing after the last visit
+    # method §2.1: s0 s1 v2 s3 v4 ans5 -> s0, s1 share v2; s3 shares v4; nothing after the last visit
     tab = turn_rewards([rollout('ssvsv')], [0], [[None, None, 0.3, None, 0.2, None]], [1.0])
     assert credit_links(tab) == [(2, 0, 'ig'), (2, 1, 'ig'), (4, 3, 'ig')]
     tab = turn_rewards([rollout('svss')], [0], [[None, 0.3, None, None, None]], [1.0])

@@ -1,4 +1,4 @@
-"Hand-computed checks of every reward rule (method.md §1.4-1.5, §2.1-2.3) and each RewardConfig variant."
+"Hand-computed checks of every reward rule (method §1.4-1.5, §2.1-2.3) and each RewardConfig variant."
 import math
 import pytest
 from venus_nb.rewards import RewardConfig, turn_advantages, reward_details, zscore

@@ -79,7 +79,7 @@ def test_kl_in_reward_is_refused():
         vv.venus_igpo_advantages(rewards, mask, index, OmegaConf.create({'gamma': 0.95, 'use_kl_in_reward': True}))
 
 def test_ig_of_zero_is_a_slot():
-    "An IG of exactly 0 stays an IG slot (method.md §6): it enters the IG statistics and splits the credit"
+    "An IG of exactly 0 stays an IG slot (method §6): it enters the IG statistics and splits the credit"
     mask = torch.tensor([[1, 1, 0, 0, 1, 1, 0, 0, 1, 1]] * 2)
     zero = vv.encode_turn_rewards(mask[0], [0.0, None, None], [True] * 3, 1.0)
     none = vv.encode_turn_rewards(mask[0], [None, None, None], [True] * 3, 1.0)

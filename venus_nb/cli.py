@@ -64,7 +64,7 @@ def step_load(path:Path|None=None # trajectories JSONL; None: the committed samp
 
 # %% ../nbs/12_cli.ipynb #da5ecaae
 def step_check(trajs:list):
-    "Turn kinds and the DR-Venus format verdicts (method.md §2.2), summed over the set"
+    "Turn kinds and the DR-Venus format verdicts (method §2.2), summed over the set"
     from collections import Counter
     kinds = Counter(k for t in trajs for k in (x.kind for x in t.turns))
     errs = Counter(r for t in trajs for _, r in t.format_errors())
@@ -73,7 +73,7 @@ def step_check(trajs:list):
     return trajs
 
 def step_clean(trajs:list|Loaded, out:Path, judge='em'): # trajectories, or a `Loaded` whose unreadable records the report counts
-    "The DR-Venus cleaning with its report (method.md §3)"
+    "The DR-Venus cleaning with its report (method §3)"
     from venus_nb.data import clean, CleanConfig
     kept, report = clean(trajs, CleanConfig(judge=judge))
     _say(f'## 3. Clean ({judge} correctness filter): {report._repr_markdown_()}')

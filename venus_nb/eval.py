@@ -214,7 +214,7 @@ def evaluate(policy, # what `rollout` takes, e.g. `models.load_policy(...)`
     return evaluate_trajectories(trajs, score, ks, threshold, label or getattr(policy, 'name', 'policy'))
 
 # %% ../nbs/11_eval.ipynb #3371b1de
-PAPER_PASS_AT_K = {  # DR-Venus-4B Pass@K for K = 1, 2, 4, 8, 16, in % (method.md §5)
+PAPER_PASS_AT_K = {  # DR-Venus-4B Pass@K for K = 1, 2, 4, 8, 16, in % (method §5)
     'BrowseComp': {'DR-Venus-4B-SFT': [26.8, 37.7, 47.3, 55.3, 61.7], 'DR-Venus-4B-RL': [29.1, 39.3, 49.3, 58.7, 63.7]},
     'BrowseComp-ZH': {'DR-Venus-4B-SFT': [35.7, 52.9, 65.7, 74.0, 78.5], 'DR-Venus-4B-RL': [37.7, 53.3, 64.4, 73.0, 76.5]}}
 PAPER_REFERENCE = {  # Pass@1 reference lines of larger models in the same figure, in %

@@ -39,7 +39,7 @@ LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a ful
 
 @dataclass
 class IGPOConfig:
-    "Stage-2 settings; defaults are DR-Venus' (method.md §1.6, §2.4)"
+    "Stage-2 settings; defaults are DR-Venus' (method §1.6, §2.4)"
     steps: int = 60
     questions_per_step: int = 16                  # prompts per step; each gets `rollout.G` rollouts
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -563,7 +563,7 @@ def unsloth_rl_policy(name_or_path:str, cfg:IGPOConfig=IGPOConfig(), max_seq_len
 
 # %% ../nbs/09_igpo.ipynb #88ce1557
 def ablation_grid(base:IGPOConfig=IGPOConfig())->dict:
-    "The method.md §7 comparisons as configurations"
+    "The method §7 comparisons as configurations"
     r = base.rewards
     return {'IGPO (DR-Venus)': base, 'GRPO': replace(base, rewards=replace(r, estimator='grpo')),
             'split credit': replace(base, rewards=replace(r, credit='split')),

@@ -19,7 +19,7 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES
 # %% ../nbs/07_rewards.ipynb #1bc84ef1
 @dataclass
 class RewardConfig:
-    "Turn-level reward settings; defaults reproduce DR-Venus (method.md §1-2, §7)"
+    "Turn-level reward settings; defaults reproduce DR-Venus (method §1-2, §7)"
     gamma: float = 0.95            # discount over rewarded turns
     lambda_fmt: float = 1.0        # format penalty
     norm: str = 'scaled_separate'  # 'scaled_separate' | 'separate' | 'joint'
@@ -41,7 +41,7 @@ class RewardConfig:
 
 # %% ../nbs/07_rewards.ipynb #b96796b3
 def finite(x)->float:
-    "x as a float, with NaN and ±inf replaced by 0 (method.md §1.1)"
+    "x as a float, with NaN and ±inf replaced by 0 (method §1.1)"
     x = float(x)
     return x if math.isfinite(x) else 0.0
 
@@ -54,7 +54,7 @@ class Slots:
 
 # %% ../nbs/07_rewards.ipynb #178a9e3e
 def rollout_slots(ig:list, # IG after each turn, None where not scored
-                  format_ok:list, # method.md §2.2 verdict per turn
+                  format_ok:list, # method §2.2 verdict per turn
                   outcome:float, # judge score of the final answer
                   cfg:RewardConfig=RewardConfig())->Slots:
     "The slots of one rollout (the final turn gets no IG slot)"

@@ -26,7 +26,7 @@ LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool res
 
 @dataclass
 class RolloutConfig:
-    "How rollouts are sampled; defaults are DR-Venus' RL settings (method.md §2.4)"
+    "How rollouts are sampled; defaults are DR-Venus' RL settings (method §2.4)"
     G: int = 8                          # rollouts per question
     max_turns: int = 200                # assistant turns; the last one is forced to answer
     turn_jitter: int = 5                # each rollout's turn cap is max_turns + int(U·2j − j), at least 1 (official: 5); 0: off

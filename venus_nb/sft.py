@@ -21,7 +21,7 @@ __all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_d
 # %% ../nbs/08_sft.ipynb #b033827c
 @dataclass
 class SFTConfig:
-    "Stage-1 SFT settings; defaults from method.md §3, LoRA on by default"
+    "Stage-1 SFT settings; defaults from method §3, LoRA on by default"
     model: str = 'smollm2-135m'       # embedded name, local folder or Hub name (ignored when a Policy is passed)
     output_dir: str = 'out/sft'
     backend: str = 'auto'             # 'auto' (Unsloth if installed), 'unsloth' or 'transformers'

@@ -54,7 +54,7 @@ _CALLS = ('For each function call, return a json object with function name and a
 
 def system_prompt(date:str='2026-03-01', # the "Current date" line; DR-Venus uses 2026-03-01
                   schemas:list=TOOL_SCHEMAS)->str:
-    "The DR-Venus system prompt (method.md §4), as in the official SFT trajectories"
+    "The DR-Venus system prompt (method §4), as in the official SFT trajectories"
     return (f'{_INTRO}\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
             f'You are provided with function signatures within <tools></tools> XML tags:\n{tools_block(schemas)}\n\n{_CALLS}\n\nCurrent date: {date}\n')
 
@@ -134,16 +134,16 @@ def _host_key(h:str)->str: return str(h).strip().lower().strip('[]')
 
 @dataclass
 class ToolConfig:
-    "Settings of the `search` and `visit` tools; DR-Venus values where method.md gives them"
+    "Settings of the `search` and `visit` tools; DR-Venus values where the method gives them (method §4)"
     top_k: int = 10                   # results per query (Serper top 10)
-    timeout: float = 150.0            # one tool call, all its requests together (method.md §2.4)
+    timeout: float = 150.0            # one tool call, all its requests together (method §2.4)
     request_timeout: float = 30.0     # one HTTP request (one try), headers and body
     retries: int = 3                  # extra tries on 429, 5xx, timeouts and connection errors
     backoff: float = 1.0              # first retry delay (s), doubling each retry, with jitter
     backoff_max: float = 30.0         # cap on one delay, Retry-After included
     concurrency: int = 16             # HTTP requests in flight per toolbox
     max_bytes: int = 5_000_000        # bytes read from one response
-    max_chars: int = 380_000          # page text kept for the summariser (~95K tokens, method.md §4)
+    max_chars: int = 380_000          # page text kept for the summariser (~95K tokens, method §4)
     evidence_chars: int = 4_000       # evidence returned by the offline (extractive) summary
     max_redirects: int = 5            # redirects followed by hand, each one checked
     max_queries: int = 20             # queries in one search call

@@ -92,7 +92,7 @@ def _block_error(text, start, tag):
 def check_format(text:str, # the assistant message as written
                  is_final:bool # True for the answer turn (the last assistant message)
                 )->str|None: # None if well formed, else the first rule broken
-    "DR-Venus turn format check (method.md §2.2)"
+    "DR-Venus turn format check (method §2.2)"
     if not text or not text.strip(): return 'empty turn'
     err, end = _think_error(text)
     if err: return err
@@ -189,7 +189,7 @@ class Turn:
     call: ToolCall|None = None       # the tool call, if any
     answer: str|None = None          # the final answer, if any
     kind: str = 'invalid'            # search, visit, answer, other or invalid
-    format_error: str|None = None    # method.md §2.2 verdict: None when well formed
+    format_error: str|None = None    # method §2.2 verdict: None when well formed
     parse_error: str|None = None     # why the kind could not be read, when it is 'invalid'
     source: list = field(default_factory=list, repr=False)  # the original messages: assistant, then its responses
     opening: str = field(default='', repr=False)  # text the chat template opened the reply with (Qwen3-Thinking: <think>), read as part of it

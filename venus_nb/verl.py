@@ -47,7 +47,7 @@ SLOT_CODES = {'ig': 1.0, 'penalty': 2.0, 'pending': 3.0}  # slot type -> code on
 
 def encode_turn_rewards(response_mask, # 1-D response mask of one rollout
                         ig:list, # IG after each assistant turn, None where not scored
-                        format_ok:list, # method.md §2.2 verdict per assistant turn
+                        format_ok:list, # method §2.2 verdict per assistant turn
                         outcome:float, # judge score of the final answer
                         cfg:RewardConfig=RewardConfig(),
                         pending:bool=False # IG slots the actor has yet to score (their value is a placeholder)
