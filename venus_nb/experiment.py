@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
 from .trajectory import write_atomic
-from .rewards import RewardConfig, reward_details
-from .eval import pass_at_k
+from .eval import pass_at_k, tool_counts
 
 # %% auto #0
 __all__ = ['EVAL_SEED', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'score_matrix',
@@ -22,9 +21,8 @@ def advantages_under(scored, # a `replay.Scored` batch
                      **changes # `RewardConfig` fields to change, e.g. estimator='grpo'
                     )->list:
     "Per rollout, per turn advantages of `scored` under its reward config with `changes`"
-    cfg = replace(scored.cfg, **changes)
-    kinds, ok = [[t.kind for t in tr.turns] for tr in scored.trajs], [[t.ok for t in tr.turns] for tr in scored.trajs]
-    return reward_details(kinds, scored.ig, ok, scored.outcome, scored.groups, cfg).advantages
+    from venus_nb.igpo import advantages_of
+    return advantages_of(replace(scored, cfg=replace(scored.cfg, **changes)))[0]
 
 def _share(flags:list)->float: return float(np.mean(flags)) if len(flags) else math.nan
 
@@ -45,10 +43,7 @@ def _visit_ig(scored, correct:bool)->float:
 
 def _browse(scored, correct:bool)->float:
     "Mean browse ratio (visits / tool calls) of correct (or incorrect) rollouts"
-    def ratio(tr):
-        calls = [t.kind for t in tr.turns if t.kind in ('search', 'visit')]
-        return calls.count('visit') / len(calls) if calls else math.nan
-    vals = [ratio(tr) for tr, o in zip(scored.trajs, scored.outcome) if (o >= 1) == correct]
+    vals = [tool_counts(tr)['browse_ratio'] for tr, o in zip(scored.trajs, scored.outcome) if (o >= 1) == correct]
     return float(np.nanmean(vals)) if vals and not all(math.isnan(v) for v in vals) else math.nan
 
 def signal_density(scored)->dict:
@@ -186,9 +181,8 @@ EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a t
 
 def _question_rows(trajs:list, label:str, seed:int)->pd.DataFrame:
     "Samples and correct samples per held-out question"
-    from venus_nb.eval import score_trajectories
-    df = score_trajectories(trajs)
-    g = df.groupby('group').correct.agg(n='size', c='sum').reset_index().rename(columns={'group': 'question'})
+    from venus_nb.eval import score_trajectories, _counts
+    g = _counts(score_trajectories(trajs)).reset_index().rename(columns={'group': 'question'})
     return g.assign(arm=label, seed=seed)[['arm', 'seed', 'question', 'n', 'c']]
 
 def _evaluate(generator, start:Start, label:str, seed:int, G:int)->pd.DataFrame:
