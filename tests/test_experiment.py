@@ -90,6 +90,8 @@ def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     assert json.loads((tmp_path/'summary.json').read_text())['rollouts_per_run'] == 4
     said.clear(); again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
     assert said == [] and again.evals.equals(pd.read_csv(tmp_path/'evals.csv'))
+    assert again.seconds == res.seconds > 0 and len(again.runs) == 6   # a resumed experiment keeps its runs' time
+    assert json.loads((tmp_path/'summary.json').read_text())['seconds'] == round(res.seconds, 1)
 
 def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     import venus_nb.experiment as ex
@@ -99,7 +101,7 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     def fake(cfg, say=print):
         seen['cfg'] = cfg
         ev = pd.DataFrame([dict(arm=a, seed=0, question=0, n=4, c=1) for a in cfg.arms])
-        return ex.ExperimentResult(cfg, pd.DataFrame(), ev, summary_table(ev, cfg.ks), tmp_path/'x', 1.0)
+        return ex.ExperimentResult(cfg, pd.DataFrame(), ev, summary_table(ev, cfg.ks), tmp_path/'x', pd.DataFrame([dict(arm='GRPO', seed=0, seconds=1.0)]))
     monkeypatch.setattr(ex, 'experiment', fake)
     (tmp_path/'c.yaml').write_text('arms: [GRPO]\nseeds: [3]\nks: [1]\n')
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])

@@ -11,10 +11,10 @@ from .trajectory import write_atomic
 from .eval import pass_at_k, tool_counts
 
 # %% auto #0
-__all__ = ['EVAL_SEED', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'score_matrix',
-           'paired_difference', 'summary_table', 'Start', 'warm_start_point', 'ExperimentConfig', 'reference_rows',
-           'arm_config', 'run_arm', 'ExperimentResult', 'experiment', 'learning_curves', 'pass_at_k_bars',
-           'report_html', 'write_results']
+__all__ = ['EVAL_SEED', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean',
+           'score_matrix', 'paired_difference', 'summary_table', 'Start', 'warm_start_point', 'ExperimentConfig',
+           'reference_rows', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment', 'experiment',
+           'learning_curves', 'pass_at_k_bars', 'report_html', 'write_results']
 
 # %% ../nbs/15_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -223,7 +223,12 @@ class ExperimentResult:
     evals: pd.DataFrame
     summary: pd.DataFrame
     output_dir: Path
-    seconds: float = 0.0
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))  # arm, seed, seconds of each run
+
+    @property
+    def seconds(self)->float:
+        "Wall time of every run, summed over the calls that made them (a resumed experiment keeps its earlier runs' time)"
+        return float(self.runs.seconds.sum())
 
     def _repr_markdown_(self):
         from venus_nb.eval import markdown_table
@@ -231,13 +236,23 @@ class ExperimentResult:
                 f'rollouts per run, {self.cfg.eval_questions} held-out questions × {self.cfg.G}; `{self.output_dir}`\n\n'
                 + markdown_table(self.summary.round(3), index=False))
 
-def _done(out:Path)->tuple[pd.DataFrame, pd.DataFrame]:
-    "The steps and held-out rows of the runs an earlier call finished"
-    read = lambda f: pd.read_csv(out/f) if (out/f).exists() else pd.DataFrame(columns=['arm', 'seed'])
-    return read('steps.csv'), read('evals.csv')
+RUN_COLUMNS = ['arm', 'seed', 'seconds']
+TABLES = ('steps', 'evals', 'runs')   # the CSV files an experiment's folder keeps, one row added per finished run
 
-def _save_rows(out:Path, steps:pd.DataFrame, evals:pd.DataFrame):
-    write_atomic(out/'steps.csv', steps.to_csv(index=False)); write_atomic(out/'evals.csv', evals.to_csv(index=False))
+def _done(out:Path)->list:
+    "The steps, held-out rows and run times of the runs an earlier call finished"
+    read = lambda f: pd.read_csv(out/f'{f}.csv') if (out/f'{f}.csv').exists() else pd.DataFrame(columns=['arm', 'seed'])
+    return [read(f) for f in TABLES]
+
+def _save_rows(out:Path, *tables:pd.DataFrame):
+    for name, df in zip(TABLES, tables): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
+
+def read_experiment(folder)->ExperimentResult:
+    "A finished (or partly finished) experiment from its folder, without running anything"
+    out = Path(folder)
+    if not (out/'config.json').exists(): raise FileNotFoundError(f'{out}: no config.json, not an experiment folder')
+    cfg, (steps, evals, runs) = ExperimentConfig.load(out/'config.json'), _done(out)
+    return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, runs)
 
 # %% ../nbs/15_experiment.ipynb #3053437d
 def _runs(cfg:ExperimentConfig)->list:
@@ -248,18 +263,19 @@ def experiment(cfg:ExperimentConfig|None=None,
                start:Start|None=None, # default: `warm_start_point(cfg.warm, cfg.eval_questions)`
                say=print)->ExperimentResult:
     "Train every arm for every seed from one start at an equal rollout budget; evaluate, summarise, report"
-    cfg, t0 = cfg or ExperimentConfig(), time.time()
+    cfg = cfg or ExperimentConfig()
     out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True); cfg.save(out/'config.json')
     start = start or warm_start_point(cfg.warm, cfg.eval_questions)
-    steps, evals = _done(out)
+    steps, evals, runs = _done(out)
     for label, seed in _runs(cfg):
         if ((evals.arm == label) & (evals.seed == seed)).any(): continue
         t = time.time()
         s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed)
-        steps, evals = pd.concat([steps, s], ignore_index=True) if s is not None else steps, pd.concat([evals, e], ignore_index=True)
-        _save_rows(out, steps, evals)
-        say(f'{label}, seed {seed}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} held-out questions ({time.time() - t:.0f}s)')
-    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, time.time() - t0)
+        run = pd.DataFrame([dict(arm=label, seed=seed, seconds=round(time.time() - t, 1))])
+        steps, evals, runs = [pd.concat([a, b], ignore_index=True) for a, b in ((steps, s), (evals, e), (runs, run))]
+        _save_rows(out, steps, evals, runs)
+        say(f'{label}, seed {seed}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} held-out questions ({run.seconds[0]:.0f}s)')
+    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, runs)
     write_results(res)
     return res
 
@@ -301,7 +317,7 @@ def report_html(res:ExperimentResult)->str:
 def write_results(res:ExperimentResult)->list:
     "summary.csv, summary.json and report.html in the experiment's folder"
     out = res.output_dir
-    meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(_runs(res.cfg)))
+    meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs))
     return [write_atomic(out/'summary.csv', res.summary.to_csv(index=False)),
             write_atomic(out/'summary.json', json.dumps(dict(meta, summary=res.summary.to_dict('records')), indent=1)),
             write_atomic(out/'report.html', report_html(res))]
