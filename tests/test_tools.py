@@ -193,7 +193,7 @@ def test_generic_jsonl_records_bad_lines(tmp_path):
     p.write_text('\n'.join(l if isinstance(l, str) else json.dumps(l) for l in lines) + '\n\n')
     c = load_corpus(p)
     assert [d.id for d in c.docs] == ['a', 'b', '7']
-    assert [(e.index, e.reason) for e in c.errors] == [(2, "not JSON: Expecting value: line 1 column 1 (char 0)"), (4, '"id" is missing or not a string'),
+    assert [(e.index, e.reason) for e in c.errors] == [(2, "not JSON: Expecting value at column 1: 'not json\\n'"), (4, '"id" is missing or not a string'),
                                                        (5, "duplicate id 'a' (the first one is kept)"), (7, '"text" is missing or not a string')]
     assert [d.id for d in read_docs(write_docs(c.docs, tmp_path/'again.jsonl'))[0]] == ['a', 'b', '7']
 

@@ -7,7 +7,7 @@ from conftest import ReplyHandler
 import asyncio, http.server, json, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
-from venus_nb import tools as T
+from venus_nb import tools as T, web as W
 from venus_nb.tools import Cassette, ToolConfig, Toolbox, fetch_page, make_client, run_tool, visit, search
 from venus_nb.trajectory import ToolCall
 
@@ -213,7 +213,7 @@ def test_bad_urls_are_observations(url):
 def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
     "A name that resolves to a private address is refused; a public one is connected to at the checked address"
     async def fake_resolve(host, port, timeout=10.0): return {'intranet.test': ['10.1.2.3'], 'mixed.test': ['93.184.215.14', '10.0.0.5']}.get(host, ['93.184.215.14'])
-    monkeypatch.setattr(T, 'resolve', fake_resolve)
+    monkeypatch.setattr(W, 'resolve', fake_resolve)   # where safe_address looks it up
     sent = []
     def handler(r): sent.append(r); return httpx.Response(200, text='public words', headers={'content-type': 'text/plain'})
     client = lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler))
