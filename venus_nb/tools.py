@@ -13,11 +13,15 @@ from .trajectory import LoadError, ToolCall, atomic_open, write_atomic
 from .web import *
 from .corpus import *
 from .web import _why
+from . import web as _web, corpus as _corpus
 
 # %% auto #0
 __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 'tools_block', 'system_prompt',
            'search_observation', 'visit_observation', 'tool_error', 'parse_visit_observation', 'search_args',
            'visit_args', 'search_results', 'Toolbox', 'run_tool', 'visit', 'search']
+
+# %% ../nbs/05_tools.ipynb #d1f39eb5
+__all__ += _web.__all__ + _corpus.__all__   # `from venus_nb.tools import *` brings the backends' names too
 
 # %% ../nbs/05_tools.ipynb #862e4685
 SEARCH_SCHEMA = {'name': 'search', 'description': 'Perform Google web searches then returns a string of the top search results. Accepts multiple queries.',
