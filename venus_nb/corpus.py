@@ -4,7 +4,7 @@
 
 # %% ../nbs/05b_corpus.ipynb #a75c9d6b
 from __future__ import annotations
-import codecs, functools, json, logging, re
+import codecs, functools, json, re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote
@@ -26,7 +26,6 @@ class BM25:
     "A bm25s index over `texts` with its tokenizer (lower case, English stop words, English stemmer)"
     def __init__(self, texts:list[str]):
         import bm25s
-        logging.getLogger('bm25s').setLevel(logging.NOTSET)   # bm25s sets its logger to DEBUG on import; the application's level decides
         self.tok = bm25s.tokenization.Tokenizer(stopwords='en', stemmer=_stemmer())
         self.model, self.n = bm25s.BM25(), len(texts)
         self.model.index(self.tok.tokenize(list(texts), show_progress=False, return_as='tuple'), show_progress=False)
