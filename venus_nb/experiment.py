@@ -237,12 +237,12 @@ class ExperimentResult:
                 + markdown_table(self.summary.round(3), index=False))
 
 RUN_COLUMNS = ['arm', 'seed', 'seconds']
-TABLES = ('steps', 'evals', 'runs')   # the CSV files an experiment's folder keeps, one row added per finished run
+TABLES = dict(steps=['arm', 'seed'], evals=['arm', 'seed'], runs=RUN_COLUMNS)   # the CSV files an experiment's folder keeps, one row added per finished run
 
 def _done(out:Path)->list:
-    "The steps, held-out rows and run times of the runs an earlier call finished"
-    read = lambda f: pd.read_csv(out/f'{f}.csv') if (out/f'{f}.csv').exists() else pd.DataFrame(columns=['arm', 'seed'])
-    return [read(f) for f in TABLES]
+    "The steps, held-out rows and run times of the runs an earlier call finished (empty tables where none did)"
+    read = lambda f, cols: pd.read_csv(out/f'{f}.csv') if (out/f'{f}.csv').exists() else pd.DataFrame(columns=cols)
+    return [read(f, cols) for f, cols in TABLES.items()]
 
 def _save_rows(out:Path, *tables:pd.DataFrame):
     for name, df in zip(TABLES, tables): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
