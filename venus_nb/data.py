@@ -9,13 +9,14 @@ from dataclasses import dataclass, replace, field
 from pathlib import Path
 import pandas as pd
 from .trajectory import (Trajectory, Turn, ToolCall, Loaded, LoadError, BadRecord, MAX_RECORD_BYTES, from_record, read_jsonl,
-                                 render_turn_text, observation_message, load_each, jsonl_records, parse_json, decode_utf8, between, must_exist)
+                                 render_turn_text, observation_message, load_each, jsonl_records, parse_json, decode_utf8, between, must_exist,
+                                 as_loaded, is_dataset, to_dataset)
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
-           'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench', 'load_browsecomp_zh', 'CleanConfig', 'normal_args',
-           'clean_think', 'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe',
-           'step_validate', 'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
+           'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench', 'load_browsecomp_zh', 'as_questions', 'CleanConfig',
+           'normal_args', 'clean_think', 'parse_search_results', 'step_normalise', 'step_prune', 'signatures',
+           'step_dedupe', 'step_validate', 'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
 
 # %% ../nbs/03_data.ipynb #b8ef6b1c
 def _jsonl_items(path):
@@ -139,6 +140,19 @@ def load_browsecomp_zh(path)->Loaded:
     df = _table(path, pd.read_excel)
     return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
         r.name, decrypt_browsecomp(r['Question'], r['canary']), decrypt_browsecomp(r['Answer'], r['canary']), 'browsecomp-zh'))
+
+# %% ../nbs/03_data.ipynb #2c3958b4
+def as_questions(x, # question dicts in a list, a QA loader's `Loaded`, or a `datasets.Dataset` of them
+                )->list[dict]:
+    "The question dicts (`id`, `question`, `answer`, ...) of `x`, or a ValueError naming the first row that is not one"
+    if isinstance(x, Loaded):
+        if x.errors: raise ValueError(f'{len(x.errors)} QA rows could not be read; the first: {x.errors[0]}')
+        x = x.trajectories
+    rows = list(x)
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or not isinstance(r.get('question'), str) or 'id' not in r:
+            raise ValueError(f'question {i} is not a dict with a "question" text and an "id": {str(r)[:80]}')
+    return rows
 
 # %% ../nbs/03_data.ipynb #5f6c3a48
 @dataclass
@@ -341,11 +355,10 @@ class CleaningReport(pd.DataFrame):
         return f'**{int(self.kept.sum())} of {len(self)} kept** · ' + ' → '.join(f'{k} {v}' for k, v in f.items()) + f' · {int(self.edits.map(len).astype(bool).sum())} edited'
 
 # %% ../nbs/03_data.ipynb #3e989421
-def clean(trajectories:list|Loaded, # trajectories, or a loader's `Loaded`: its unreadable records are counted too
+def clean(trajectories:list|Loaded, # trajectories, a loader's `Loaded` or a `datasets.Dataset`: unreadable records or rows are counted too
           cfg:CleanConfig|None=None)->tuple[list, CleaningReport]:
-    "DR-Venus cleaning: (kept trajectories, report with one row per input); step timings in `report.attrs['seconds']`"
-    errors = trajectories.errors if isinstance(trajectories, Loaded) else []
-    trajectories = list(trajectories.trajectories if isinstance(trajectories, Loaded) else trajectories)
+    "DR-Venus cleaning: (kept trajectories, a Dataset of them for a Dataset; report with one row per input); step timings in `report.attrs['seconds']`"
+    given, (trajectories, errors) = trajectories, as_loaded(trajectories)
     cfg, rows, live, secs = cfg or CleanConfig(), [_row(i, t) for i, t in enumerate(trajectories)], dict(enumerate(trajectories)), {}
     for name in STEPS:
         start = time.perf_counter()
@@ -358,7 +371,7 @@ def clean(trajectories:list|Loaded, # trajectories, or a loader's `Loaded`: its 
     report = CleaningReport(rows + [_load_row(e) for e in errors], columns=['id', 'kept', 'step', 'reason', 'edits', 'turns_in', 'turns_out'])
     report = report.astype({'kept': bool, 'turns_in': int, 'turns_out': int})   # typed even when empty
     report.attrs['seconds'] = secs
-    return list(live.values()), report
+    return to_dataset(list(live.values())) if is_dataset(given) else list(live.values()), report
 
 # %% ../nbs/03_data.ipynb #b532f446
 def funnel_figure(report:CleaningReport, title:str='DR-Venus cleaning'):

@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np, pandas as pd
 from .trajectory import write_atomic
 from .eval import pass_at_k, tool_counts
+from .data import as_questions
 
 # %% auto #0
 __all__ = ['EVAL_SEED', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean',
@@ -116,6 +117,8 @@ class Start:
     rollout: object         # the `RolloutConfig` of training and evaluation
     engine: object = None   # a `VLLMEngine` shared by the runs; None: each policy generates itself
     folder: str|None = None # the starting weights the engine is reloaded to before each run
+
+    def __post_init__(self): self.train, self.held_out = as_questions(self.train), as_questions(self.held_out)   # lists, Loaded or Datasets
 
     def reset(self):
         "Put the shared engine back on the starting weights"

@@ -7,9 +7,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 import pandas as pd
+from .trajectory import as_trajectories, is_dataset
 
 # %% auto #0
-__all__ = ['ResampleConfig', 'resample', 'resample_table', 'length_histogram']
+__all__ = ['ResampleConfig', 'resample', 'turn_counts', 'resample_table', 'length_histogram']
 
 # %% ../nbs/04_resample.ipynb #f53262b4
 @dataclass
@@ -30,18 +31,23 @@ class ResampleConfig:
             lo = hi + 1
 
 # %% ../nbs/04_resample.ipynb #06260a2b
-def resample(trajectories:list, cfg:ResampleConfig|None=None)->list:
+def resample(trajectories:list, # trajectories, records or a `datasets.Dataset` (then a Dataset comes back)
+             cfg:ResampleConfig|None=None)->list:
     "Copy each trajectory by its turn bucket, then shuffle (seeded)"
-    cfg = cfg or ResampleConfig()
-    out = [t for t in trajectories for _ in range(cfg.copies(len(t.turns)))]
-    random.Random(cfg.seed).shuffle(out)
-    return out
+    cfg, trajs = cfg or ResampleConfig(), as_trajectories(trajectories)
+    order = [i for i, t in enumerate(trajs) for _ in range(cfg.copies(len(t.turns)))]
+    random.Random(cfg.seed).shuffle(order)
+    return trajectories.select(order) if is_dataset(trajectories) else [trajs[i] for i in order]
 
 # %% ../nbs/04_resample.ipynb #bccc6d0b
+def turn_counts(trajectories)->list[int]:
+    "Assistant turns of each trajectory (of a list, a `Loaded` or a `datasets.Dataset`)"
+    return [len(t.turns) for t in as_trajectories(trajectories)]
+
 def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.DataFrame:
     "Trajectories and turns per bucket, before and after resampling"
     cfg = cfg or ResampleConfig()
-    rows = lambda ts, when: [dict(bucket=cfg.bucket(len(t.turns)), when=when, turns=len(t.turns)) for t in ts]
+    rows = lambda ts, when: [dict(bucket=cfg.bucket(n), when=when, turns=n) for n in turn_counts(ts)]
     df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'), columns=['bucket', 'when', 'turns'])  # the columns even when empty
     order = [cfg.bucket(1)] + [cfg.bucket(hi + 1) for hi, _ in cfg.buckets if hi is not None]
     cols = pd.MultiIndex.from_product([['trajectories', 'turns'], ['before', 'after']], names=[None, 'when'])
@@ -52,6 +58,6 @@ def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.Da
 def length_histogram(before:list, after:list, bins:int=40):
     "Overlaid histograms of assistant turns per trajectory, before and after resampling"
     import plotly.graph_objects as go
-    h = lambda ts, name: go.Histogram(x=[len(t.turns) for t in ts], nbinsx=bins, name=name, opacity=0.6)
+    h = lambda ts, name: go.Histogram(x=turn_counts(ts), nbinsx=bins, name=name, opacity=0.6)
     return go.Figure([h(before, f'cleaned ({len(before)})'), h(after, f'resampled ({len(after)})')],
                      layout=dict(barmode='overlay', xaxis_title='assistant turns', yaxis_title='trajectories', height=330))

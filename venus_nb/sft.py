@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module
-from .trajectory import write_atomic
+from .trajectory import write_atomic, as_trajectories
 
 # %% auto #0
 __all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'pad_collate',
@@ -82,9 +82,10 @@ class SFTData:
         return (f'{len(self.examples)} examples from {len(r)} trajectories; {int(r.cut.sum())} cut at a turn boundary, '
                 f'{int(r.reason.notna().sum())} dropped; {int(r.trained.sum()):,} trained of {int(r.kept_tokens.sum()):,} tokens')
 
-def sft_data(trajectories:list, tokenizer, max_length:int|None=None)->SFTData:
+def sft_data(trajectories:list, # (cleaned, resampled) trajectories: a list, a `Loaded` or a `datasets.Dataset`
+             tokenizer, max_length:int|None=None)->SFTData:
     "The SFT examples of a set of (cleaned, resampled) trajectories"
-    pairs = [sft_example(t, tokenizer, max_length) for t in trajectories]
+    pairs = [sft_example(t, tokenizer, max_length) for t in as_trajectories(trajectories)]
     return SFTData([e for e, _ in pairs if e is not None], pd.DataFrame([r for _, r in pairs]))
 
 # %% ../nbs/08_sft.ipynb #e850fce6
@@ -305,7 +306,7 @@ def _backend(cfg, policy):
 
 def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, live:bool|None=None)->SFTResult:
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
-    cfg = cfg or SFTConfig()
+    cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)   # a Dataset too; an unreadable row fails here, before a model loads
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
     backend = _backend(cfg, policy)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_trajectory.ipynb #c525276d
 from __future__ import annotations
-import codecs, itertools, json, os, re
+import codecs, itertools, json, os, re, sys, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +17,8 @@ __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'To
            'check_format', 'assistant_text', 'Turn', 'render_turn_text', 'observation_message', 'Trajectory',
            'parse_chat_text', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
            'Loaded', 'from_record', 'to_record', 'load_each', 'read_jsonl', 'atomic_open', 'write_atomic',
-           'write_jsonl', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt', 'thinking_opening',
+           'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row', 'as_loaded', 'as_trajectories',
+           'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt', 'thinking_opening',
            'special_tokens', 'encode_text', 'own_text_span', 'literal_span', 'encode_around', 'message_ids']
 
 # %% ../nbs/00_trajectory.ipynb #6896a637
@@ -409,7 +410,7 @@ def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_D
 
 # %% ../nbs/00_trajectory.ipynb #a0fdba75
 class LoadError(NamedTuple):
-    "A record that could not be read, and why: `index` is its line in a JSONL or JSON file (from 1), its row in a table"
+    "A record that could not be read, and why: `index` is its line in a JSONL or JSON file (from 1), its row in a table (from 1) or in a `Dataset` (from 0, as `ds[index]`)"
     source: str
     index: int
     reason: str
@@ -422,6 +423,12 @@ class Loaded(NamedTuple):
     def _repr_markdown_(self):
         errs = ''.join(f'\n- `{e.source}`:{e.index}: {e.reason}' for e in self.errors[:10])
         return f'{len(self.trajectories)} trajectories, {len(self.errors)} load errors{errs}'
+    def to_dataset(self):
+        "A `datasets.Dataset` of what was read: trajectories through `to_dataset`, rows (from QA loaders) as they are; unreadable records are left out with a warning"
+        if self.errors: warnings.warn(f'{len(self.errors)} records that could not be read are not in the dataset; the first: {self.errors[0]}')
+        if all(isinstance(t, Trajectory) for t in self.trajectories): return to_dataset(self.trajectories)
+        from datasets import Dataset
+        return Dataset.from_list(list(self.trajectories))
 
 # %% ../nbs/00_trajectory.ipynb #4f091620
 def _gt_of(rec):
@@ -429,16 +436,28 @@ def _gt_of(rec):
     gt = rec.get('gt', rec.get('answer'))
     return gt if gt is None or isinstance(gt, (str, list)) else json.dumps(gt, ensure_ascii=False)
 
+def _opening_of(rec:dict)->str:
+    o = rec.get('opening') or ''
+    if not isinstance(o, str): raise ValueError(f'"opening" is a {type(o).__name__}, not text')
+    return o
+
 def from_record(rec:dict)->Trajectory:
-    "A trajectory from one record with `messages` (and optionally `question`, `gt`/`answer`, `meta`)"
+    "A trajectory from one record with `messages` (and optionally `question`, `gt`/`answer`, `meta`, `opening`)"
     if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
     if 'messages' not in rec: raise ValueError('record has no "messages"')
     q = rec.get('question')
-    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), rec.get('meta'))
+    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), rec.get('meta'), _opening_of(rec))
+
+def _opening(traj:Trajectory)->str:
+    "The thinking opening its turns were read after (see `thinking_opening`; '' for most), or a ValueError if they differ"
+    found = {t.opening for t in traj.turns}
+    if len(found) > 1: raise ValueError(f'turns read after different openings {sorted(found)}: one record cannot keep them')
+    return found.pop() if found else ''
 
 def to_record(traj:Trajectory)->dict:
-    "The JSON record of a trajectory (DR-Venus layout plus `meta`)"
-    return {'question': traj.question, 'messages': traj.to_messages(), 'gt': traj.gt, 'meta': traj.meta}
+    "The JSON record of a trajectory (DR-Venus layout plus `meta`, and `opening` when its turns were read after one)"
+    rec = {'question': traj.question, 'messages': traj.to_messages(), 'gt': traj.gt, 'meta': traj.meta}
+    return rec | ({'opening': o} if (o := _opening(traj)) else {})
 
 # %% ../nbs/00_trajectory.ipynb #16feb772
 def load_each(items, # (source, line, record or the error that says why it cannot be read)
@@ -476,6 +495,93 @@ def write_jsonl(trajs, path):
     with atomic_open(path) as f:
         for t in trajs: f.write(json.dumps(to_record(t), ensure_ascii=False) + '\n')
     return Path(path)
+
+# %% ../nbs/00_trajectory.ipynb #afc3bcd7
+def is_dataset(x)->bool:
+    "Whether `x` is a `datasets.Dataset` (answered without importing `datasets` when nothing has)"
+    return (m := sys.modules.get('datasets')) is not None and isinstance(x, m.Dataset)
+
+def _plain(o):
+    "A numpy scalar as its Python value, for `json.dumps`"
+    if hasattr(o, 'item'): return o.item()
+    raise TypeError(f'a {type(o).__name__} is not JSON')
+
+def json_text(obj, what:str)->str:
+    "`obj` as JSON text, or a ValueError naming `what` when reading the text back would not give `obj` again"
+    try: text = json.dumps(obj, ensure_ascii=False, default=_plain)
+    except (TypeError, ValueError) as e: raise ValueError(f'{what} is not JSON: {e}') from None
+    if json.loads(text) != obj: raise ValueError(f'{what} changes through JSON (a tuple, a non-string key, NaN?): {text[:80]}')
+    return text
+
+# %% ../nbs/00_trajectory.ipynb #b9d373c9
+def _is_chat(m)->bool: return isinstance(m, dict) and m.keys() == {'role', 'content'} and all(isinstance(v, str) for v in m.values())
+
+def _texts(g)->bool: return isinstance(g, list) and all(isinstance(x, str) for x in g)
+
+def _gt_column(gts:list)->tuple[str, list]:
+    "('gt', the values) when Arrow holds them as they are (all text, or all lists of text), else ('gt_json', JSON texts)"
+    given = [g for g in gts if g is not None]
+    if all(isinstance(g, str) for g in given) or all(map(_texts, given)): return 'gt', gts
+    return 'gt_json', [json_text(g, f'gt of trajectory {i}') for i, g in enumerate(gts)]
+
+def _messages_column(msgs:list)->list:
+    "The messages as they are when every one is {role, content} text, else each trajectory's as JSON text"
+    if all(_is_chat(m) for ms in msgs for m in ms): return msgs
+    return [json_text(ms, f'messages of trajectory {i}') for i, ms in enumerate(msgs)]
+
+# %% ../nbs/00_trajectory.ipynb #62d2a32b
+def to_dataset(trajs)->'datasets.Dataset':
+    "A `datasets.Dataset` of trajectories, one row each, that `from_dataset` reads back into equal ones (token ids are not kept)"
+    from datasets import Dataset
+    recs = [to_record(t) for t in as_trajectories(trajs)]
+    gt_name, gts = _gt_column([r['gt'] for r in recs])
+    cols = {'question': [r['question'] for r in recs], 'messages': _messages_column([r['messages'] for r in recs]), gt_name: gts,
+            'meta': [json_text(r['meta'], f'meta of trajectory {i}') for i, r in enumerate(recs)]}
+    if any('opening' in r for r in recs): cols['opening'] = [r.get('opening', '') for r in recs]
+    return Dataset.from_dict(cols)
+
+# %% ../nbs/00_trajectory.ipynb #166bcfbf
+_ROW_KEYS = {'question', 'messages', 'gt', 'gt_json', 'answer', 'meta', 'opening'}
+
+def _decoded(v, what:str, kind:type):
+    "A column value, read from JSON text when it is text, that must be a `kind`"
+    if isinstance(v, str): v = parse_json(v)
+    if not isinstance(v, kind): raise ValueError(f'"{what}" is a {type(v).__name__}, not a {kind.__name__}')
+    return v
+
+def from_row(row:dict)->Trajectory:
+    "A trajectory from a dataset row: `to_dataset`'s columns or any record `from_record` reads; other columns go to `meta`"
+    if not isinstance(row, dict): raise ValueError(f'row is a {type(row).__name__}, not a trajectory or a record')
+    rec = dict(row)
+    if 'messages' in rec: rec['messages'] = _decoded(rec['messages'], 'messages', list)
+    if 'gt_json' in rec: rec['gt'] = None if rec['gt_json'] is None else parse_json(rec['gt_json'])
+    meta = {} if rec.get('meta') is None else _decoded(rec['meta'], 'meta', dict)
+    rec['meta'] = {**{k: v for k, v in row.items() if k not in _ROW_KEYS}, **meta}
+    return from_record(rec)
+
+# %% ../nbs/00_trajectory.ipynb #96eb8190
+def _source(x)->str: return getattr(getattr(x, 'info', None), 'dataset_name', None) or type(x).__name__
+
+def as_loaded(x, # `Trajectory`s or records in a list, a loader's `Loaded`, or a `datasets.Dataset` (any iterable of rows)
+             )->Loaded:
+    "The trajectories of `x`, and a `LoadError` for each row that cannot be read (`index`: its position, from 0)"
+    if isinstance(x, Loaded):
+        inner = as_loaded(list(x.trajectories))
+        return Loaded(inner.trajectories, list(x.errors) + inner.errors)
+    if isinstance(x, (str, bytes, Path, dict, Trajectory)):
+        raise TypeError(f'expected trajectories, records or a Dataset, got a {type(x).__name__} (read files with `read_jsonl` or a `data` loader)')
+    src = _source(x)
+    return load_each(((src, i, r) for i, r in enumerate(x)), lambda r, _: r if isinstance(r, Trajectory) else from_row(r))
+
+def as_trajectories(x)->list:
+    "The trajectories of `x` (see `as_loaded`), or a ValueError naming the first row that cannot be read (`data.clean` reports each)"
+    loaded = as_loaded(x)
+    if e := loaded.errors: raise ValueError(f'{len(e)} of {len(e) + len(loaded.trajectories)} rows cannot be read as trajectories; the first: {e[0]}')
+    return loaded.trajectories
+
+def from_dataset(ds)->Loaded:
+    "The trajectories of a `datasets.Dataset` from `to_dataset` (or of other rows `from_row` reads), with a `LoadError` for each bad row"
+    return as_loaded(ds)
 
 # %% ../nbs/00_trajectory.ipynb #74e2a81c
 @dataclass
