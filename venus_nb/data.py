@@ -340,6 +340,7 @@ def _load_row(e:LoadError):
 # %% ../nbs/03_data.ipynb #e640e2d7
 class CleaningReport(pd.DataFrame):
     "One row per input trajectory: id, kept, step, reason, edits, turns_in, turns_out"
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs)  # DataFrame's own signature cannot be rendered in the docs
     @property
     def _constructor(self): return CleaningReport
     def funnel(self)->pd.Series:

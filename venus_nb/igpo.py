@@ -199,7 +199,7 @@ def ig_precision(model, cfg:IGPOConfig):
     return train_precision(model) if cfg.ig_dtype == 'train' else float32_weights(model)
 
 # %% ../nbs/09_igpo.ipynb #597fdfb4
-from .replay import Scored
+from .rewards import Scored
 
 @torch.no_grad()
 def score_rollouts(model, tok, trajs:list, cfg:IGPOConfig=IGPOConfig(), judge=None)->Scored:

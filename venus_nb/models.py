@@ -4,16 +4,17 @@
 
 # %% ../nbs/01_models.ipynb #fc366e36
 from __future__ import annotations
-import importlib, importlib.util, os, shutil, tempfile
+import importlib, importlib.util, os, re, shutil, tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'optional_import', 'has_module', 'package_dir',
-           'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend',
-           'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model']
+__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'optional_import', 'has_module', 'gpu_available',
+           'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir', 'materialise',
+           'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
+           'tiny_tokenizer', 'tiny_model']
 
 # %% ../nbs/01_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -28,6 +29,33 @@ def optional_import(name:str): # module name, e.g. 'unsloth' or 'vllm'
 def has_module(name:str)->bool:
     "Is `name` importable (without importing it)?"
     return importlib.util.find_spec(name) is not None
+
+# %% ../nbs/01_models.ipynb #3e34f6a6
+def gpu_available()->bool:
+    "Is a CUDA GPU usable here?"
+    import torch
+    return torch.cuda.is_available()
+
+def cell_flags(lines:list)->set:
+    "The nbdev flags (`#| gpu`, `#| verl`, ...) among the comment lines that open a cell"
+    flags = set()
+    for line in lines:
+        if not line.strip(): continue
+        if not line.lstrip().startswith('#'): break
+        if m := re.match(r'\s*#\s*\|\s*([\w-]+)\s*$', line): flags.add(m[1])
+    return flags
+
+def skip_flagged(flag:str, # an nbdev cell flag: 'gpu' for the cells marked `#| gpu`
+                 reason:str): # what each skipped cell prints, before ': skipped'
+    "From now on in this IPython kernel, cells flagged `#| flag` print one line instead of running (as `nbdev_test` skips them)"
+    try: from IPython import get_ipython
+    except ImportError: return None
+    shell = get_ipython()
+    if shell is None: return None  # plain Python: no cells to skip
+    def skip(lines): return [f'print({reason + ": skipped"!r})\n'] if flag in cell_flags(lines) else lines
+    skip.venus_flag = flag
+    shell.input_transformers_cleanup[:] = [t for t in shell.input_transformers_cleanup if getattr(t, 'venus_flag', None) != flag] + [skip]
+    return skip
 
 # %% ../nbs/01_models.ipynb #df3b1b51
 def package_dir(pkg:str, install:str|None=None)->Path:

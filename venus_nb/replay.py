@@ -5,7 +5,6 @@
 # %% ../nbs/10_replay.ipynb #76b4592c
 from __future__ import annotations
 import html, json, random
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -15,47 +14,14 @@ import ipywidgets as widgets
 import traitlets
 from fastcore.basics import patch
 from .trajectory import Trajectory, Turn, write_atomic
-from .rewards import RewardConfig, GTLogProbs, turn_rewards, ig_from_logprobs, exact_match
+from .rewards import RewardConfig, GTLogProbs, Scored
+_all_ = ['Scored']   # `Scored` lives in `rewards` (no plotly there); importable from here too
 
 # %% auto #0
-__all__ = ['KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE', 'SORTS', 'SELECTOR_JS', 'Scored', 'random_logprobs',
-           'pair_rollouts', 'rewards_table', 'rollout_rows', 'credit_links', 'replay_figure', 'redraw_advantages',
-           'highlight', 'clip', 'turn_html', 'header_html', 'group_summary', 'summary_html', 'GroupView', 'Replay',
-           'chart_width', 'replay_html', 'write_replay']
-
-# %% ../nbs/10_replay.ipynb #725dc56d
-@dataclass
-class Scored:
-    "The inputs of `turn_rewards`, kept together so a replay can recompute advantages under another `RewardConfig`"
-    trajs: list              # the rollouts (`Trajectory`)
-    groups: list             # group id per rollout: the G rollouts of one question share one
-    ig: list                 # per rollout, IG after each turn (None where not scored)
-    outcome: list            # per rollout, the judge score of the final answer
-    logp: list|None = None   # per rollout, mean log p(gt) after each turn (None where not scored)
-    cfg: RewardConfig = field(default_factory=RewardConfig)
-
-    def table(self, **changes)->pd.DataFrame:
-        "The `TurnRewards` table under `cfg` with `changes` applied, e.g. `credit='split'`"
-        return turn_rewards(self.trajs, self.groups, self.ig, self.outcome, replace(self.cfg, **changes), self.logp)
-
-    def _repr_markdown_(self):
-        turns = sum(len(t.turns) for t in self.trajs)
-        return (f'**Scored**: {len(self.trajs)} rollouts in {len(set(self.groups))} groups, {turns:,} turns, '
-                f'outcomes {[round(float(o), 3) for o in self.outcome][:16]}; credit `{self.cfg.credit}`, penalty `{self.cfg.penalty}`')
-
-# %% ../nbs/10_replay.ipynb #9df2149c
-def _exact(traj): return exact_match(traj.turns[-1].answer or '', traj.gt) if traj.turns and traj.gt else 0.0
-
-@patch(cls_method=True)
-def from_logprobs(cls:Scored, trajs:list, # the rollouts
-                   lps:list, # per rollout, a `GTLogProbs` (from `gt_logprobs`, or `random_logprobs` for a demo)
-                   outcome:list|None=None, # per rollout judge score; default: exact match of the final answer with `gt`
-                   groups:list|None=None, # group id per rollout; default: all in one group
-                   cfg:RewardConfig=RewardConfig())->Scored:
-    "Bundle trajectories and their log p(gt) into the inputs of `turn_rewards`"
-    outcome = [_exact(t) for t in trajs] if outcome is None else list(outcome)
-    groups = [0] * len(trajs) if groups is None else list(groups)
-    return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome, [lp.per_turn for lp in lps], cfg)
+__all__ = ['KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE', 'SORTS', 'SELECTOR_JS', 'random_logprobs', 'pair_rollouts',
+           'rewards_table', 'rollout_rows', 'credit_links', 'replay_figure', 'redraw_advantages', 'highlight', 'clip',
+           'turn_html', 'header_html', 'group_summary', 'summary_html', 'GroupView', 'Replay', 'chart_width',
+           'replay_html', 'write_replay', 'Scored']
 
 # %% ../nbs/10_replay.ipynb #f7a2de56
 def _is_scored(turn, last, cfg):

@@ -5,7 +5,8 @@
 # %% ../nbs/07_rewards.ipynb #8b5f1e2a
 from __future__ import annotations
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from fastcore.basics import patch
 import numpy as np
 
 # %% auto #0
@@ -14,7 +15,7 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES
            'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
            'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
            'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
-           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards']
+           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
 
 # %% ../nbs/07_rewards.ipynb #1bc84ef1
 @dataclass
@@ -501,3 +502,37 @@ def turn_rewards(trajs:list, groups:list, ig:list, outcome:list, cfg:RewardConfi
                              reward=d.slots[i].values[k] if k is not None else None, reward_norm=d.normed[i][k] if k is not None else None,
                              scale=d.scale, advantage=d.advantages[i][t]))
     return pd.DataFrame(rows)
+
+# %% ../nbs/07_rewards.ipynb #f25417c4
+@dataclass
+class Scored:
+    "The inputs of `turn_rewards`, kept together so a replay can recompute advantages under another `RewardConfig`"
+    trajs: list              # the rollouts (`Trajectory`)
+    groups: list             # group id per rollout: the G rollouts of one question share one
+    ig: list                 # per rollout, IG after each turn (None where not scored)
+    outcome: list            # per rollout, the judge score of the final answer
+    logp: list|None = None   # per rollout, mean log p(gt) after each turn (None where not scored)
+    cfg: RewardConfig = field(default_factory=RewardConfig)
+
+    def table(self, **changes)->pd.DataFrame:
+        "The `TurnRewards` table under `cfg` with `changes` applied, e.g. `credit='split'`"
+        return turn_rewards(self.trajs, self.groups, self.ig, self.outcome, replace(self.cfg, **changes), self.logp)
+
+    def _repr_markdown_(self):
+        turns = sum(len(t.turns) for t in self.trajs)
+        return (f'**Scored**: {len(self.trajs)} rollouts in {len(set(self.groups))} groups, {turns:,} turns, '
+                f'outcomes {[round(float(o), 3) for o in self.outcome][:16]}; credit `{self.cfg.credit}`, penalty `{self.cfg.penalty}`')
+
+# %% ../nbs/07_rewards.ipynb #c721aed6
+def _exact(traj): return exact_match(traj.turns[-1].answer or '', traj.gt) if traj.turns and traj.gt else 0.0
+
+@patch(cls_method=True)
+def from_logprobs(cls:Scored, trajs:list, # the rollouts
+                   lps:list, # per rollout, a `GTLogProbs` (from `gt_logprobs`, or `random_logprobs` for a demo)
+                   outcome:list|None=None, # per rollout judge score; default: exact match of the final answer with `gt`
+                   groups:list|None=None, # group id per rollout; default: all in one group
+                   cfg:RewardConfig=RewardConfig())->Scored:
+    "Bundle trajectories and their log p(gt) into the inputs of `turn_rewards`"
+    outcome = [_exact(t) for t in trajs] if outcome is None else list(outcome)
+    groups = [0] * len(trajs) if groups is None else list(groups)
+    return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome, [lp.per_turn for lp in lps], cfg)

@@ -518,6 +518,7 @@ class Cache:
 # %% ../nbs/05a_web.ipynb #34e60dcc
 class ReplayMiss(httpx.RequestError):
     "A replayed request that the cassette has no recording for"
+    def __init__(self, message:str, *, request:httpx.Request|None=None): super().__init__(message, request=request)
 
 def exchange_key(request:httpx.Request)->str:
     "What identifies a request in a cassette: method, scheme, Host, path and query, and a hash of the body"
