@@ -15,9 +15,10 @@ from .trajectory import end_of_turn
 from .rollout import RolloutConfig, Generated, cut_generation, stop_token_ids, _encode
 
 # %% auto #0
-__all__ = ['RETRY_STATUS', 'INEXACT', 'ServedError', 'ServedGenerated', 'completion_body', 'returned_ids', 'retokenised',
-           'generated_from', 'post_json', 'served_models', 'ServedModel', 'ServedEngine', 'openai_engine',
-           'scripted_server', 'free_port', 'vllm_serve_command', 'wait_healthy', 'vllm_server']
+__all__ = ['RETRY_STATUS', 'TOKENIZER_PROBE', 'INEXACT', 'ServedError', 'ServedGenerated', 'completion_body', 'returned_ids',
+           'retokenised', 'generated_from', 'post_json', 'served_models', 'tokenizer_agrees', 'ServedModel',
+           'ServedEngine', 'openai_engine', 'scripted_server', 'free_port', 'vllm_serve_command', 'wait_healthy',
+           'vllm_server']
 
 # %% ../nbs/16_served.ipynb #77be2ef3
 class ServedError(RuntimeError):
@@ -102,6 +103,16 @@ def served_models(client:httpx.Client)->dict:
     if r.is_error: raise ServedError(f'{_url(client, "models")} answered HTTP {r.status_code}: {_reason(r)}')
     return {m['id']: m.get('max_model_len') for m in r.json().get('data', [])}
 
+TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_call> {"name": "search"}'
+
+def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=TOKENIZER_PROBE)->bool|None:
+    "Whether the server's /tokenize (vLLM's) encodes `text` as `tok` does; None where the server has no /tokenize"
+    try: r = client.post(client.base_url.copy_with(path='/tokenize'), json=dict(model=model, prompt=text, add_special_tokens=False))
+    except httpx.TransportError: return None
+    try: ids = None if r.is_error else r.json().get('tokens')
+    except (ValueError, AttributeError): ids = None
+    return None if ids is None else ids == _encode(tok, text)
+
 # %% ../nbs/16_served.ipynb #5e7fd242
 @dataclass
 class ServedModel:
@@ -181,8 +192,10 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
                           headers={'Authorization': f'Bearer {key}'} if key else {})
     listed = served_models(client)
     if listed and model not in listed: raise ServedError(f'{client.base_url} does not serve {model!r}; it serves {sorted(listed)}')
-    served = ServedModel(model, max_model_len or listed.get(model))
-    return ServedEngine(client, served, _tokenizer(tokenizer, model), concurrency, retries, vllm_fields, extra_body)
+    served, tok = ServedModel(model, max_model_len or listed.get(model)), _tokenizer(tokenizer, model)
+    if tokenizer_agrees(client, model, tok) is False:
+        raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer {getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
+    return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body)
 
 # %% ../nbs/16_served.ipynb #f5b9a7dc
 def _vllm_cut(tok, ids:list, body:dict)->tuple:
@@ -209,7 +222,9 @@ def scripted_server(tok, script:list, # turn texts, replayed per rollout in orde
     eot, seen = tok.convert_tokens_to_ids(end_of_turn(tok)), []
     def handle(req:httpx.Request)->httpx.Response:
         if req.url.path.endswith('/models'): return httpx.Response(200, json=dict(data=[dict(id=model, max_model_len=max_model_len)]))
-        body = json.loads(req.content); seen.append(body)
+        body = json.loads(req.content)
+        if req.url.path == '/tokenize': return httpx.Response(200, json=dict(tokens=_encode(tok, body['prompt'])))
+        seen.append(body)
         k = tok.decode(body['prompt'], skip_special_tokens=False).count('<|im_start|>assistant') - 1
         ids = _encode(tok, script[min(k, len(script) - 1)]) + [eot]
         return httpx.Response(200, json=dict(choices=[_vllm_choice(tok, ids, body, token_ids)]))
