@@ -167,7 +167,7 @@ def test_rollout_has_the_scripted_engines_ids(smol_tok, world, qa):
     assert [t.tokens for t in served] == [t.tokens for t in scripted]
     assert [[x.kind for x in t.turns] for t in served] == [['search', 'answer']] * 4
     assert all(t.meta['cuts'] == [[0, '<tool_response>']] for t in served)   # the server stopped at the stop string
-    assert [r['seed'] for r in server.requests] == [0, 1, 2, 3, 10007, 10008, 10009, 10010]
+    assert sorted(r['seed'] for r in server.requests) == [0, 1, 2, 3, 10007, 10008, 10009, 10010]
     assert eng.retokenised == 0 and context_limit(eng) == 4096
 
 def test_text_only_server_warns_once(smol_tok, world, qa):
@@ -178,7 +178,8 @@ def test_text_only_server_warns_once(smol_tok, world, qa):
         warnings.simplefilter('always')
         a = rollout(eng, qa[:2], world, cfg())
         rollout(eng, qa[:1], world, cfg())
-    assert [str(w.message).split(':')[0] for w in caught] == ['scripted'] and 'approximate' in str(caught[0].message)
+    inexact = [str(w.message) for w in caught if 're-tokenised' in str(w.message)]
+    assert len(inexact) == 1 and inexact[0].startswith('scripted:') and 'approximate' in inexact[0]
     assert eng.retokenised == 12
     assert [t.tokens for t in a] == [t.tokens for t in rollout(ScriptedEngine(smol_tok, script), qa[:2], world, cfg())]
 
@@ -233,14 +234,14 @@ def test_real_server_greedy_equals_offline_vllm(served_url, qa, smol_tok, one_th
 @pytest.mark.slow
 def test_real_server_rollout_and_text_only(served_url, qa, world):
     eng = openai_engine(served_url, 'smollm2-135m')
-    trajs = rollout(eng, qa[:1], world, cfg(max_turns=2, max_new_tokens=48, min_answer_tokens=16))
+    trajs = rollout(eng, qa[:1], world, cfg(G=1, max_turns=2, max_new_tokens=32, min_answer_tokens=16))
     tok = eng.tok
     for t in trajs:
         assert tok.decode(t.tokens.ids) == tok.apply_chat_template(t.to_messages(), tokenize=False)
         for turn, (a, b) in zip(t.turns, t.tokens.assistant_spans): assert tok.decode(t.tokens.ids[a:b]) == turn.raw + '<|im_end|>'
     prompts = _prompts(tok, qa)
-    assert [g.ids for g in eng(prompts, [24] * 3, cfg(), seed=1)] != [g.ids for g in eng(prompts, [24] * 3, cfg(), seed=2)]  # seeds reach the server
+    assert [g.ids for g in eng(prompts, [16] * 3, cfg(), seed=1)] != [g.ids for g in eng(prompts, [16] * 3, cfg(), seed=2)]  # seeds reach the server
     text_only = openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1, extra_body={'return_token_ids': False})
-    with pytest.warns(UserWarning, match='re-tokenised'): out = one_by_one(text_only, prompts, 24, cfg(temperature=0))
-    exact = one_by_one(openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1), prompts, 24, cfg(temperature=0))
+    with pytest.warns(UserWarning, match='re-tokenised'): out = one_by_one(text_only, prompts, 16, cfg(temperature=0))
+    exact = one_by_one(openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1), prompts, 16, cfg(temperature=0))
     assert not any(g.exact for g in out) and [tok.decode(g.ids) for g in out] == [tok.decode(g.ids) for g in exact]

@@ -263,6 +263,13 @@ def wait_healthy(url:str, proc:subprocess.Popen, log:Path, timeout:float=300):
         time.sleep(1)
     raise ServedError(f'vllm serve did not answer /health within {timeout:.0f}s:\n{log.read_text()[-3000:]}')
 
+def _die_with_parent():
+    "On Linux the server gets SIGTERM when the process that started it dies, even when that one is killed"
+    try:
+        import ctypes
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError): pass
+
 def _stop(proc:subprocess.Popen):
     "Stop the server's process group: SIGTERM, then SIGKILL after 30 s"
     for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
@@ -282,6 +289,7 @@ def vllm_server(model:str='smollm2-135m', # embedded name, local folder or Hub n
     from venus_nb.models import resolve
     port, log = port or free_port(), Path(tempfile.mkstemp(prefix='vllm-serve-', suffix='.log')[1])
     cmd = vllm_serve_command(resolve(model), port, model, max_model_len, not torch.cuda.is_available(), args)
-    with open(log, 'w') as out: proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_serve_env(), start_new_session=True)
+    with open(log, 'w') as out: proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_serve_env(),
+                                                 start_new_session=True, preexec_fn=_die_with_parent)
     try: wait_healthy(f'http://127.0.0.1:{port}', proc, log, timeout); yield f'http://127.0.0.1:{port}/v1'
     finally: _stop(proc)
