@@ -4,16 +4,17 @@
 
 # %% ../nbs/01_models.ipynb #fc366e36
 from __future__ import annotations
-import importlib, importlib.util, os, shutil, tempfile
+import importlib, importlib.util, json, os, re, shutil, tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'optional_import', 'has_module', 'package_dir',
-           'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend',
-           'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model']
+__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
+           'package_dir', 'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve',
+           'pick_backend', 'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name',
+           'weights_source', 'save_base', 'model_card']
 
 # %% ../nbs/01_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -198,3 +199,60 @@ def tiny_model(arch:str='qwen3', # 'qwen3' or 'llama'
                                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **cfg_kw)
     torch.manual_seed(seed)
     return Policy(AutoModelForCausalLM.from_config(cfg).eval(), tok, f'tiny-{arch}', 'transformers')
+
+# %% ../nbs/01_models.ipynb #2f942e3a
+def hub_name(name:str)->bool:
+    "Does `name` read as a Hub repo id (`org/model` or `model`) rather than a local path?"
+    return bool(re.fullmatch(r'[A-Za-z0-9][\w.-]*(/[\w.-]+)?', name)) and not Path(name).exists()
+
+def weights_source(model)->str|None:
+    "Where `model`'s weights load from as they are: a Hub name or a local folder; None for a random model or one in venus_nb's cache"
+    name = str(getattr(getattr(model, 'config', None), '_name_or_path', '') or '')
+    if not name: return None
+    if Path(name).is_dir():
+        folder = Path(name).resolve()
+        return None if folder.is_relative_to(cache_dir().resolve()) else str(folder)
+    return name if hub_name(name) else None
+
+def save_base(model, # a PEFT model
+              folder, tokenizer=None)->Path:
+    "The weights under `model`'s LoRA adapter as a plain model folder, made once (written beside it, then renamed into place)"
+    folder = Path(folder)
+    if (folder/'config.json').exists(): return folder
+    base = model.get_base_model()
+    weights = {k.replace('.base_layer.', '.'): v for k, v in base.state_dict().items() if 'lora_' not in k}
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f'.{folder.name}-'))
+    base.save_pretrained(tmp, state_dict=weights)
+    if tokenizer is not None: tokenizer.save_pretrained(tmp)
+    try: tmp.rename(folder)
+    except OSError: shutil.rmtree(tmp)  # another process saved it first
+    return folder
+
+# %% ../nbs/01_models.ipynb #d9899972
+METHODS = {'SFT': 'agentic SFT: assistant-only loss on cleaned, resampled trajectories (method §3)',
+           'IGPO': 'IGPO: turn-level information-gain rewards with a clipped token-level policy loss (method §1, §2)',
+           'GRPO': 'GRPO: the group-relative outcome reward alone (the IGPO comparison, method §7)'}
+
+def _how_to_load(adapter:bool, dtype:str)->str:
+    if adapter: return (f"from peft import AutoPeftModelForCausalLM\nmodel = AutoPeftModelForCausalLM.from_pretrained('path/to/this/folder', "
+                        f"dtype=torch.{dtype})\n# moved away from its base? PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder)")
+    return f"from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('path/to/this/folder', dtype=torch.{dtype})"
+
+def model_card(method:str, # 'SFT', 'IGPO' or 'GRPO'
+               base:str, # what the weights start from: the adapter's base, or where a full fine-tune began
+               data:str, # the training data, in a line
+               config:dict, # the run's settings
+               adapter:bool=True, # a LoRA adapter (else every weight)
+               dtype:str='float32', # the dtype the weights were trained in
+               step:int|None=None)->str:
+    "A model card (README.md): YAML metadata, then method, base, data, how to load, and the settings"
+    meta = dict(library_name='peft' if adapter else 'transformers', pipeline_tag='text-generation',
+                tags=['venus_nb', method.lower(), 'deep-research'] + (['lora'] if adapter else []))
+    if hub_name(base): meta = dict(base_model=base, **meta)
+    import yaml
+    return (f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# {method} policy trained with venus_nb\n\n"
+            f"- **Method**: {METHODS.get(method, method)}\n- **Base**: `{base}`\n- **Training data**: {data or 'not recorded'}\n"
+            f"- **Weights**: {'a LoRA adapter on the base' if adapter else 'every weight'}, {dtype}"
+            f"{f', after step {step}' if step is not None else ''}\n\n## Loading\n\n```python\nimport torch\n{_how_to_load(adapter, dtype)}\n```\n\n"
+            f"## Settings\n\n```json\n{json.dumps(config, indent=1, default=str)}\n```\n")
