@@ -103,3 +103,25 @@ def test_igpo_run_final_and_checkpoints_reload(tmp_path, lora_r):
     assert AutoTokenizer.from_pretrained(str(out/'final')).chat_template == res.policy.tokenizer.chat_template
     card = (out/'final'/'README.md').read_text()
     assert ('lora' in card.split('---')[1]) == bool(lora_r) and '24 questions' in card and 'after step 1' in card
+
+def test_load_policy_takes_an_adapter_folder_as_a_peft_model_even_moved(sft_run, tmp_path):
+    res, want = sft_run
+    pol = load_policy(str(res.output_dir), 'transformers', dtype='float32')
+    assert isinstance(pol.model, PeftModel) and torch.equal(_logits(pol.model), want)
+    moved = Path(shutil.copytree(res.output_dir, tmp_path/'moved'))
+    for f in (moved, moved/'checkpoint-2'):                            # as if the original folder were gone
+        cfg = json.loads((f/'adapter_config.json').read_text()); cfg['base_model_name_or_path'] = str(tmp_path/'gone'/'base')
+        (f/'adapter_config.json').write_text(json.dumps(cfg))
+        assert torch.equal(_logits(load_policy(str(f), 'transformers', dtype='float32').model), want), f
+    # and stage 2 merges it: the RL adapter's base holds the SFT weights
+    cfg = IGPOConfig(output_dir=str(tmp_path/'rl'), seed=0)
+    rl = rl_policy(pol, cfg)
+    assert torch.allclose(_logits(rl.model), want, atol=1e-5)          # a fresh adapter on the merged weights
+    final = save_final(rl, cfg)
+    assert _adapter_base(final) == str((tmp_path/'rl'/'base').resolve())
+    assert torch.equal(_logits(_peft(final)), _logits(rl.model))
+
+def test_an_adapter_loaded_by_transformers_is_refused_by_stage_two(sft_run):
+    res, _ = sft_run
+    m = AutoModelForCausalLM.from_pretrained(str(res.output_dir), dtype=torch.float32)   # transformers' own PEFT loading
+    with pytest.raises(ValueError, match='load_policy'): rl_policy(replace(res.policy, model=m), IGPOConfig())

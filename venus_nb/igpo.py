@@ -311,6 +311,9 @@ def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
     from peft import PeftModel
     from venus_nb.models import weights_source
     policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
+    if getattr(policy.model, '_hf_peft_config_loaded', False):
+        raise ValueError('this policy carries an adapter loaded by transformers, which stage 2 cannot merge: load the folder with '
+                         '`load_policy` (a PeftModel) or merge the adapter first')
     merged = isinstance(policy.model, PeftModel)
     model = policy.model.merge_and_unload() if merged else policy.model
     source = None if merged else weights_source(model)   # a merged SFT adapter is new weights: saved with the first checkpoint

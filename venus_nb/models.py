@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
            'package_dir', 'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve',
            'pick_backend', 'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name',
-           'weights_source', 'save_base', 'model_card']
+           'weights_source', 'base_of', 'save_base', 'model_card']
 
 # %% ../nbs/01_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -122,10 +122,16 @@ def pick_backend(backend:str='auto')->str:
 
 # %% ../nbs/01_models.ipynb #a14364fd
 def _load_transformers(path, dtype, device):
+    "A model folder, or an adapter folder as a `PeftModel` on its base (so stage 2 merges it)"
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype) if dtype else 'auto')
-    return model.to(device) if device else model, AutoTokenizer.from_pretrained(path)
+    adapter = (Path(path)/'adapter_config.json').exists()
+    model = AutoModelForCausalLM.from_pretrained(base_of(path) if adapter else path, dtype=getattr(torch, dtype) if dtype else 'auto')
+    if adapter:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, path)
+    has_tok = (Path(path)/'tokenizer_config.json').exists() or not adapter
+    return model.to(device) if device else model, AutoTokenizer.from_pretrained(path if has_tok else base_of(path))
 
 def _load_unsloth(path, dtype, max_seq_length=8192, load_in_4bit=False):
     import torch
@@ -213,6 +219,16 @@ def weights_source(model)->str|None:
         folder = Path(name).resolve()
         return None if folder.is_relative_to(cache_dir().resolve()) else str(folder)
     return name if hub_name(name) else None
+
+def base_of(adapter_dir)->str:
+    "The base an adapter folder applies to: the one it names, or, for a run folder moved since, the `base/` beside it"
+    named = json.loads((Path(adapter_dir)/'adapter_config.json').read_text()).get('base_model_name_or_path') or ''
+    if named and (Path(named).is_dir() or hub_name(named)): return named
+    here = Path(adapter_dir).resolve()   # SFT: out/base; IGPO: run/final -> run/base, run/checkpoint-N/adapter -> run/base
+    near = [p/'base' for p in [here, *list(here.parents)[:2]] if (p/'base'/'config.json').exists()]
+    if near: return str(near[0])
+    raise FileNotFoundError(f'{adapter_dir} names the base {named!r}, which is not here: load it with '
+                            'PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter_dir)')
 
 def save_base(model, # a PEFT model
               folder, tokenizer=None)->Path:

@@ -219,10 +219,10 @@ from .models import weights_source, save_base, model_card
 
 def _is_adapter(model)->bool: return hasattr(model, 'peft_config')
 
-def adapter_base(model, output_dir)->str|None:
+def adapter_base(model, output_dir, tokenizer=None)->str|None:
     "Name the base of an SFT adapter: the weights' Hub name or folder, else the base saved once to output_dir/base (None: a full fine-tune)"
     if not _is_adapter(model): return None
-    base = weights_source(model.get_base_model()) or str(save_base(model, Path(output_dir)/'base').resolve())
+    base = weights_source(model.get_base_model()) or str(save_base(model, Path(output_dir)/'base', tokenizer).resolve())
     for c in model.peft_config.values(): c.base_model_name_or_path = base
     return base
 
@@ -363,7 +363,7 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
     trainer = (_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log)
-    log.card = sft_card(policy, cfg, data, adapter_base(trainer.model, cfg.output_dir))
+    log.card = sft_card(policy, cfg, data, adapter_base(trainer.model, cfg.output_dir, policy.tokenizer))
     follow_tensorboard(trainer, cfg, resume)
     cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
     run = trainer.train(resume_from_checkpoint=resume)
