@@ -307,7 +307,7 @@ def _full(model, dtype, cfg):
     return model
 
 def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
-    "The policy stage 2 trains: a fresh LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first."
+    "The policy stage 2 trains: a fresh LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
     from peft import PeftModel
     from venus_nb.models import weights_source
     policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
