@@ -200,14 +200,16 @@ def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start
 
 # %% ../nbs/15_experiment.ipynb #3fc4a9a1
 def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfig':
-    "The `IGPOConfig` of one run: the arm of `ablation_grid`, the experiment's budget and overrides, its own folder"
+    "The `IGPOConfig` of one run: the arm of `ablation_grid`, the experiment's budget and overrides, its own folder and TensorBoard run"
     from venus_nb.igpo import IGPOConfig, ablation_grid
-    base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step, save_steps=cfg.steps,
+    base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step, save_steps=cfg.steps, report_to=('tensorboard',),
                               rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
     grid = ablation_grid(base)
     if arm not in grid: raise ValueError(f'unknown arm {arm!r}; the arms are {list(grid)}')
     slug = ''.join(ch if ch.isalnum() else '-' for ch in arm).strip('-').lower()
-    return replace(grid[arm], seed=seed, output_dir=str(Path(cfg.output_dir)/'runs'/slug/f'seed{seed}'))
+    out = Path(cfg.output_dir)   # one TensorBoard run per arm and seed, side by side; one saved base for every run (they share a start)
+    return replace(grid[arm], seed=seed, output_dir=str(out/'runs'/slug/f'seed{seed}'), logging_dir=str(out/'tb'),
+                   run_name=f"{'-'.join(filter(None, slug.split('-')))}-seed{seed}", base_dir=str(out/'base'))
 
 def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int)->tuple[pd.DataFrame, pd.DataFrame]:
     "Train one arm for one seed from the start; its per-step metrics and its held-out rows"

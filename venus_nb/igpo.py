@@ -29,11 +29,14 @@ __all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOC
            'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights', 'ig_precision',
            'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy',
            'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
-           'load_checkpoint', 'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step',
-           'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'UnslothEngine',
+           'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'sync_engine',
+           'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult',
+           'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'UnslothEngine',
            'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes']
 
 # %% ../nbs/09_igpo.ipynb #4ae88f52
+from .sft import trackers, need_tensorboard
+
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
 LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
 
@@ -64,6 +67,10 @@ class IGPOConfig:
     output_dir: str = 'out/igpo'
     save_steps: int = 10
     seed: int = 0
+    report_to: tuple = ()                        # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
+    run_name: str|None = None                    # the TensorBoard run; None: '<estimator>-seed<seed>'
+    logging_dir: str|None = None                 # the folder of TensorBoard runs; None: output_dir/runs
+    base_dir: str|None = None                    # where the weights under the adapter are saved when nothing else loads them; None: output_dir/base
 
     def __post_init__(self):
         if isinstance(self.rollout, dict): self.rollout = RolloutConfig(**self.rollout)
@@ -74,6 +81,7 @@ class IGPOConfig:
         if self.lora_r is not None and self.lora_r < 1: raise ValueError('lora_r must be >= 1, or None for full fine-tuning')
         if self.ig_dtype not in ('float32', 'train'): raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
         judge_fn(self.judge)   # 'em', 'f1' or a callable judge, else a ValueError or TypeError that says which
+        self.report_to = trackers(self.report_to)
 
 def learning_rate(cfg:IGPOConfig)->float:
     "`cfg.lr`, or the default of its mode: FULL_LR for full fine-tuning, LORA_LR for LoRA"
@@ -301,11 +309,18 @@ def _full(model, dtype, cfg):
 def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
     "The policy stage 2 trains: a fresh LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
     from peft import PeftModel
+    from venus_nb.models import weights_source
     policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
-    model = policy.model.merge_and_unload() if isinstance(policy.model, PeftModel) else policy.model
+    if getattr(policy.model, '_hf_peft_config_loaded', False):
+        raise ValueError('this policy carries an adapter loaded by transformers, which stage 2 cannot merge: load the folder with '
+                         '`load_policy` (a PeftModel) or merge the adapter first')
+    merged = isinstance(policy.model, PeftModel)
+    model = policy.model.merge_and_unload() if merged else policy.model
+    source = None if merged else weights_source(model)   # a merged SFT adapter is new weights: saved with the first checkpoint
     dtype = _train_dtype(model, cfg)
     model = _full(model, dtype, cfg) if cfg.lora_r is None else _with_lora(model, dtype, cfg)
-    model.venus_rl = True
+    model.venus_rl, model.venus_base = True, source
+    model.venus_start = policy.name + (' with its SFT adapter merged' if merged else '')
     return Policy(model, policy.tokenizer, policy.name, policy.backend)
 
 def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
@@ -314,12 +329,13 @@ def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
 
 # %% ../nbs/09_igpo.ipynb #6ed276d7
 def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:random.Random,
-                    changes:list|None=None # config changes applied on resume so far (`resume_changes`)
+                    changes:list|None=None, # config changes applied on resume so far (`resume_changes`)
+                    data:str='' # the training data in a line, for the model card
                    )->Path:
-    "Write `checkpoint-{step}`: the adapter (LoRA) or every weight (full fine-tuning), optimiser, config, then state.json"
+    "Write `checkpoint-{step}`: the adapter (LoRA) or every weight (full fine-tuning) with a model card, optimiser, config, then state.json"
     d = Path(cfg.output_dir)/f'checkpoint-{step}'
     d.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(d/('adapter' if _is_lora(model) else 'model'))
+    save_weights(model, cfg, d/('adapter' if _is_lora(model) else 'model'), data, step)
     with atomic_open(d/'optimizer.pt', 'wb') as f: torch.save(opt.state_dict(), f)
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
@@ -383,6 +399,38 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     s = read_state(d)
     return s['step'], s['metrics'], _rng_from(s['rng'])
 
+# %% ../nbs/09_igpo.ipynb #b8708e8c
+from .models import weights_source, save_base, model_card
+
+def adapter_base(model, cfg:IGPOConfig, tokenizer=None)->str:
+    "Name the base of the RL adapter: the starting weights' Hub name or folder, else the weights under it saved once to `base_dir`"
+    base = getattr(model, 'venus_base', None) or str(save_base(model, Path(cfg.base_dir or Path(cfg.output_dir)/'base'), tokenizer).resolve())
+    for c in model.peft_config.values(): c.base_model_name_or_path = base
+    return base
+
+def rl_card(model, cfg:IGPOConfig, data:str='', step:int|None=None)->str:
+    "The model card of an RL save: the method of its estimator, its base, data and settings"
+    lora = _is_lora(model)
+    base = adapter_base(model, cfg) if lora else f"{getattr(model, 'venus_start', 'the starting policy')} (every weight trained)"
+    dtype = str((model.get_base_model() if lora else model).dtype).removeprefix('torch.')
+    return model_card(cfg.rewards.estimator.upper(), base, data, config_json(cfg), lora, dtype, step)
+
+def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
+    "The adapter (naming its base) or every weight, the tokenizer when given, and a model card"
+    if _is_lora(model): adapter_base(model, cfg, tokenizer)
+    model.save_pretrained(folder)
+    if tokenizer is not None: tokenizer.save_pretrained(folder)
+    write_atomic(Path(folder)/'README.md', rl_card(model, cfg, data, step))
+
+def save_final(policy:Policy, cfg:IGPOConfig, data:str='', step:int|None=None)->Path:
+    "`output_dir/final`: the trained weights, the tokenizer with its chat template and a model card, replaced whole"
+    import shutil, tempfile
+    out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix='.final-'))
+    save_weights(policy.model, cfg, tmp, data, step, policy.tokenizer)
+    if (out/'final').exists(): shutil.rmtree(out/'final')
+    return tmp.rename(out/'final')
+
 # %% ../nbs/09_igpo.ipynb #f8948c87
 def _engine_follows(engine, model)->str|None:
     "How an engine takes new weights: 'lora' (the adapter), 'reload' (the merged weights), None (it generates with the policy)"
@@ -434,6 +482,36 @@ def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig,
                rollout_s=t1 - t0, score_s=t2 - t1, update_s=time.time() - t2)
     return row, scored
 
+# %% ../nbs/09_igpo.ipynb #a4d0fd52
+def run_dir(cfg:IGPOConfig)->Path:
+    "The TensorBoard folder of a run: `logging_dir/run_name`, by default output_dir/runs/<estimator>-seed<seed>"
+    return Path(cfg.logging_dir or Path(cfg.output_dir)/'runs')/(cfg.run_name or f'{cfg.rewards.estimator}-seed{cfg.seed}')
+
+def scalars(row:dict)->dict:
+    "A step row's numbers as TensorBoard tags (`train/<name>`), the step itself left out"
+    return {f'train/{k}': float(v) for k, v in row.items()
+            if k != 'step' and isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))}
+
+def _tensorboard(cfg:IGPOConfig, step:int):
+    need_tensorboard()
+    from torch.utils.tensorboard import SummaryWriter
+    writer = SummaryWriter(str(run_dir(cfg)), purge_step=step + 1 if step else None)   # resumed: hide the killed run's later steps
+    writer.add_text('config', f"```json\n{json.dumps(config_json(cfg), indent=1)}\n```", step)
+    return writer
+
+@contextmanager
+def tracking(cfg:IGPOConfig, step:int=0 # steps already done (a resumed run)
+            ):
+    "A function that logs a step's metrics row to the trackers `cfg.report_to` names (none: it does nothing); closed on exit"
+    writer = _tensorboard(cfg, step) if 'tensorboard' in cfg.report_to else None
+    def track(row:dict):
+        if writer is None: return
+        for k, v in scalars(row).items(): writer.add_scalar(k, v, row['step'])
+        writer.flush()
+    try: yield track
+    finally:
+        if writer is not None: writer.close()
+
 # %% ../nbs/09_igpo.ipynb #44e5db36
 @dataclass
 class IGPOResult:
@@ -470,7 +548,8 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
     return fig.update_layout(height=260, margin=dict(t=40, b=30, l=30, r=10))
 
 # %% ../nbs/09_igpo.ipynb #9c04d8bd
-IGPO_FREE = ('steps', 'save_steps', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size')
+IGPO_FREE = ('steps', 'save_steps', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size',
+             'report_to', 'run_name', 'logging_dir', 'base_dir')
 IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')   # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
 
 def _settings(d:dict)->dict:
@@ -518,16 +597,20 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
         )->IGPOResult:
     "Stage-2 IGPO (or GRPO with `cfg.rewards.estimator='grpo'`) with checkpoints and resume"
     cfg = cfg or IGPOConfig()
+    if 'tensorboard' in cfg.report_to: need_tensorboard()   # before anything loads
     pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
     _engine_follows(engine, pol.model)   # an engine that cannot follow the policy stops here, before any step
     if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
-    cfg.save(out/'igpo_config.json')
-    for step in range(step, cfg.steps):
-        row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
-        rows.append(row); sync_engine(engine, pol.model, out/'adapter-latest')
-        if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes)
-        if live is not False: handle = _live(rows, handle)
+    cfg.save(out/'igpo_config.json'); data = f'{len(questions)} questions; tools: {type(tools).__name__}'
+    if _is_lora(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
+    with tracking(cfg, step) as track:
+        for step in range(step, cfg.steps):
+            row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
+            rows.append(row); sync_engine(engine, pol.model, out/'adapter-latest'); track(row)
+            if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
+            if live is not False: handle = _live(rows, handle)
+    save_final(pol, cfg, data, len(rows))
     return IGPOResult(pol, pd.DataFrame(rows), last, out, str(ckpt) if ckpt else None, changes)
 
 # %% ../nbs/09_igpo.ipynb #be565a55

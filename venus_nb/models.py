@@ -4,17 +4,17 @@
 
 # %% ../nbs/01_models.ipynb #fc366e36
 from __future__ import annotations
-import importlib, importlib.util, os, re, shutil, tempfile
+import importlib, importlib.util, json, os, re, shutil, tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'optional_import', 'has_module', 'gpu_available',
-           'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir', 'materialise',
+__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
+           'gpu_available', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir', 'materialise',
            'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
-           'tiny_tokenizer', 'tiny_model']
+           'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'model_card']
 
 # %% ../nbs/01_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -149,10 +149,16 @@ def pick_backend(backend:str='auto')->str:
 
 # %% ../nbs/01_models.ipynb #a14364fd
 def _load_transformers(path, dtype, device):
+    "A model folder, or an adapter folder as a `PeftModel` on its base (so stage 2 merges it)"
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype) if dtype else 'auto')
-    return model.to(device) if device else model, AutoTokenizer.from_pretrained(path)
+    adapter = (Path(path)/'adapter_config.json').exists()
+    model = AutoModelForCausalLM.from_pretrained(base_of(path) if adapter else path, dtype=getattr(torch, dtype) if dtype else 'auto')
+    if adapter:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, path)
+    has_tok = (Path(path)/'tokenizer_config.json').exists() or not adapter
+    return model.to(device) if device else model, AutoTokenizer.from_pretrained(path if has_tok else base_of(path))
 
 def _load_unsloth(path, dtype, max_seq_length=8192, load_in_4bit=False):
     import torch
@@ -226,3 +232,70 @@ def tiny_model(arch:str='qwen3', # 'qwen3' or 'llama'
                                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **cfg_kw)
     torch.manual_seed(seed)
     return Policy(AutoModelForCausalLM.from_config(cfg).eval(), tok, f'tiny-{arch}', 'transformers')
+
+# %% ../nbs/01_models.ipynb #2f942e3a
+def hub_name(name:str)->bool:
+    "Does `name` read as a Hub repo id (`org/model` or `model`) rather than a local path?"
+    return bool(re.fullmatch(r'[A-Za-z0-9][\w.-]*(/[\w.-]+)?', name)) and not Path(name).exists()
+
+def weights_source(model)->str|None:
+    "Where `model`'s weights load from as they are: a Hub name or a local folder; None for a random model or one in venus_nb's cache"
+    name = str(getattr(getattr(model, 'config', None), '_name_or_path', '') or '')
+    if not name: return None
+    if Path(name).is_dir():
+        folder = Path(name).resolve()
+        return None if folder.is_relative_to(cache_dir().resolve()) else str(folder)
+    return name if hub_name(name) else None
+
+def base_of(adapter_dir)->str:
+    "The base an adapter folder applies to: the one it names, or, for a run folder moved since, the `base/` beside it"
+    named = json.loads((Path(adapter_dir)/'adapter_config.json').read_text()).get('base_model_name_or_path') or ''
+    if named and (Path(named).is_dir() or hub_name(named)): return named
+    here = Path(adapter_dir).resolve()   # SFT: out/base; IGPO: run/final -> run/base, run/checkpoint-N/adapter -> run/base
+    near = [p/'base' for p in [here, *list(here.parents)[:2]] if (p/'base'/'config.json').exists()]
+    if near: return str(near[0])
+    raise FileNotFoundError(f'{adapter_dir} names the base {named!r}, which is not here: load it with '
+                            'PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter_dir)')
+
+def save_base(model, # a PEFT model
+              folder, tokenizer=None)->Path:
+    "The weights under `model`'s LoRA adapter as a plain model folder, made once (written beside it, then renamed into place)"
+    folder = Path(folder)
+    if (folder/'config.json').exists(): return folder
+    base = model.get_base_model()
+    weights = {k.replace('.base_layer.', '.'): v for k, v in base.state_dict().items() if 'lora_' not in k}
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f'.{folder.name}-'))
+    base.save_pretrained(tmp, state_dict=weights)
+    if tokenizer is not None: tokenizer.save_pretrained(tmp)
+    try: tmp.rename(folder)
+    except OSError: shutil.rmtree(tmp)  # another process saved it first
+    return folder
+
+# %% ../nbs/01_models.ipynb #d9899972
+METHODS = {'SFT': 'agentic SFT: assistant-only loss on cleaned, resampled trajectories (method §3)',
+           'IGPO': 'IGPO: turn-level information-gain rewards with a clipped token-level policy loss (method §1, §2)',
+           'GRPO': 'GRPO: the group-relative outcome reward alone (the IGPO comparison, method §7)'}
+
+def _how_to_load(adapter:bool, dtype:str)->str:
+    if adapter: return (f"from peft import AutoPeftModelForCausalLM\nmodel = AutoPeftModelForCausalLM.from_pretrained('path/to/this/folder', "
+                        f"dtype=torch.{dtype})\n# moved away from its base? PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder)")
+    return f"from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('path/to/this/folder', dtype=torch.{dtype})"
+
+def model_card(method:str, # 'SFT', 'IGPO' or 'GRPO'
+               base:str, # what the weights start from: the adapter's base, or where a full fine-tune began
+               data:str, # the training data, in a line
+               config:dict, # the run's settings
+               adapter:bool=True, # a LoRA adapter (else every weight)
+               dtype:str='float32', # the dtype the weights were trained in
+               step:int|None=None)->str:
+    "A model card (README.md): YAML metadata, then method, base, data, how to load, and the settings"
+    meta = dict(library_name='peft' if adapter else 'transformers', pipeline_tag='text-generation',
+                tags=['venus_nb', method.lower(), 'deep-research'] + (['lora'] if adapter else []))
+    if hub_name(base): meta = dict(base_model=base, **meta)
+    import yaml
+    return (f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# {method} policy trained with venus_nb\n\n"
+            f"- **Method**: {METHODS.get(method, method)}\n- **Base**: `{base}`\n- **Training data**: {data or 'not recorded'}\n"
+            f"- **Weights**: {'a LoRA adapter on the base' if adapter else 'every weight'}, {dtype}"
+            f"{f', after step {step}' if step is not None else ''}\n\n## Loading\n\n```python\nimport torch\n{_how_to_load(adapter, dtype)}\n```\n\n"
+            f"## Settings\n\n```json\n{json.dumps(config, indent=1, default=str)}\n```\n")

@@ -13,10 +13,27 @@ from .models import Policy, load_policy, optional_import, has_module
 from .trajectory import write_atomic, as_trajectories
 
 # %% auto #0
-__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'pad_collate',
-           'with_lora', 'unsloth_policy', 'SFTResult', 'checkpoint_folders', 'one_line', 'first_problem',
-           'newest_whole', 'check_torch_file', 'check_safetensors', 'file_checks', 'check_json',
-           'sft_checkpoint_problem', 'last_checkpoint', 'config_changes', 'describe_changes', 'sft']
+__all__ = ['TRACKERS', 'SFT_FREE', 'trackers', 'need_tensorboard', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data',
+           'show_mask', 'LossLog', 'pad_collate', 'with_lora', 'unsloth_policy', 'adapter_base', 'sft_card',
+           'follow_tensorboard', 'SFTResult', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole',
+           'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'sft_checkpoint_problem',
+           'last_checkpoint', 'config_changes', 'describe_changes', 'sft']
+
+# %% ../nbs/08_sft.ipynb #740b3a82
+TRACKERS = ('tensorboard',)   # the offline, local trackers the stages log to, named as TRL names them
+
+def trackers(report_to # a tracker name, a list of them, or 'none' / None / [] for none
+            )->tuple:
+    "`report_to` as a tuple of tracker names, checked"
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    names = tuple(dict.fromkeys(n for n in names if n != 'none'))
+    if bad := [n for n in names if n not in TRACKERS]:
+        raise ValueError(f"report_to: unknown tracker {bad[0]!r}; venus_nb logs offline to {list(TRACKERS)} ('none' for no tracker)")
+    return names
+
+def need_tensorboard():
+    "A clear ImportError when TensorBoard is not installed"
+    if not has_module('tensorboard'): raise ImportError("report_to=['tensorboard'] needs TensorBoard: pip install tensorboard")
 
 # %% ../nbs/08_sft.ipynb #b033827c
 @dataclass
@@ -49,6 +66,10 @@ class SFTConfig:
     dtype: str|None = None            # weights (transformers backend); None: float32 on CPU (bf16 weights lose small updates), else the checkpoint's
     bf16: bool|None = None            # bf16 autocast over the weights; None: where a GPU supports it (on a CPU with AMX it is fast too)
     packing: bool = False             # Unsloth/TRL backend only
+    report_to: tuple = ()             # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
+    run_name: str = 'sft'             # the TensorBoard run: output_dir/runs/<run_name>
+
+    def __post_init__(self): self.report_to = trackers(self.report_to)
 
     def save(self, path): return write_atomic(path, json.dumps(asdict(self), indent=1))   # whole or not at all
     @classmethod
@@ -112,7 +133,7 @@ def _args_dict(cfg:SFTConfig)->dict:
                 num_train_epochs=cfg.epochs, max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
                 gradient_accumulation_steps=cfg.grad_accum, adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1],
                 weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_steps,
-                save_total_limit=cfg.save_total_limit, logging_steps=cfg.logging_steps, seed=cfg.seed, report_to=[],
+                save_total_limit=cfg.save_total_limit, logging_steps=cfg.logging_steps, seed=cfg.seed, report_to=list(cfg.report_to), run_name=cfg.run_name,
                 optim='adamw_torch', use_cpu=not torch.cuda.is_available(), bf16=_autocast(cfg),
                 gradient_checkpointing=cfg.gradient_checkpointing, remove_unused_columns=False)
 
@@ -124,13 +145,15 @@ def _in_notebook():
     except NameError: return False
 
 class LossLog(TrainerCallback):
-    "Records logged losses; in a notebook, redraws a live loss curve"
+    "Records logged losses, and writes the config and model card into each checkpoint; in a notebook, redraws a live loss curve"
     def __init__(self, cfg:SFTConfig, live:bool|None=None): self.cfg, self.rows, self.live, self.handle = cfg, [], _in_notebook() if live is None else live, None
     def on_log(self, args, state, control, logs=None, **kw):
         if logs and 'loss' in logs: self.rows.append(dict(step=state.global_step, loss=logs['loss'], lr=logs.get('learning_rate')))
         if self.live and self.rows: self._draw()
     def on_save(self, args, state, control, **kw):
-        self.cfg.save(Path(args.output_dir)/f'checkpoint-{state.global_step}'/'venus_sft_config.json')
+        d = Path(args.output_dir)/f'checkpoint-{state.global_step}'
+        self.cfg.save(d/'venus_sft_config.json')
+        if getattr(self, 'card', None): write_atomic(d/'README.md', self.card(state.global_step))
     def _draw(self):
         import plotly.graph_objects as go
         from IPython.display import display
@@ -191,6 +214,33 @@ def _unsloth_trainer(policy, examples, cfg, log):
     from datasets import Dataset
     args = TRLConfig(**_args_dict(cfg), max_length=cfg.max_length, packing=cfg.packing, dataset_num_proc=1)
     return SFTTrainer(model=policy.model, args=args, train_dataset=Dataset.from_list(examples), processing_class=policy.tokenizer, callbacks=[log])
+
+# %% ../nbs/08_sft.ipynb #4f7b1066
+from .models import weights_source, save_base, model_card
+
+def _is_adapter(model)->bool: return hasattr(model, 'peft_config')
+
+def adapter_base(model, output_dir, tokenizer=None)->str|None:
+    "Name the base of an SFT adapter: the weights' Hub name or folder, else the base saved once to output_dir/base (None: a full fine-tune)"
+    if not _is_adapter(model): return None
+    base = weights_source(model.get_base_model()) or str(save_base(model, Path(output_dir)/'base', tokenizer).resolve())
+    for c in model.peft_config.values(): c.base_model_name_or_path = base
+    return base
+
+def sft_card(policy:Policy, cfg:SFTConfig, data:SFTData, base:str|None):
+    "step -> the model card of an SFT save"
+    trained = f"{len(data.examples)} examples from {len(data.report)} trajectories, {int(data.report.trained.sum()):,} trained tokens"
+    dtype = str(policy.model.dtype).removeprefix('torch.')
+    return lambda step=None: model_card('SFT', base or f'{policy.name} (every weight trained)', trained, asdict(cfg), base is not None, dtype, step)
+
+def follow_tensorboard(trainer, cfg:SFTConfig, resume:str|None):
+    "Point transformers' TensorBoard callback at output_dir/runs/<run_name>; a resumed run hides the killed run's later steps"
+    from transformers.integrations import TensorBoardCallback
+    for cb in trainer.callback_handler.callbacks:
+        if not isinstance(cb, TensorBoardCallback): continue
+        from torch.utils.tensorboard import SummaryWriter
+        cb.logging_dir = str(Path(cfg.output_dir)/'runs'/cfg.run_name)
+        cb.tb_writer = SummaryWriter(cb.logging_dir, purge_step=int(Path(resume).name.split('-')[-1]) + 1 if resume else None)
 
 # %% ../nbs/08_sft.ipynb #e9de91f4
 @dataclass
@@ -273,7 +323,7 @@ def last_checkpoint(output_dir)->str|None:
 
 # %% ../nbs/08_sft.ipynb #9114e248
 SFT_FREE = ('output_dir', 'save_steps', 'save_total_limit', 'logging_steps', 'max_steps', 'epochs', 'backend', 'model',
-            'gradient_checkpointing')   # settings that may change on resume
+            'gradient_checkpointing', 'report_to', 'run_name')   # settings that may change on resume
 
 def _flat(d:dict, prefix:str='')->dict:
     "Nested settings as one level, `outer.inner` keys"
@@ -309,12 +359,16 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)   # a Dataset too; an unreadable row fails here, before a model loads
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
+    if 'tensorboard' in cfg.report_to: need_tensorboard()
     backend = _backend(cfg, policy)
     policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
     trainer = (_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log)
+    log.card = sft_card(policy, cfg, data, adapter_base(trainer.model, cfg.output_dir, policy.tokenizer))
+    follow_tensorboard(trainer, cfg, resume)
     cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
     run = trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(cfg.output_dir); policy.tokenizer.save_pretrained(cfg.output_dir)
+    trainer.save_model(cfg.output_dir); policy.tokenizer.save_pretrained(cfg.output_dir); write_atomic(Path(cfg.output_dir)/'README.md', log.card())
+    if not _is_adapter(trainer.model): trainer.model.config._name_or_path = str(Path(cfg.output_dir).resolve())   # its weights now load from there
     trained = Policy(trainer.model, policy.tokenizer, policy.name, backend)
     return SFTResult(trained, pd.DataFrame(log.rows, columns=['step', 'loss', 'lr']), data, Path(cfg.output_dir), resume, run.metrics.get('train_runtime'))
