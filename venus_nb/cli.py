@@ -4,22 +4,59 @@
 
 # %% ../nbs/12_cli.ipynb #a892222c
 from __future__ import annotations
-import argparse, json, os, sys, time
-from dataclasses import replace
+import argparse, datetime, importlib, json, logging, os, re, sys, time, warnings
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, asdict, replace, is_dataclass, MISSING
 from pathlib import Path
+from typing import Callable
 from .trajectory import read_jsonl, write_jsonl, write_atomic, atomic_open, Loaded, Trajectory
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA', 'COMMANDS', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load',
-           'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start', 'step_rewards',
-           'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo', 'step_eval',
-           'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean', 'cmd_resample', 'pick',
-           'cmd_replay', 'parser', 'cmd_experiment', 'error_line', 'main']
+__all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table', 'plain', 'in_terminal',
+           'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load', 'error_rule',
+           'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
+           'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
+           'step_eval', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean', 'cmd_resample',
+           'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'nested_config', 'check_keys',
+           'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
+           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'run_eval',
+           'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'cmd_stage', 'quiet_libraries', 'error_line',
+           'main']
+
+# %% ../nbs/12_cli.ipynb #fcac21d9
+def _cells(line:str)->list: return [c.strip() for c in line.strip().strip('|').split('|')]
+
+def _is_rule(line:str)->bool: return bool(re.fullmatch(r'\|?(\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*', line.strip()))
+
+def text_table(lines:list)->list:
+    "Markdown table rows as aligned text columns (the `|---|` rule row dropped)"
+    rows = [_cells(l) for l in lines if not _is_rule(l)]
+    widths = [max(len(r[j]) if j < len(r) else 0 for r in rows) for j in range(max(map(len, rows)))]
+    return ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+def _plain_line(line:str)->str:
+    line = re.sub(r'^#{1,6}\s+', '', line)                  # headings: the text alone
+    line = re.sub(r'\*\*(.+?)\*\*|__(.+?)__', lambda m: m.group(1) or m.group(2), line)   # bold
+    return re.sub(r'`([^`]*)`', r'\1', line).rstrip()      # code spans; the two-space line breaks
+
+def plain(md:str)->str:
+    "Markdown as terminal text: no heading marks, emphasis or code spans; tables as aligned columns"
+    out, table = [], []
+    for line in md.split('\n'):
+        if line.lstrip().startswith('|'): table.append(line); continue
+        if table: out += text_table(table); table = []
+        out.append(_plain_line(line))
+    return '\n'.join(out + (text_table(table) if table else []))
 
 # %% ../nbs/12_cli.ipynb #3a9356e7
 DEFAULT_DATA = Path('data/sample/world/trajectories.jsonl')
 
-def _say(*args): print(*args, flush=True)
+def _say(*args): print(*(plain(str(a)) for a in args), flush=True)
+
+def in_terminal()->bool:
+    "Whether progress bars have a terminal to draw on (in a log file they would be noise)"
+    return sys.stderr.isatty()
 
 class CLIError(Exception):
     "A problem `venus-nb` reports as one line, `venus-nb: error: ...`"
@@ -57,17 +94,23 @@ def step_load(path:Path|None=None # trajectories JSONL; None: the committed samp
         raise CLIError(f'--data {path}: no such file (leave --data out to use the built-in sample)')
     if path is None and not DEFAULT_DATA.exists():
         loaded, path = Loaded(generate(SAMPLE).trajectories(), []), 'generate(SAMPLE)'
-    else: loaded = read_jsonl(readable(path or DEFAULT_DATA))
+    else: loaded, path = read_jsonl(readable(path or DEFAULT_DATA)), path or DEFAULT_DATA
     _say(f'## 1. Load  {path}: {len(loaded.trajectories)} trajectories, {len(loaded.errors)} unreadable records')
     for e in loaded.errors: _say(f'   - {e}')
     return loaded
 
 # %% ../nbs/12_cli.ipynb #da5ecaae
+def error_rule(reason:str)->str:
+    "The rule a format verdict names, without its particulars (the JSON parser's position, a count found)"
+    return re.sub(r'\d+', 'N', reason.split(': ', 1)[0])
+
+def rule_counts(trajs:list)->Counter:
+    "Format errors of the set counted by rule: `not valid JSON ... column 35` and `... column 34` are one rule"
+    return Counter(error_rule(r) for t in trajs for _, r in t.format_errors())
+
 def step_check(trajs:list):
     "Turn kinds and the DR-Venus format verdicts (method §2.2), summed over the set"
-    from collections import Counter
-    kinds = Counter(k for t in trajs for k in (x.kind for x in t.turns))
-    errs = Counter(r for t in trajs for _, r in t.format_errors())
+    kinds, errs = Counter(k for t in trajs for k in (x.kind for x in t.turns)), rule_counts(trajs)
     _say(f'## 2. Parse and format-check: {sum(kinds.values()):,} turns {dict(kinds)}')
     _say('   format errors: ' + (', '.join(f'{r} ×{n}' for r, n in errs.most_common(5)) or 'none'))
     return trajs
@@ -132,7 +175,7 @@ def step_rollouts(engine, warm, questions:list, corpus, out:Path):
     from venus_nb.warm_start import rollout_config, well_formed
     from venus_nb.rollout import rollout, rollout_table
     asked, t1 = {q['question'] for q in questions}, time.time()
-    trajs = [t for t in warm.rollouts() or [] if t.question in asked] or rollout(engine, questions, corpus, rollout_config(warm.config))
+    trajs = [t for t in warm.rollouts() or [] if t.question in asked] or rollout(engine, questions, corpus, replace(rollout_config(warm.config), progress=in_terminal()))
     _say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({time.time() - t1:.0f}s for {len(trajs)} '
          f'rollouts, {sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
          + _rollout_rows(trajs).to_string(index=False))
@@ -158,7 +201,7 @@ def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
     from venus_nb.warm_start import rollout_config
     # the frozen base in bf16 (the adapter trains in float32, IG is scored in float32): the update runs ~2x faster on CPU
     return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1, dtype='bfloat16',
-                      rollout=rollout_config(warm.config))
+                      rollout=replace(rollout_config(warm.config), progress=in_terminal()))
 
 def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
     "A few IGPO steps from the warm start; a vLLM engine follows the adapter after every step"
@@ -166,7 +209,7 @@ def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
     from venus_nb.rollout import HFEngine
     cfg = demo_igpo_config(warm, out, steps)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
-    res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
+    with step_bar(cfg): res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
     write_csv(res.metrics, out/'igpo_metrics.csv')
     cols = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
     _say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[cols].round(4).to_string(index=False))
@@ -180,7 +223,7 @@ def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that g
     from venus_nb.eval import evaluate_trajectories, evaluate
     from venus_nb.warm_start import rollout_config
     import pandas as pd
-    cfg = replace(rollout_config(warm.config), seed=1)
+    cfg = replace(rollout_config(warm.config), seed=1, progress=in_terminal())
     reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
     table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
     write_csv(table, out/'eval_pass_at_k.csv')
@@ -283,6 +326,264 @@ def cmd_replay(args):
     page = write_replay(out, traj, Scored.from_logprobs([traj], [gt_logprobs(pol.model, pol.tokenizer, traj)]))
     _say(f'wrote {page}')
 
+# %% ../nbs/12_cli.ipynb #e04b6a5f
+def yaml_value(text:str):
+    "A command-line value read as a YAML scalar: `8` an int, `0.5` a float, `true` a bool, `null` None, `[1, 4]` a list, else the text"
+    import yaml
+    try: return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError: return text
+
+def parse_sets(pairs:list|None)->dict:
+    "`--set key=value` pairs as settings; a dotted key reaches into a nested config: `rollout.G=4` is `{'rollout': {'G': 4}}`"
+    out = {}
+    for p in pairs or []:
+        key, eq, value = p.partition('=')
+        if not eq or not key.strip(): raise CLIError(f'--set {p}: expected key=value')
+        *path, last = key.strip().split('.')
+        d = out
+        for k in path: d = d.setdefault(k, {})
+        d[last] = yaml_value(value)
+    return out
+
+def merged(base:dict, over:dict)->dict:
+    "`base` with `over` on top; nested dicts are merged key by key"
+    out = dict(base)
+    for k, v in over.items(): out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+def read_settings(path)->dict:
+    "The settings in a YAML or JSON file (JSON is YAML too)"
+    import yaml
+    try: d = yaml.safe_load(readable(path).read_text())
+    except yaml.YAMLError as e: raise CLIError(f'{path}: neither YAML nor JSON ({" ".join(str(e).split())})') from None
+    if d is None: return {}
+    if not isinstance(d, dict): raise CLIError(f'{path}: expected `key: value` settings, found a {type(d).__name__}')
+    return d
+
+# %% ../nbs/12_cli.ipynb #a5a8907b
+def nested_config(f)->type|None:
+    "The config dataclass a field holds by default (`IGPOConfig.rollout` holds a `RolloutConfig`), if any"
+    default = f.default_factory() if f.default_factory is not MISSING else f.default
+    return type(default) if is_dataclass(default) else None
+
+def check_keys(d:dict, cls, extra=(), where:str=''):
+    "A CLIError naming every key of `d` that is neither a field of `cls` nor in `extra`, and the valid ones (nested configs too)"
+    valid = list(extra) + [f.name for f in fields(cls)]
+    if bad := [k for k in d if k not in valid]:
+        raise CLIError(f"unknown setting{'s' if len(bad) > 1 else ''} {', '.join(where + str(k) for k in bad)}; "
+                       f"valid{' in ' + where[:-1] if where else ''}: {', '.join(valid)}")
+    for f in fields(cls):
+        if isinstance(d.get(f.name), dict) and (sub := nested_config(f)): check_keys(d[f.name], sub, where=f'{where}{f.name}.')
+
+def typed(value, f):
+    "`value` as field `f` is annotated: a YAML list becomes a tuple, an int or a text like `1e-5` a float, a date a text"
+    t = str(f.type)
+    if value is None or isinstance(value, bool): return value
+    if t.startswith('tuple') and isinstance(value, list): return tuple(value)
+    if t.startswith('float') and isinstance(value, (int, str)):
+        try: return float(value)
+        except ValueError: raise CLIError(f'{f.name}: expected a number, got {value!r}') from None
+    if t.startswith('str') and isinstance(value, (int, float, datetime.date)): return str(value)
+    return value
+
+def build(cls, d:dict):
+    "A `cls` from checked settings, nested configs from their mappings; a value it refuses is one line naming it"
+    kw = {}
+    for f in fields(cls):
+        if f.name not in d: continue
+        sub = nested_config(f)
+        kw[f.name] = build(sub, d[f.name]) if sub and isinstance(d[f.name], dict) else typed(d[f.name], f)
+    try: return cls(**kw)
+    except (TypeError, ValueError) as e: raise CLIError(str(e) if str(e).startswith(cls.__name__) else f'{cls.__name__}: {e}') from None
+
+# %% ../nbs/12_cli.ipynb #0c03dcb3
+def settings_of(inputs:dict, cfg)->dict:
+    "What a run used, as plain data: its inputs, then every field of its config (IGPO's judge as its saved spec)"
+    if type(cfg).__name__ == 'IGPOConfig':
+        from venus_nb.igpo import config_json
+        d = config_json(cfg)
+    else: d = asdict(cfg)
+    return json.loads(json.dumps({**inputs, **d}, default=str))
+
+def save_settings(path, command:str, settings:dict)->Path:
+    "The settings of a run as YAML, with the line that runs it again"
+    import yaml
+    head = f'# the settings of a `venus-nb {command}` run; run it again with `venus-nb {command} --config {path}`\n'
+    return write_atomic(path, head + yaml.safe_dump(settings, sort_keys=False, allow_unicode=True))
+
+@dataclass
+class Stage:
+    "A command whose settings are a config dataclass's fields plus its own inputs"
+    config: str                       # the settings dataclass, as module.name (imported when a run needs it): its fields are keys of a --config file
+    inputs: dict                      # the command's other keys and their defaults (data, policy, questions, ...)
+    flags: dict                       # option -> (key, help): the inputs as options
+    run: Callable                     # (inputs, cfg) -> the files it wrote
+    help: str
+    required: tuple = ()              # keys that must be given
+    choices: dict = None              # key -> the values it takes
+    bars: dict = None                 # the config's progress-bar settings: on in a terminal, off in a log file
+
+    def defaults(self)->dict:
+        "The inputs' defaults, and progress bars where there is a terminal to draw them"
+        on = in_terminal()
+        return merged(dict(self.inputs), {k: {kk: on for kk in v} if isinstance(v, dict) else on for k, v in (self.bars or {}).items()})
+
+    def settings(self, config=None, given:dict|None=None, sets:list|None=None)->dict:
+        "The defaults, then the config file, then the options given, then the `--set` pairs"
+        d = merged(self.defaults(), read_settings(config) if config else {})
+        return merged(merged(d, {k: v for k, v in (given or {}).items() if v is not None}), parse_sets(sets))
+
+    @property
+    def cls(self)->type:
+        mod, _, name = self.config.rpartition('.')
+        return getattr(importlib.import_module(mod), name)
+
+    def resolve(self, d:dict)->tuple[dict, object]:
+        "(inputs, config) of checked settings"
+        check_keys(d, self.cls, self.inputs)
+        if missing := [k for k in self.required if d.get(k) is None]:
+            raise CLIError(f'no {missing[0]} given: pass --{missing[0].replace("_", "-")}, or set it in the --config file')
+        for k, ok in (self.choices or {}).items():
+            if d.get(k) not in ok: raise CLIError(f'{k}: expected one of {", ".join(map(str, ok))}, got {d.get(k)!r}')
+        return {k: d[k] for k in self.inputs}, build(self.cls, {k: v for k, v in d.items() if k not in self.inputs})
+
+def output_folder(inputs:dict, cfg)->Path: return writable_folder(inputs.get('output_dir') or cfg.output_dir)
+
+def run_stage(name:str, stage:Stage, d:dict)->list:
+    "Check the settings, save them with the outputs, run the stage and say what it wrote"
+    inputs, cfg = stage.resolve(d)
+    saved = save_settings(output_folder(inputs, cfg)/'config.yaml', name, settings_of(inputs, cfg))
+    files = [saved] + stage.run(inputs, cfg)
+    _say('\n'.join(f'wrote {f}' for f in files))
+    return files
+
+# %% ../nbs/12_cli.ipynb #318ab0d8
+def world_file(path, name:str)->Path:
+    "`path`, or the file `name` in it when it is a folder (a world from `venus-nb synth`)"
+    p = Path(path)
+    return p/name if p.is_dir() else p
+
+def read_questions(path, limit:int|None=None)->list:
+    "Question rows ({question, answer, id}) of a JSONL file or a world folder's qa.jsonl, the first `limit` of them"
+    from venus_nb.data import load_qa_jsonl
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise CLIError(f'limit: expected a positive whole number, got {limit!r}')
+    qa = load_qa_jsonl(readable(world_file(path, 'qa.jsonl')))
+    for e in qa.errors: _say(f'   unreadable: {e}')
+    if not qa.trajectories: raise CLIError(f'{path}: no readable question ({len(qa.errors)} unreadable rows)')
+    return qa.trajectories[:limit]
+
+def read_corpus(corpus, questions):
+    "The `LocalCorpus` of a corpus file or world folder; none given: the corpus.jsonl beside the questions"
+    from venus_nb.tools import load_corpus
+    path = world_file(corpus if corpus is not None else world_file(questions, 'qa.jsonl').parent, 'corpus.jsonl')
+    if corpus is None and not path.exists(): raise CLIError(f'no corpus given and no {path}: pass --corpus FILE')
+    return load_corpus(readable(path))
+
+def policy_engine(inputs:dict):
+    "The rollout engine of the policy: vLLM ('auto' when installed) or transformers"
+    from venus_nb.warm_start import engine_for_folder
+    return engine_for_folder(inputs['policy'], inputs['engine'], inputs['max_model_len'])
+
+def rollout_line(trajs:list, engine:str, seconds:float)->str:
+    "How many rollouts, how fast, how well formed, and how they ended"
+    from venus_nb.warm_start import well_formed
+    stops = Counter(t.meta.get('stop') for t in trajs)
+    return (f'{len(trajs)} rollouts on {engine} in {seconds:.0f}s: {sum(t.meta.get("gen_tokens", 0) for t in trajs):,} tokens generated, '
+            f'{well_formed(trajs):.0%} well-formed turns; ended by ' + ', '.join(f'{k} ×{n}' for k, n in stops.most_common()))
+
+# %% ../nbs/12_cli.ipynb #03040eb6
+def run_sft(inputs:dict, cfg)->list:
+    "Stage-1 SFT on a trajectory file"
+    from venus_nb.sft import sft
+    from transformers import set_seed
+    trajs = _load(inputs['data'], 'dr-venus').trajectories
+    set_seed(cfg.seed)   # the LoRA adapter is drawn before the trainer seeds itself: seeded here, a saved config gives the same weights
+    res = sft(trajs, cfg, live=False)
+    _say(res._repr_markdown_() + f' ({len(res.data.examples)} examples)')
+    return [res.output_dir]
+
+def run_rollout(inputs:dict, cfg)->list:
+    "G rollouts per question of a policy with the corpus as its tools"
+    from venus_nb.rollout import rollout
+    questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
+    engine, t = policy_engine(inputs), time.time()
+    trajs = rollout(engine, questions, corpus, cfg)
+    _say(rollout_line(trajs, engine.name, time.time() - t))
+    return [write_jsonl(trajs, output_folder(inputs, cfg)/'trajectories.jsonl')]
+
+def run_eval(inputs:dict, cfg)->list:
+    "Pass@k of a policy on held-out questions: the rollouts, one score row per rollout, the Pass@k table"
+    from venus_nb.rollout import rollout
+    from venus_nb.eval import evaluate_trajectories
+    questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
+    from venus_nb.eval import KS
+    engine, t, ks = policy_engine(inputs), time.time(), inputs['ks'] or KS
+    trajs = rollout(engine, questions, corpus, cfg)
+    _say(rollout_line(trajs, engine.name, time.time() - t))
+    rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,), label=inputs['label'] or str(inputs['policy']))
+    _say(rep._repr_markdown_())
+    out = output_folder(inputs, cfg)
+    return [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'), write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
+
+# %% ../nbs/12_cli.ipynb #9cdf24a6
+@contextmanager
+def step_bar(cfg):
+    "A progress bar over IGPO steps in a terminal (the library's `igpo` shows a live figure in a notebook instead)"
+    from tqdm.auto import tqdm
+    from venus_nb import igpo as lib
+    ckpt = lib.last_igpo_checkpoint(cfg.output_dir)
+    bar, step = tqdm(total=cfg.steps, initial=lib.read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step', disable=None), lib.igpo_step
+    def counted(*args, **kw):
+        row, scored = step(*args, **kw)
+        bar.update(); bar.set_postfix(accuracy=f"{row['accuracy']:.2f}", loss=f"{row['loss']:+.4f}")
+        return row, scored
+    lib.igpo_step = counted
+    try: yield bar
+    finally: lib.igpo_step = step; bar.close()
+
+IGPO_COLUMNS = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
+
+def run_igpo(inputs:dict, cfg)->list:
+    "Stage-2 IGPO of a policy on training questions with the corpus as its tools"
+    from venus_nb.igpo import igpo
+    from venus_nb.rollout import HFEngine
+    questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
+    engine = None if inputs['engine'] == 'transformers' else policy_engine(inputs)
+    # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
+    with step_bar(cfg): res = igpo(inputs['policy'], questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
+    _say(res._repr_markdown_() + '\n' + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
+    return [write_csv(res.metrics, res.output_dir/'metrics.csv'), res.output_dir]
+
+# %% ../nbs/12_cli.ipynb #00574dd1
+_POLICY = ('--policy', ('policy', 'embedded name, local folder or Hub name of the policy (default: smollm2-135m)'))
+_ASKED = {'--questions': ('questions', 'JSONL of {question, answer} rows, or a world folder from `venus-nb synth` (its qa.jsonl)'),
+          '--corpus': ('corpus', "corpus JSONL the tools search, or a world folder (default: the questions' world)"),
+          '--limit': ('limit', 'only the first N questions (default: all)'),
+          '--engine': ('engine', "rollout engine: auto (vLLM when installed), vllm or transformers (default: auto)")}
+_ENGINE = dict(engine=('auto', 'vllm', 'transformers'))
+
+def _asking(out:str)->dict:
+    "The inputs of the commands that roll a policy out on questions"
+    return dict(policy='smollm2-135m', questions=None, corpus=None, limit=None, engine='auto', max_model_len=4096, output_dir=out)
+
+def stages()->dict:
+    "`sft`, `rollout`, `igpo` and `eval`: their settings dataclass, inputs, options and runner"
+    out = ('--out', ('output_dir', 'output folder (default: out/<command>)'))
+    return {
+        'sft': Stage('venus_nb.sft.SFTConfig', dict(data=None), dict([('--data', ('data', 'trajectories JSONL to train on (cleaned or resampled)')),
+                     ('--policy', ('model', 'embedded name, local folder or Hub name of the model to fine-tune (SFTConfig.model)')), out]),
+                     run_sft, 'stage-1 SFT of a model on trajectories (SFTConfig)', ('data',)),
+        'rollout': Stage('venus_nb.rollout.RolloutConfig', _asking('out/rollout'), dict([_POLICY, *_ASKED.items(), out]), run_rollout,
+                         'G rollouts per question of a policy over a local corpus, as trajectories (RolloutConfig)', ('questions',), _ENGINE,
+                         dict(progress=True)),
+        'igpo': Stage('venus_nb.igpo.IGPOConfig', {k: v for k, v in _asking(None).items() if k != 'output_dir'}, dict([_POLICY, *_ASKED.items(), out]), run_igpo,
+                      'stage-2 IGPO of a policy on training questions over a local corpus (IGPOConfig)', ('questions',), _ENGINE,
+                      dict(rollout=dict(progress=True))),
+        'eval': Stage('venus_nb.rollout.RolloutConfig', _asking('out/eval') | dict(ks=None, score='em', label=None), dict([_POLICY, *_ASKED.items(), out]), run_eval,
+                      'Pass@k of a policy on held-out questions (RolloutConfig for the samples: G per question)', ('questions',),
+                      _ENGINE | dict(score=('em', 'f1')), dict(progress=True))}
+
 # %% ../nbs/12_cli.ipynb #dd401be6
 def _add_demo(sub):
     d = sub.add_parser('demo', help='run every stage offline on the embedded default and write outputs')
@@ -294,31 +595,55 @@ def _add_demo(sub):
     w.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name (default: %(default)s)')
     w.add_argument('--force', action='store_true', help='make it anew even when it is cached')
 
+FORMATS = ['dr-venus', 'webdancer', 'react']
+
 def _add_stages(sub):
     s = sub.add_parser('synth', help='generate a research world: corpus, QA and expert trajectories')
-    s.add_argument('--n', type=int, default=1000); s.add_argument('--seed', type=int, default=0); s.add_argument('--out', type=Path, required=True)
+    s.add_argument('--n', type=int, default=1000, help='questions, one expert trajectory each (default: %(default)s)')
+    s.add_argument('--seed', type=int, default=0, help='seed of the world and its trajectories (default: %(default)s)')
+    s.add_argument('--out', type=Path, required=True, help='output folder: corpus.jsonl, qa.jsonl, trajectories.jsonl')
     c = sub.add_parser('clean', help='DR-Venus cleaning of a trajectory file, with a report')
-    c.add_argument('input', type=Path); c.add_argument('--out', type=Path, required=True, help='output folder')
-    c.add_argument('--format', choices=['dr-venus', 'webdancer', 'react'], default='dr-venus')
+    c.add_argument('input', type=Path, help='trajectory file to clean')
+    c.add_argument('--out', type=Path, required=True, help='output folder: cleaned.jsonl and clean_report.csv')
+    c.add_argument('--format', choices=FORMATS, default='dr-venus', help='the file\'s trajectory format (default: %(default)s)')
     c.add_argument('--judge', choices=['em', 'f1', 'none'], default='none', help='correctness filter (default: none)')
     r = sub.add_parser('resample', help='turn-aware resampling of a cleaned trajectory file')
-    r.add_argument('input', type=Path); r.add_argument('--out', type=Path, required=True, help='output JSONL'); r.add_argument('--seed', type=int, default=42)
+    r.add_argument('input', type=Path, help='cleaned trajectories JSONL')
+    r.add_argument('--out', type=Path, required=True, help='output JSONL of SFT rows')
+    r.add_argument('--seed', type=int, default=42, help='seed of the resampling (default: %(default)s)')
     p = sub.add_parser('replay', help='score a trajectory with a model and write a standalone replay page')
-    p.add_argument('input', type=Path); p.add_argument('--out', type=Path, default=Path('out/replay.html')); p.add_argument('--index', type=int, default=0)
-    p.add_argument('--format', choices=['dr-venus', 'webdancer', 'react'], default='dr-venus')
-    p.add_argument('--model', default='smollm2-135m'); p.add_argument('--max-chars', type=int, default=300, help='cut tool responses to fit a small window')
+    p.add_argument('input', type=Path, help='trajectory file')
+    p.add_argument('--out', type=Path, default=Path('out/replay.html'), help='the page to write (default: %(default)s)')
+    p.add_argument('--index', type=int, default=0, help='which trajectory of the file, from 0 (default: %(default)s)')
+    p.add_argument('--format', choices=FORMATS, default='dr-venus', help='the file\'s trajectory format (default: %(default)s)')
+    p.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name that scores it (default: %(default)s)')
+    p.add_argument('--max-chars', type=int, default=300, help='cut tool responses to fit a small window (default: %(default)s)')
     e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, held-out Pass@k with intervals, a report')
     e.add_argument('--config', type=Path, help='ExperimentConfig fields as JSON or YAML (default: the CPU preset)')
     e.add_argument('--out', type=Path, help="output folder (default: the config's output_dir, out/experiment)")
     e.add_argument('--signal-only', action='store_true', help='only the signal density of the warm start rollouts (no training)')
 
+def _add_training(sub):
+    "`sft`, `rollout`, `igpo`, `eval`: --config, --set and their inputs as options"
+    for name, st in stages().items():
+        s = sub.add_parser(name, help=st.help, description=f'{st.help}. Any other setting: --set KEY=VALUE.')
+        s.add_argument('--config', type=Path, help=f'settings as YAML or JSON: fields of {st.config.rpartition(".")[2]} and the inputs '
+                                                   f'below (a run\'s own out/{name}/config.yaml runs it again)')
+        s.add_argument('--set', action='append', metavar='KEY=VALUE', help='one setting over the config file, read as YAML '
+                       '(a dotted key for a nested one: rollout.G=4); repeat it for more')
+        for flag, (key, text) in st.flags.items():
+            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar='N' if key == 'limit' else 'DIR' if flag == '--out' else 'PATH', help=text)
+
 # %% ../nbs/12_cli.ipynb #7d639326
 def parser()->argparse.ArgumentParser:
     "The `venus-nb` argument parser, one subcommand per stage"
     p = argparse.ArgumentParser(prog='venus-nb', description='DR-Venus recipe kit: agentic SFT and IGPO for small deep-research agents')
+    from venus_nb import __version__
+    p.add_argument('--version', action='version', version=f'venus-nb {__version__}', help='show the version and exit')
     p.add_argument('--traceback', action='store_true', help='on an error, show the whole traceback (for a bug report)')
-    sub = p.add_subparsers(dest='cmd', required=True)
-    _add_demo(sub); _add_stages(sub)
+    p.add_argument('--verbose', action='store_true', help="show the libraries' own log lines, warnings and loading bars too")
+    sub = p.add_subparsers(dest='cmd', required=True, metavar='command')
+    _add_demo(sub); _add_stages(sub); _add_training(sub)
     return p
 
 def cmd_experiment(args):
@@ -334,8 +659,25 @@ def cmd_experiment(args):
          + res.summary.round(3).to_string(index=False) + f"\n   report: {res.output_dir/'report.html'}")
     return res
 
+def cmd_stage(args):
+    "Run `sft`, `rollout`, `igpo` or `eval` with the settings of --config, the options and --set"
+    st = stages()[args.cmd]
+    return run_stage(args.cmd, st, st.settings(args.config, {key: getattr(args, key) for key, _ in st.flags.values()}, args.set))
+
 COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'warm-start': lambda a: step_warm_start(a.model, a.force),
-            'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay, 'experiment': cmd_experiment}
+            'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay, 'experiment': cmd_experiment,
+            **{k: cmd_stage for k in ('sft', 'rollout', 'igpo', 'eval')}}
+
+NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'trl', 'unsloth', 'unsloth_zoo', 'accelerate',
+         'datasets', 'huggingface_hub', 'bm25s', 'numba', 'httpx', 'triton')
+QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR', TRANSFORMERS_VERBOSITY='error',
+                 HF_HUB_DISABLE_PROGRESS_BARS='1', TRANSFORMERS_NO_ADVISORY_WARNINGS='1')
+
+def quiet_libraries():
+    "The command's own lines only: the libraries' log lines below errors, their warnings and loading bars off (`--verbose` keeps them)"
+    for k, v in QUIET_ENV.items(): os.environ.setdefault(k, v)   # read when each library is first imported, below
+    for name in NOISY: logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
 
 def error_line(e:BaseException)->str:
     "What went wrong, on one line: a path and the system's reason, our own message, or the error's type and message"
@@ -347,7 +689,10 @@ def error_line(e:BaseException)->str:
 def main(argv:list|None=None):
     "Entry point of the `venus-nb` console script; an error is one line, `venus-nb: error: ...`, and exit status 1"
     p = parser(); args = p.parse_args(argv)
+    if not args.verbose: quiet_libraries()
     try: COMMANDS[args.cmd](args)
     except Exception as e:
         if args.traceback: raise
         p.exit(1, f'venus-nb: error: {error_line(e)}\n')
+
+if __name__ == '__main__' and sys.argv[0].endswith('cli.py'): main()   # `python -m venus_nb.cli`; not when a notebook runs this cell
