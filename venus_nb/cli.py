@@ -21,8 +21,8 @@ __all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'COMMANDS', 'NOISY', 'QUIE
            'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'nested_config', 'check_keys',
            'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
            'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'run_eval',
-           'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'cmd_stage', 'quiet_libraries', 'error_line',
-           'main']
+           'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
+           'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/12_cli.ipynb #fcac21d9
 def _cells(line:str)->list: return [c.strip() for c in line.strip().strip('|').split('|')]
@@ -659,10 +659,17 @@ def cmd_experiment(args):
          + res.summary.round(3).to_string(index=False) + f"\n   report: {res.output_dir/'report.html'}")
     return res
 
+def unsloth_first(command:str, d:dict):
+    "Unsloth patches transformers only when it is imported first (else it warns): `sft` imports it before anything else when it will train with it"
+    from venus_nb.models import has_module
+    if command == 'sft' and d.get('backend', 'auto') in ('auto', 'unsloth') and has_module('unsloth'): importlib.import_module('unsloth')
+
 def cmd_stage(args):
     "Run `sft`, `rollout`, `igpo` or `eval` with the settings of --config, the options and --set"
     st = stages()[args.cmd]
-    return run_stage(args.cmd, st, st.settings(args.config, {key: getattr(args, key) for key, _ in st.flags.values()}, args.set))
+    d = st.settings(args.config, {key: getattr(args, key) for key, _ in st.flags.values()}, args.set)
+    unsloth_first(args.cmd, d)
+    return run_stage(args.cmd, st, d)
 
 COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'warm-start': lambda a: step_warm_start(a.model, a.force),
             'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay, 'experiment': cmd_experiment,
