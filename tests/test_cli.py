@@ -93,6 +93,7 @@ def test_rollout_config_round_trip(tiny_world, capsys):
     assert a == b and 'seed: 3' in a
     assert not MARKDOWN.search(capsys.readouterr().out)
 
+@pytest.mark.slow
 def test_sft_config_round_trip(tiny_world, tmp_path):
     "SFT twice from one saved config: the same weights"
     from safetensors.torch import load_file
