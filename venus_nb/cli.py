@@ -683,6 +683,7 @@ QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LE
 def quiet_libraries():
     "The command's own lines only: the libraries' log lines below errors, their warnings and loading bars off (`--verbose` keeps them)"
     for k, v in QUIET_ENV.items(): os.environ.setdefault(k, v)   # read when each library is first imported, below
+    if not in_terminal(): os.environ.setdefault('TQDM_DISABLE', '1')   # no bar of any library in a log file
     for name in NOISY: logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
 
