@@ -108,3 +108,19 @@ def test_sft_config_round_trip(tiny_world, tmp_path):
     assert w1.keys() == w2.keys() and all((w1[k] == w2[k]).all() for k in w1)
     base = load_file(next((d/'tiny').glob('*.safetensors')))
     assert any(k in base and not (w1[k] == base[k]).all() for k in w1) or any('lora' in k for k in w1)   # it trained
+
+def test_quieting_is_put_back(tmp_path):
+    "The command quiets the libraries while it runs, and leaves the caller's environment and loggers as they were"
+    import logging, os
+    before = (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'), logging.getLogger('transformers').level)
+    main(['synth', '--n', '5', '--out', str(tmp_path)])
+    assert (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'), logging.getLogger('transformers').level) == before
+
+@pytest.mark.slow
+def test_a_failing_igpo_says_one_line_only(tmp_path):
+    "torch, torchao, bitsandbytes and peft load on the way (each with warnings of its own); stderr holds our error line alone"
+    import subprocess, sys
+    run = subprocess.run([sys.executable, '-m', 'venus_nb.cli', 'igpo', '--questions', str(tmp_path/'missing.jsonl'), '--out', str(tmp_path/'o')],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**__import__('os').environ, 'PYTHONPATH': str(ROOT)})
+    assert run.returncode == 1 and run.stderr.splitlines() == [f'venus-nb: error: {tmp_path/"missing.jsonl"}: no such file or folder'], run.stderr
+    assert (tmp_path/'o/config.yaml').exists()

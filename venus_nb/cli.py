@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_cli.ipynb #a892222c
 from __future__ import annotations
-import argparse, datetime, importlib, json, logging, os, re, sys, time, warnings
+import argparse, contextlib, datetime, importlib, json, logging, os, re, sys, time, warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, asdict, replace, is_dataclass, MISSING
@@ -680,12 +680,24 @@ NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'tr
 QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR', TRANSFORMERS_VERBOSITY='error',
                  HF_HUB_DISABLE_PROGRESS_BARS='1', TRANSFORMERS_NO_ADVISORY_WARNINGS='1')
 
+def _restore_env(saved:dict):
+    for k, v in saved.items():
+        if v is None: os.environ.pop(k, None)
+        else: os.environ[k] = v
+
+@contextmanager
 def quiet_libraries():
-    "The command's own lines only: the libraries' log lines below errors, their warnings and loading bars off (`--verbose` keeps them)"
-    for k, v in QUIET_ENV.items(): os.environ.setdefault(k, v)   # read when each library is first imported, below
-    if not in_terminal(): os.environ.setdefault('TQDM_DISABLE', '1')   # no bar of any library in a log file
-    for name in NOISY: logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
+    "The command's own lines only: the libraries' log lines below errors, their warnings and loading bars off; all put back after"
+    env = QUIET_ENV | ({} if in_terminal() else dict(TQDM_DISABLE='1'))   # in a log file no library draws a bar
+    saved, levels = {k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in NOISY}
+    for k, v in env.items(): os.environ.setdefault(k, v)   # each library reads them when it is first imported
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
+        for n in NOISY: logging.getLogger(n).setLevel(logging.ERROR)
+        try: yield
+        finally:
+            _restore_env(saved)
+            for n, level in levels.items(): logging.getLogger(n).setLevel(level)
 
 def error_line(e:BaseException)->str:
     "What went wrong, on one line: a path and the system's reason, our own message, or the error's type and message"
@@ -697,8 +709,8 @@ def error_line(e:BaseException)->str:
 def main(argv:list|None=None):
     "Entry point of the `venus-nb` console script; an error is one line, `venus-nb: error: ...`, and exit status 1"
     p = parser(); args = p.parse_args(argv)
-    if not args.verbose: quiet_libraries()
-    try: COMMANDS[args.cmd](args)
+    try:
+        with quiet_libraries() if not args.verbose else contextlib.nullcontext(): COMMANDS[args.cmd](args)
     except Exception as e:
         if args.traceback: raise
         p.exit(1, f'venus-nb: error: {error_line(e)}\n')
