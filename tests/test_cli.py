@@ -124,3 +124,16 @@ def test_a_failing_igpo_says_one_line_only(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**__import__('os').environ, 'PYTHONPATH': str(ROOT)})
     assert run.returncode == 1 and run.stderr.splitlines() == [f'venus-nb: error: {tmp_path/"missing.jsonl"}: no such file or folder'], run.stderr
     assert (tmp_path/'o/config.yaml').exists()
+
+@pytest.mark.parametrize('command', ['sft', 'rollout', 'igpo', 'eval'])
+def test_saved_settings_read_back_the_same(command, tmp_path):
+    "Every field of every command's config survives config.yaml: tuples, None, floats like 1e-5, dates and nested configs"
+    from venus_nb.cli import settings_of, save_settings
+    st = stages()[command]
+    sets = ['data=x.jsonl', 'lr=1e-5', 'max_length=null'] if command == 'sft' else \
+           ['questions=q.jsonl', 'lr=3e-6', 'rollout.G=3', 'rollout.stop=[a, b]', 'rewards.gamma=0.9'] if command == 'igpo' else \
+           ['questions=q.jsonl', 'G=3', 'date=2026-01-02', 'stop=[a, b]', 'temperature=1']
+    first = settings_of(*st.resolve(st.settings(None, {}, sets)))
+    saved = save_settings(tmp_path/'config.yaml', command, first)
+    again = settings_of(*st.resolve(st.settings(saved)))
+    assert again == first and first.get('date', '2026-01-02') == '2026-01-02'
