@@ -8,15 +8,15 @@ cfg = cfg['DEFAULT']
 
 def reqs(key): return shlex.split(cfg.get(key, ''))
 
-licenses = dict(apache2=('Apache Software License 2.0', 'OSI Approved :: Apache Software License'))
+licenses = dict(apache2='Apache-2.0')   # SPDX: setuptools >= 77 deprecates License :: classifiers
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
 lic = licenses[cfg['license']]
 min_python = cfg['min_python']
 
 setuptools.setup(
-    name=cfg['lib_name'].replace('_', '-'), version=cfg['version'], license=lic[0],
+    name=cfg['lib_name'].replace('_', '-'), version=cfg['version'], license=lic,
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])], 'Intended Audience :: ' + cfg['audience'].title(),
-                 'License :: ' + lic[1], 'Natural Language :: ' + cfg['language'].title(),
+                 'Natural Language :: ' + cfg['language'].title(),
                  'Programming Language :: Python :: 3'],
     url=cfg['git_url'], packages=setuptools.find_packages(include=['venus_nb', 'venus_nb.*']),
     include_package_data=True, install_requires=reqs('requirements'),

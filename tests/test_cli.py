@@ -1,0 +1,139 @@
+"The `venus-nb` command: help on every option, plain text, grouped format errors, config layers and round trips"
+import argparse, json, re
+from pathlib import Path
+import pytest
+from venus_nb import __version__
+from venus_nb.cli import main, parser, plain, error_rule, rule_counts, stages, CLIError, check_keys
+from venus_nb.trajectory import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKDOWN = re.compile(r'\*\*|`|^#{1,6} |^\|.*\|$|\|-{3,}', re.M)   # bold, code spans, headings, table rows and rules
+
+def _parsers(p:argparse.ArgumentParser):
+    "The parser and every subcommand's parser, with their names"
+    yield 'venus-nb', p
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items(): yield name, sub
+
+def test_every_option_and_command_has_help():
+    missing = [f'{name} {a.option_strings or a.dest}' for name, p in _parsers(parser()) for a in p._actions
+               if not isinstance(a, argparse._SubParsersAction) and not a.help]
+    commands = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)][0]
+    missing += [c.dest for c in commands._choices_actions if not c.help]
+    assert not missing, missing
+    assert {'sft', 'rollout', 'igpo', 'eval'} <= {n for n, _ in _parsers(parser())}
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e: main(['--version'])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f'venus-nb {__version__}'
+
+def test_plain_renders_markdown_as_text():
+    md = '## 3. Clean: **22 of 24 kept** in `out`\n| a | bb |\n|---|---|\n| 100 | x |'
+    assert plain(md).splitlines() == ['3. Clean: 22 of 24 kept in out', 'a    bb', '100  x']
+    assert not MARKDOWN.search(plain(md))
+
+def test_cheap_commands_print_plain_text(tmp_path, capsys):
+    main(['synth', '--n', '30', '--out', str(tmp_path)])
+    main(['clean', str(tmp_path/'trajectories.jsonl'), '--out', str(tmp_path/'clean'), '--judge', 'em'])
+    main(['resample', str(tmp_path/'clean/cleaned.jsonl'), '--out', str(tmp_path/'sft.jsonl')])
+    out = capsys.readouterr().out
+    assert 'kept' in out and f'wrote {tmp_path/"sft.jsonl"}' in out   # the counts and where each output went
+    assert not MARKDOWN.search(out), MARKDOWN.search(out)
+
+def test_format_errors_are_grouped_by_rule():
+    assert error_rule('tool call is not valid JSON: <string>:1 Unexpected """ at column 35') == 'tool call is not valid JSON'
+    assert error_rule('expected one <answer>, found 2') == error_rule('expected one <answer>, found 3')
+    sample = read_jsonl(ROOT/'data/sample/world/trajectories.jsonl').trajectories
+    raw = {r for t in sample for _, r in t.format_errors() if 'JSON' in r}
+    assert len(raw) == 2   # two positions in the sample...
+    assert rule_counts(sample)['tool call is not valid JSON'] == 2 and len(rule_counts(sample)) == 2   # ...one rule
+
+def test_settings_layers_defaults_file_flags_set(tmp_path):
+    st = stages()['igpo']
+    (tmp_path/'c.yaml').write_text('steps: 3\nlr: 2.0e-05\nrollout: {G: 2, max_turns: 4}\nquestions: from-file\n')
+    d = st.settings(tmp_path/'c.yaml', {'questions': 'from-flag', 'policy': None}, ['rollout.G=5', 'lr=1e-5', 'betas=[0.8, 0.9]'])
+    inputs, cfg = st.resolve(d)
+    assert inputs['questions'] == 'from-flag' and inputs['policy'] == 'smollm2-135m'
+    assert (cfg.steps, cfg.lr, cfg.betas, cfg.rollout.G, cfg.rollout.max_turns) == (3, 1e-5, (0.8, 0.9), 5, 4)
+
+def test_unknown_keys_name_themselves_and_the_valid_ones(tmp_path, capsys):
+    (tmp_path/'c.yaml').write_text('Gg: 3\n')
+    with pytest.raises(SystemExit) as e: main(['rollout', '--config', str(tmp_path/'c.yaml'), '--questions', 'q.jsonl'])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.splitlines()) == 1
+    assert 'unknown setting Gg' in err and 'max_turns' in err and 'questions' in err
+    from venus_nb.igpo import IGPOConfig
+    with pytest.raises(CLIError, match=r'unknown setting rollout\.Gx; valid in rollout: G, max_turns'): check_keys({'rollout': {'Gx': 1}}, IGPOConfig)
+
+def _without_timings(path):
+    "Trajectories of a file as JSON rows, wall-clock seconds left out"
+    rows = [json.loads(l) for l in open(path)]
+    for r in rows: r['meta'].pop('seconds', None)
+    return rows
+
+@pytest.fixture(scope='module')
+def tiny_world(tmp_path_factory):
+    "A folder with a tiny random model and a small generated world"
+    from venus_nb.models import tiny_model
+    d = tmp_path_factory.mktemp('cli')
+    m, tok = tiny_model('llama'); m.save_pretrained(d/'tiny'); tok.save_pretrained(d/'tiny')
+    main(['synth', '--n', '12', '--out', str(d/'world')])
+    return d
+
+def test_rollout_config_round_trip(tiny_world, capsys):
+    d = tiny_world
+    main(['rollout', '--policy', str(d/'tiny'), '--questions', str(d/'world'), '--limit', '2', '--engine', 'transformers',
+          '--out', str(d/'r1'), '--set', 'G=2', '--set', 'max_turns=2', '--set', 'max_new_tokens=8', '--set', 'seed=3'])
+    saved = d/'r1/config.yaml'
+    main(['rollout', '--config', str(saved), '--out', str(d/'r2')])
+    first, again = _without_timings(d/'r1/trajectories.jsonl'), _without_timings(d/'r2/trajectories.jsonl')
+    assert len(first) == 4 and first == again
+    a, b = (p.read_text().replace(str(p.parent), 'OUT') for p in (saved, d/'r2/config.yaml'))
+    assert a == b and 'seed: 3' in a
+    assert not MARKDOWN.search(capsys.readouterr().out)
+
+@pytest.mark.slow
+def test_sft_config_round_trip(tiny_world, tmp_path):
+    "SFT twice from one saved config: the same weights"
+    from safetensors.torch import load_file
+    from venus_nb.trajectory import write_jsonl
+    d = tiny_world
+    short = sorted(read_jsonl(d/'world/trajectories.jsonl').trajectories, key=lambda t: len(t.turns))[:2]
+    write_jsonl(short, tmp_path/'short.jsonl')
+    main(['sft', '--data', str(tmp_path/'short.jsonl'), '--policy', str(d/'tiny'), '--out', str(tmp_path/'s1'), '--set', 'max_steps=2',
+          '--set', 'grad_accum=1', '--set', 'backend=transformers', '--set', 'max_length=2048', '--set', 'lr=1e-3', '--set', 'save_steps=100'])
+    main(['sft', '--config', str(tmp_path/'s1/config.yaml'), '--out', str(tmp_path/'s2')])
+    w1, w2 = (load_file(next((tmp_path/s).glob('*.safetensors'))) for s in ('s1', 's2'))
+    assert w1.keys() == w2.keys() and all((w1[k] == w2[k]).all() for k in w1)
+    base = load_file(next((d/'tiny').glob('*.safetensors')))
+    assert any(k in base and not (w1[k] == base[k]).all() for k in w1) or any('lora' in k for k in w1)   # it trained
+
+def test_quieting_is_put_back(tmp_path):
+    "The command quiets the libraries while it runs, and leaves the caller's environment and loggers as they were"
+    import logging, os
+    before = (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'), logging.getLogger('transformers').level)
+    main(['synth', '--n', '5', '--out', str(tmp_path)])
+    assert (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'), logging.getLogger('transformers').level) == before
+
+@pytest.mark.slow
+def test_a_failing_igpo_says_one_line_only(tmp_path):
+    "torch, torchao, bitsandbytes and peft load on the way (each with warnings of its own); stderr holds our error line alone"
+    import subprocess, sys
+    run = subprocess.run([sys.executable, '-m', 'venus_nb.cli', 'igpo', '--questions', str(tmp_path/'missing.jsonl'), '--out', str(tmp_path/'o')],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**__import__('os').environ, 'PYTHONPATH': str(ROOT)})
+    assert run.returncode == 1 and run.stderr.splitlines() == [f'venus-nb: error: {tmp_path/"missing.jsonl"}: no such file or folder'], run.stderr
+    assert (tmp_path/'o/config.yaml').exists()
+
+@pytest.mark.parametrize('command', ['sft', 'rollout', 'igpo', 'eval'])
+def test_saved_settings_read_back_the_same(command, tmp_path):
+    "Every field of every command's config survives config.yaml: tuples, None, floats like 1e-5, dates and nested configs"
+    from venus_nb.cli import settings_of, save_settings
+    st = stages()[command]
+    sets = ['data=x.jsonl', 'lr=1e-5', 'max_length=null'] if command == 'sft' else \
+           ['questions=q.jsonl', 'lr=3e-6', 'rollout.G=3', 'rollout.stop=[a, b]', 'rewards.gamma=0.9'] if command == 'igpo' else \
+           ['questions=q.jsonl', 'G=3', 'date=2026-01-02', 'stop=[a, b]', 'temperature=1']
+    first = settings_of(*st.resolve(st.settings(None, {}, sets)))
+    saved = save_settings(tmp_path/'config.yaml', command, first)
+    again = settings_of(*st.resolve(st.settings(saved)))
+    assert again == first and first.get('date', '2026-01-02') == '2026-01-02'
