@@ -84,3 +84,19 @@ def test_greedy_ids_are_the_same_with_the_cache_smollm2(world, qa):
     plain, cached, engine = both(policy, qa[:2], world, c)
     assert ids_of(cached) == ids_of(plain) and all(len(t.turns) >= 2 for t in cached)
     assert engine.tokens['reused'] > 0
+
+def test_igpo_steps_are_the_same_with_the_cache(tmp_path, world, qa):
+    "Two IGPO steps generate with the policy being trained: the cache never outlives the weights it was computed with"
+    from venus_nb.igpo import IGPOConfig, igpo
+    from venus_nb.models import tiny_model
+    cfg = lambda out: IGPOConfig(steps=2, questions_per_step=1, lr=1e-3, save_steps=2, output_dir=str(out),
+                                 rollout=RolloutConfig(G=2, max_turns=3, turn_jitter=0, max_new_tokens=12, min_answer_tokens=8, progress=False))
+    runs = []
+    for cache_turns in (False, True):
+        pol = tiny_model('llama')
+        res = igpo(pol, qa[:2], world, cfg(tmp_path/str(cache_turns)), engine=None if cache_turns else HFEngine(*pol, cache_turns=False), live=False)
+        runs.append(res.metrics)
+    cols = ['step', 'turns', 'gen_tokens', 'trained_tokens', 'loss', 'kl']
+    assert runs[0][cols].equals(runs[1][cols]), (runs[0][cols], runs[1][cols])
+    m = runs[1]
+    assert (m[['rollout_s', 'score_s', 'ref_s', 'update_s']] >= 0).all().all() and m.ref_s.gt(0).all()
