@@ -476,10 +476,10 @@ def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig,
     trajs = rollout(engine, batch, tools, replace(cfg.rollout, seed=cfg.seed * 100_003 + step))
     t1 = time.time(); scored = score_rollouts(policy.model, policy.tokenizer, trajs, cfg, judge)
     adv, details = advantages_of(scored)
-    ps = pieces(trajs, adv); fill_old_and_ref(policy.model, ps, cfg)
-    t2 = time.time(); upd = policy_update(policy.model, opt, ps, cfg, rng) if ps else {}
+    t2 = time.time(); ps = pieces(trajs, adv); fill_old_and_ref(policy.model, ps, cfg)
+    t3 = time.time(); upd = policy_update(policy.model, opt, ps, cfg, rng) if ps else {}
     row = dict(step=step + 1, **batch_metrics(trajs, scored, details), **upd,
-               rollout_s=t1 - t0, score_s=t2 - t1, update_s=time.time() - t2)
+               rollout_s=t1 - t0, score_s=t2 - t1, ref_s=t3 - t2, update_s=time.time() - t3)
     return row, scored
 
 # %% ../nbs/09_igpo.ipynb #a4d0fd52

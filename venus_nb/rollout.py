@@ -14,10 +14,10 @@ from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, lo
 
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
-           'stop_token_ids', 'HFEngine', 'VLLMEngine', 'vllm_engine', 'merged_model', 'engine_for', 'Running',
-           'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt',
-           'turn_cap', 'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine',
-           'rollout_table']
+           'stop_token_ids', 'HFEngine', 'reusable', 'weights_key', 'stacked_cache', 'kept_rows', 'VLLMEngine',
+           'vllm_engine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget', 'turn_outcome',
+           'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync',
+           'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/06_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -195,17 +195,24 @@ def stop_token_ids(tok, model=None)->set:
     return {i for i in ids if i is not None}
 
 class HFEngine:
-    "Batched `generate` on a transformers model"
+    "Batched `generate` on a transformers model; a sequence's KV cache is kept for its next turn"
     name = 'transformers'
-    def __init__(self, model, tokenizer, batch_size:int=32):
-        self.model, self.tok, self.batch_size = model, tokenizer, batch_size
+    def __init__(self, model, tokenizer, batch_size:int=32,
+                 cache_turns:bool=True): # reuse each sequence's KV cache at its next turn (only the new tokens are prefilled)
+        self.model, self.tok, self.batch_size, self.cache_turns = model, tokenizer, batch_size, cache_turns
         self.stop_ids = stop_token_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.stop_ids)
+        self.kept, self.weights = [], None                   # the last call's (ids, keys and values) per sequence, and their weights
+        self.tokens = dict(prompt=0, reused=0)               # prompt tokens given, and those read from a kept cache
 
     def __call__(self, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
-        out, bs = [], self.batch_size
-        for i in range(0, len(prompts), bs): out += self._batch(prompts[i:i + bs], limits[i:i + bs], cfg, seed + i)
+        out, bs, kept = [], self.batch_size, self._take_kept()
+        for i in range(0, len(prompts), bs): out += self._batch(prompts[i:i + bs], limits[i:i + bs], cfg, seed + i, kept)
         return out
+
+    def forget(self):
+        "Free the kept caches (`rollout` calls it when its rollouts end)"
+        self.kept = []
 
 # %% ../nbs/06_rollout.ipynb #66bd3ded
 def _left_pad(prompts, pad_id):
@@ -220,16 +227,75 @@ def _sampling_kw(cfg:RolloutConfig)->dict:
     return kw | dict(top_k=cfg.top_k) if cfg.top_k > 0 else kw | dict(top_k=None)
 
 @patch
-def _batch(self:HFEngine, prompts, limits, cfg, seed):
+def _batch(self:HFEngine, prompts, limits, cfg, seed, kept=()):
     import torch
     ids, att = _left_pad(prompts, self.pad_id)
     ids, att = ids.to(self.model.device), att.to(self.model.device)
+    pads = [ids.shape[1] - len(p) for p in prompts]
+    cache = self._cache_for(prompts, pads, kept)
     torch.manual_seed(seed)
     with torch.no_grad():
         out = self.model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max(limits), stop_strings=list(cfg.stop) or None,
-                                  tokenizer=self.tok, eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id, **_sampling_kw(cfg))
-    gen = out[:, ids.shape[1]:].tolist()
+                                  tokenizer=self.tok, eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
+                                  past_key_values=cache, return_dict_in_generate=True, **_sampling_kw(cfg))
+    if self.cache_turns: self.kept += kept_rows(out.sequences, out.past_key_values, pads)
+    gen = out.sequences[:, ids.shape[1]:].tolist()
     return [cut_generation(self.tok, g, self.stop_ids, cfg.stop, n) for g, n in zip(gen, limits)]
+
+# %% ../nbs/06_rollout.ipynb #0a299d8f
+def _common_prefix(a, b)->int:
+    "How many leading tokens two id arrays share"
+    import numpy as np
+    n = min(len(a), len(b)); d = np.flatnonzero(a[:n] != b[:n])
+    return int(d[0]) if len(d) else n
+
+def reusable(prompt:list, kept:list)->tuple:
+    "(positions to reuse, per-layer keys and values) of the kept cache sharing the longest prefix with `prompt`; one token is always fed"
+    import numpy as np
+    p = np.asarray(prompt)
+    n, layers = max(((_common_prefix(ids, p), kv) for ids, kv in kept), key=lambda x: x[0], default=(0, None))
+    return min(n, len(p) - 1), layers
+
+def weights_key(model)->int:
+    "Changes when a parameter is replaced or changed in place (an optimiser step, loaded weights)"
+    return hash(tuple((p.data_ptr(), p._version, p.dtype) for p in model.parameters()))
+
+@patch
+def _take_kept(self:HFEngine)->list:
+    "The caches kept by the last call if the weights are the same, and a fresh list for this call's"
+    key = weights_key(self.model)
+    kept = self.kept if self.cache_turns and key == self.weights else []
+    self.kept, self.weights = [], key
+    return kept
+
+# %% ../nbs/06_rollout.ipynb #d462eb22
+def stacked_cache(found:list, pads:list, C:int):
+    "One `DynamicCache` of `C` positions: row i's first `C - pads[i]` reused keys, after zero keys under its padding"
+    import torch
+    from transformers import DynamicCache
+    like = next(kv for _, kv in found if kv is not None)
+    def row(kv, o, layer, j):
+        r, t = max(0, C - o), like[layer][j]
+        pad = t.new_zeros(1, t.shape[1], C - r, t.shape[3])
+        return torch.cat([pad, kv[layer][j][:, :, :r]], 2) if r else pad
+    return DynamicCache([tuple(torch.cat([row(kv, o, layer, j) for (_, kv), o in zip(found, pads)]) for j in (0, 1))
+                         for layer in range(len(like))])
+
+def kept_rows(seqs, cache, pads:list)->list:
+    "Per row: the ids whose keys the cache holds, and those keys and values, its left padding dropped"
+    from transformers.cache_utils import DynamicLayer
+    if not all(type(layer) is DynamicLayer for layer in cache.layers): return []
+    T = cache.get_seq_length()
+    return [(seqs[i, o:T].cpu().numpy(), [(layer.keys[i:i + 1, :, o:], layer.values[i:i + 1, :, o:]) for layer in cache.layers])
+            for i, o in enumerate(pads)]
+
+@patch
+def _cache_for(self:HFEngine, prompts, pads, kept):
+    "The batch's starting cache from the kept ones, or None (prefill everything)"
+    found = [reusable(p, kept) for p in prompts]
+    C = min(o + n for (n, _), o in zip(found, pads))
+    self.tokens['prompt'] += sum(map(len, prompts)); self.tokens['reused'] += sum(max(0, C - o) for o in pads)
+    return stacked_cache(found, pads, C) if C > 0 else None
 
 # %% ../nbs/06_rollout.ipynb #9407801a
 class VLLMEngine:
@@ -493,7 +559,9 @@ def rollout(policy, # a `Policy`, (model, tokenizer), `HFEngine` or `VLLMEngine`
     if (limit := context_limit(engine)) and limit < cfg.max_context: cfg = replace(cfg, max_context=limit)
     runs = start_runs(questions, engine.tok, cfg)
     toolbox = tools if isinstance(tools, Toolbox) else Toolbox(tools)
-    run_sync(_rollout(runs, engine, toolbox, cfg))
+    try: run_sync(_rollout(runs, engine, toolbox, cfg))
+    finally:
+        if hasattr(engine, 'forget'): engine.forget()   # the transformers engine frees its kept KV caches
     return [finished(r) for r in runs]
 
 # %% ../nbs/06_rollout.ipynb #dea9bf91
