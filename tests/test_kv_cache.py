@@ -1,20 +1,10 @@
 """The transformers engine's KV cache across turns: the same token ids as prefilling everything (greedy and seeded
 sampling), reuse where a prompt extends a kept sequence, nothing reused after the weights change, caches freed."""
-import json
 from dataclasses import replace
-from pathlib import Path
 import pytest, torch
-from venus_nb.tools import load_corpus
 from venus_nb.rollout import RolloutConfig, HFEngine, rollout, reusable
 
-WORLD = Path(__file__).resolve().parents[1]/'data'/'sample'/'world'
 pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
-
-@pytest.fixture(scope='module')
-def world(): return load_corpus(WORLD/'corpus.jsonl')
-
-@pytest.fixture(scope='module')
-def qa(): return [json.loads(l) for l in (WORLD/'qa.jsonl').read_text().splitlines()]
 
 @pytest.fixture(scope='module')
 def tiny():

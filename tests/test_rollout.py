@@ -16,12 +16,6 @@ pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
 
 
 @pytest.fixture(scope='module')
-def world(): return load_corpus(WORLD/'corpus.jsonl')
-
-@pytest.fixture(scope='module')
-def qa(): return [json.loads(l) for l in (WORLD/'qa.jsonl').read_text().splitlines()]
-
-@pytest.fixture(scope='module')
 def doc(world): return world.docs[0]
 
 def search_turn(query): return f'<think>\nLook it up.\n</think>\n<tool_call>\n{{"name": "search", "arguments": {{"query": [{json.dumps(query)}]}}}}\n</tool_call>'

@@ -13,12 +13,6 @@ from venus_nb.served import (openai_engine, scripted_server, completion_body, ge
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
 
-@pytest.fixture(scope='module')
-def world(): return load_corpus(WORLD/'corpus.jsonl')
-
-@pytest.fixture(scope='module')
-def qa(): return [json.loads(l) for l in (WORLD/'qa.jsonl').read_text().splitlines()]
-
 def search_turn(query): return f'<think>\nLook it up.\n</think>\n<tool_call>\n{{"name": "search", "arguments": {{"query": [{json.dumps(query)}]}}}}\n</tool_call>'
 ANSWER = '<think>\nI know it.\n</think>\n<answer>42</answer>'
 def cfg(**kw): return RolloutConfig(**({'G': 2, 'max_turns': 4, 'turn_jitter': 0, 'max_new_tokens': 256, 'max_context': 4096, 'progress': False} | kw))

@@ -3,16 +3,12 @@ from inside `<think>`, its turns are read with that opening in front, and the id
 import json
 import pytest
 from venus_nb.models import qwen3_tokenizer
-from venus_nb.tools import load_corpus
 from venus_nb.trajectory import Trajectory, thinking_opening, check_format, end_of_turn
 from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout
 from conftest import ROOT
 
 @pytest.fixture(scope='module')
 def q3(): return qwen3_tokenizer(thinking_2507=True)
-
-@pytest.fixture(scope='module')
-def world(): return load_corpus(ROOT/'data'/'sample'/'world'/'corpus.jsonl')
 
 def test_the_opening_is_read_from_the_template(q3, qwen3_tok, smol_tok):
     assert q3.apply_chat_template([{'role': 'user', 'content': 'q'}], tokenize=False, add_generation_prompt=True).endswith('<|im_start|>assistant\n<think>\n')

@@ -18,9 +18,6 @@ WORLD = ROOT/'data'/'sample'/'world'
 
 pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
 
-@pytest.fixture(scope='module')
-def world(): return load_corpus(WORLD/'corpus.jsonl')
-
 def tiny_model(folder:Path)->Path:
     "A random 2-layer Llama with head_dim 64 and the embedded model's tokenizer"
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -21,6 +21,7 @@ __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 't
            'visit_args', 'search_results', 'Toolbox', 'run_tool', 'visit', 'search']
 
 # %% ../nbs/05_tools.ipynb #d1f39eb5
+#| eval: false
 __all__ += _web.__all__ + _corpus.__all__   # `from venus_nb.tools import *` brings the backends' names too
 
 # %% ../nbs/05_tools.ipynb #862e4685
