@@ -175,9 +175,11 @@ def step_rollouts(engine, warm, questions:list, corpus, out:Path):
     from venus_nb.warm_start import rollout_config, well_formed
     from venus_nb.rollout import rollout, rollout_table
     asked, t1 = {q['question'] for q in questions}, time.time()
-    trajs = [t for t in warm.rollouts() or [] if t.question in asked] or rollout(engine, questions, corpus, replace(rollout_config(warm.config), progress=in_terminal()))
-    _say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({time.time() - t1:.0f}s for {len(trajs)} '
-         f'rollouts, {sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
+    trajs = [t for t in warm.rollouts() or [] if t.question in asked]
+    made = f"the warm start's check, {len(trajs)} rollouts" if trajs else ''
+    trajs = trajs or rollout(engine, questions, corpus, replace(rollout_config(warm.config), progress=in_terminal()))
+    _say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({made or f"{time.time() - t1:.0f}s for {len(trajs)} rollouts"}, '
+         f'{sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
          + _rollout_rows(trajs).to_string(index=False))
     return trajs, [write_jsonl(trajs, out/'rollouts_warm.jsonl')]
 
