@@ -137,3 +137,10 @@ def test_saved_settings_read_back_the_same(command, tmp_path):
     saved = save_settings(tmp_path/'config.yaml', command, first)
     again = settings_of(*st.resolve(st.settings(saved)))
     assert again == first and first.get('date', '2026-01-02') == '2026-01-02'
+
+def test_quiet_libraries_turns_vllms_loading_bar_off_in_a_log_and_back():
+    from venus_nb.cli import quiet_libraries, in_terminal
+    from venus_nb.rollout import ENGINE_KW
+    assert not in_terminal() and 'use_tqdm_on_load' not in ENGINE_KW
+    with quiet_libraries(): assert ENGINE_KW == {'use_tqdm_on_load': False}
+    assert ENGINE_KW == {}

@@ -690,15 +690,17 @@ def _restore_env(saved:dict):
 @contextmanager
 def quiet_libraries():
     "The command's own lines only: the libraries' log lines below errors, their warnings and loading bars off; all put back after"
+    from venus_nb.rollout import ENGINE_KW
     env = QUIET_ENV | ({} if in_terminal() else dict(TQDM_DISABLE='1'))   # in a log file no library draws a bar
-    saved, levels = {k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in NOISY}
+    saved, levels, engine_kw = {k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in NOISY}, dict(ENGINE_KW)
+    if not in_terminal(): ENGINE_KW['use_tqdm_on_load'] = False   # vLLM draws its loading bar whatever TQDM_DISABLE says
     for k, v in env.items(): os.environ.setdefault(k, v)   # each library reads them when it is first imported
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
         for n in NOISY: logging.getLogger(n).setLevel(logging.ERROR)
         try: yield
         finally:
-            _restore_env(saved)
+            _restore_env(saved); ENGINE_KW.clear(); ENGINE_KW.update(engine_kw)
             for n, level in levels.items(): logging.getLogger(n).setLevel(level)
 
 def error_line(e:BaseException)->str:

@@ -13,7 +13,7 @@ from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation
 from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, load_config
 
 # %% auto #0
-__all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
+__all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
            'stop_token_ids', 'HFEngine', 'reusable', 'weights_key', 'stacked_cache', 'kept_rows', 'VLLMEngine',
            'vllm_engine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget', 'turn_outcome',
            'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync',
@@ -369,6 +369,8 @@ def _patch_kernel_scan():
     dispatcher.vars = _safe_vars
     warnings.filterwarnings('ignore', message='.*reduce_op.*', category=FutureWarning)  # the scan touches a deprecated torch alias
 
+ENGINE_KW = {}   # further `vllm.LLM` arguments every `vllm_engine` passes (the CLI turns the weight-loading bar off in a log file)
+
 def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder or Hub name
                 lora:str|None=None, # a LoRA adapter folder to generate with
                 max_model_len:int=4096, max_lora_rank:int=64, **engine_kw)->VLLMEngine:
@@ -383,7 +385,7 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
     if lora: kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
-    make = lambda folder: _keeping_threads(lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | engine_kw)))
+    make = lambda folder: _keeping_threads(lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | ENGINE_KW | engine_kw)))
     return VLLMEngine(make(tokenizer), lora=lora, make=make)
 
 # %% ../nbs/06_rollout.ipynb #2c79ce4b
