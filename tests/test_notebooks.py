@@ -108,9 +108,7 @@ def test_docs_preprocessing(nb, tmp_path, monkeypatch):
 
 
 # Saved outputs: the lesson notebooks keep the outputs of their cheap cells, for GitHub and the docs.
-NO_SAVED_OUTPUTS = {
-    'explanations/method': 'prose and equations only: no code cells',
-}
+NO_SAVED_OUTPUTS = {}   # notebook -> why it keeps no outputs; none today
 ERROR_MARKS = ('Traceback', 'NameError')
 
 def _saved(nb:Path)->list:
