@@ -498,9 +498,7 @@ def rollout_line(trajs:list, engine:str, seconds:float)->str:
 def run_sft(inputs:dict, cfg)->list:
     "Stage-1 SFT on a trajectory file"
     from venus_nb.sft import sft
-    from transformers import set_seed
     trajs = _load(inputs['data'], 'dr-venus').trajectories
-    set_seed(cfg.seed)   # the LoRA adapter is drawn before the trainer seeds itself: seeded here, a saved config gives the same weights
     res = sft(trajs, cfg, live=False)
     _say(res._repr_markdown_() + f' ({len(res.data.examples)} examples)')
     return [res.output_dir]

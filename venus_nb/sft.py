@@ -174,9 +174,11 @@ def pad_collate(pad_id:int):
     return collate
 
 def with_lora(model, cfg:SFTConfig):
-    "The model with PEFT LoRA adapters (or as is for a full fine-tune)"
+    "The model with PEFT LoRA adapters (or as is for a full fine-tune), drawn from `cfg.seed` as Unsloth's are"
     if cfg.lora_r is None: return model
     from peft import LoraConfig, get_peft_model
+    from transformers import set_seed
+    set_seed(cfg.seed)   # the adapter is drawn before the trainer seeds itself: seeded here, one config gives one set of weights
     present = {n.split('.')[-1] for n, _ in model.named_modules()}
     return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                             target_modules=[m for m in cfg.target_modules if m in present], task_type='CAUSAL_LM'))
