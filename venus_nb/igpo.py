@@ -400,27 +400,26 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     return s['step'], s['metrics'], _rng_from(s['rng'])
 
 # %% ../nbs/09_igpo.ipynb #b8708e8c
-from .models import weights_source, save_base, model_card
+from .models import weights_source, name_base, model_card
 
 def adapter_base(model, cfg:IGPOConfig, tokenizer=None)->str:
     "Name the base of the RL adapter: the starting weights' Hub name or folder, else the weights under it saved once to `base_dir`"
-    base = getattr(model, 'venus_base', None) or str(save_base(model, Path(cfg.base_dir or Path(cfg.output_dir)/'base'), tokenizer).resolve())
-    for c in model.peft_config.values(): c.base_model_name_or_path = base
-    return base
+    return name_base(model, getattr(model, 'venus_base', None), Path(cfg.base_dir or Path(cfg.output_dir)/'base'), tokenizer)
 
-def rl_card(model, cfg:IGPOConfig, data:str='', step:int|None=None)->str:
+def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`adapter_base`); None: every weight trained
+            data:str='', step:int|None=None)->str:
     "The model card of an RL save: the method of its estimator, its base, data and settings"
-    lora = _is_lora(model)
-    base = adapter_base(model, cfg) if lora else f"{getattr(model, 'venus_start', 'the starting policy')} (every weight trained)"
+    lora = base is not None
+    base = base or f"{getattr(model, 'venus_start', 'the starting policy')} (every weight trained)"
     dtype = str((model.get_base_model() if lora else model).dtype).removeprefix('torch.')
     return model_card(cfg.rewards.estimator.upper(), base, data, config_json(cfg), lora, dtype, step)
 
 def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
     "The adapter (naming its base) or every weight, the tokenizer when given, and a model card"
-    if _is_lora(model): adapter_base(model, cfg, tokenizer)
+    base = adapter_base(model, cfg, tokenizer) if _is_lora(model) else None
     model.save_pretrained(folder)
     if tokenizer is not None: tokenizer.save_pretrained(folder)
-    write_atomic(Path(folder)/'README.md', rl_card(model, cfg, data, step))
+    write_atomic(Path(folder)/'README.md', rl_card(model, cfg, base, data, step))
 
 def save_final(policy:Policy, cfg:IGPOConfig, data:str='', step:int|None=None)->Path:
     "`output_dir/final`: the trained weights, the tokenizer with its chat template and a model card, replaced whole"

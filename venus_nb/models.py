@@ -14,7 +14,8 @@ from typing import Any
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
            'gpu_available', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir', 'materialise',
            'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
-           'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'model_card']
+           'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'name_base',
+           'model_card']
 
 # %% ../nbs/01_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -272,6 +273,14 @@ def save_base(model, # a PEFT model
     try: tmp.rename(folder)
     except OSError: shutil.rmtree(tmp)  # another process saved it first
     return folder
+
+def name_base(model, # a PEFT model
+              source:str|None, # the Hub name or folder its base weights load from, if any
+              folder, tokenizer=None)->str:
+    "Point `model`'s adapter at `source`, else at its base weights saved once to `folder`; the name it now carries"
+    base = source or str(save_base(model, folder, tokenizer).resolve())
+    for c in model.peft_config.values(): c.base_model_name_or_path = base
+    return base
 
 # %% ../nbs/01_models.ipynb #d9899972
 METHODS = {'SFT': 'agentic SFT: assistant-only loss on cleaned, resampled trajectories (method §3)',

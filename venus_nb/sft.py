@@ -218,16 +218,14 @@ def _unsloth_trainer(policy, examples, cfg, log):
     return SFTTrainer(model=policy.model, args=args, train_dataset=Dataset.from_list(examples), processing_class=policy.tokenizer, callbacks=[log])
 
 # %% ../nbs/08_sft.ipynb #4f7b1066
-from .models import weights_source, save_base, model_card
+from .models import weights_source, name_base, model_card
 
 def _is_adapter(model)->bool: return hasattr(model, 'peft_config')
 
 def adapter_base(model, output_dir, tokenizer=None)->str|None:
     "Name the base of an SFT adapter: the weights' Hub name or folder, else the base saved once to output_dir/base (None: a full fine-tune)"
     if not _is_adapter(model): return None
-    base = weights_source(model.get_base_model()) or str(save_base(model, Path(output_dir)/'base', tokenizer).resolve())
-    for c in model.peft_config.values(): c.base_model_name_or_path = base
-    return base
+    return name_base(model, weights_source(model.get_base_model()), Path(output_dir)/'base', tokenizer)
 
 def sft_card(policy:Policy, cfg:SFTConfig, data:SFTData, base:str|None):
     "step -> the model card of an SFT save"
