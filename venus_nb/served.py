@@ -81,17 +81,19 @@ def _url(client:httpx.Client, path:str)->str: return f'{client.base_url}{path}'
 
 def post_json(client:httpx.Client, path:str, body:dict,
               retries:int=3, # more tries after the first, on dropped connections, timeouts, 408/409/429 and 5xx
-              backoff:float=0.5 # seconds before the first retry, doubling after each
+              backoff:float=0.5 # seconds before the first retry, doubling after each (with jitter; a Retry-After header wins)
              )->dict:
     "POST `body` and return the JSON answer, retrying passing failures; a `ServedError` with the server's message otherwise"
+    from venus_nb.web import ToolConfig, backoff_delay, retry_after
     for k in range(retries + 1):
+        wait = None
         try: r = client.post(path, json=body)
         except httpx.TransportError as e: why = f'{type(e).__name__}: {e}'
         else:
             if r.status_code not in RETRY_STATUS: break
-            why = f'HTTP {r.status_code}: {_reason(r)}'
+            why, wait = f'HTTP {r.status_code}: {_reason(r)}', retry_after(r.headers.get('retry-after'))
         if k == retries: raise ServedError(f'{_url(client, path)} failed {retries + 1} times; last: {why}')
-        time.sleep(backoff * 2 ** k)
+        time.sleep(backoff_delay(k, ToolConfig(backoff=backoff), wait))   # the tools' backoff: jittered, capped, Retry-After first
     if r.is_error: raise ServedError(f'{_url(client, path)} answered HTTP {r.status_code}: {_reason(r)}')
     return r.json()
 
