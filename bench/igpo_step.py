@@ -9,7 +9,7 @@ phases from the metrics row: rollout (`rollout_s`), IG scoring and advantages (`
 The step's floor is what the same work costs with nothing around it: one `generate` call on the same batch (each
 rollout's first prompt) producing the step's generated tokens (min = max new tokens = their mean per rollout), plus
 one forward and backward over the step's final sequences (one padded batch, the loss a sum of trained-token
-log-probs). The ratio step/floor is printed with the excess of each phase over its share of the floor (rollout over
+log-probs, the LM head run only where a trained token is predicted, as the step's own log-probs are). The ratio step/floor is printed with the excess of each phase over its share of the floor (rollout over
 the generate call, update over the forward-backward; IG scoring and π_ref are all excess).
 
 The KV cache figure: the rollout phase alone, greedy (T = 0), on the same questions, with `HFEngine(cache_turns=False)`
@@ -48,15 +48,17 @@ def floor_generate(model, tok, trajs, cfg):
     return n * len(trajs)
 
 def floor_forward_backward(model, trajs):
-    "One forward and backward over the step's final sequences, one right-padded batch; the gradients are dropped"
+    """One forward and backward over the step's final sequences, one right-padded batch; the gradients are dropped.
+    The LM head runs only at the positions that predict a trained token in some row (the least a token loss needs)."""
     L = max(len(t.tokens.ids) for t in trajs)
     ids = torch.tensor([t.tokens.ids + [0] * (L - len(t.tokens.ids)) for t in trajs])
     att = torch.tensor([[1] * len(t.tokens.ids) + [0] * (L - len(t.tokens.ids)) for t in trajs])
     mask = torch.tensor([t.tokens.loss_mask + [0] * (L - len(t.tokens.ids)) for t in trajs], dtype=torch.float32)
+    at = mask.amax(0).nonzero()[:, 0]
     model.train()
-    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-    lp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
-    (-(lp * mask[:, 1:]).sum() / mask.sum()).backward()
+    logits = model(input_ids=ids, attention_mask=att, logits_to_keep=at - 1).logits.float()
+    lp = torch.log_softmax(logits, -1).gather(-1, ids[:, at, None])[..., 0]
+    (-(lp * mask[:, at]).sum() / mask.sum()).backward()
     model.zero_grad(set_to_none=True)
     return int(att.sum())
 

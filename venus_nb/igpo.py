@@ -25,14 +25,14 @@ _all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; impor
 
 # %% auto #0
 __all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'judge_spec',
-           'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'igpo_loss', 'token_logps',
-           'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights', 'ig_precision',
-           'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy',
-           'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
-           'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'sync_engine',
-           'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult',
-           'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'UnslothEngine',
-           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes']
+           'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss',
+           'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights',
+           'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update',
+           'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
+           'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
+           'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
+           'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
+           'UnslothEngine', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes']
 
 # %% ../nbs/09_igpo.ipynb #4ae88f52
 from .sft import trackers, need_tensorboard
@@ -153,18 +153,25 @@ def k3_kl(logp, ref_logp):
 
 def masked_mean(x, mask): return (x * mask).sum() / mask.sum().clamp(min=1)
 
+def token_loss(terms:dict, cfg:IGPOConfig=IGPOConfig()):
+    "The per-token loss from `loss_terms` (or their sums): clipped surrogate plus `kl_coef` × k3 KL"
+    return terms['pg'] + cfg.kl_coef * terms['kl']
+
 def igpo_loss(logp, old_logp, ref_logp, advantages, mask, cfg:IGPOConfig=IGPOConfig()):
     "Clipped token-level policy loss plus k3 KL, token-mean over `mask`"
-    t = loss_terms(logp, old_logp, ref_logp, advantages, cfg)
-    return masked_mean(t['pg'] + cfg.kl_coef * t['kl'], mask)
+    return masked_mean(token_loss(loss_terms(logp, old_logp, ref_logp, advantages, cfg), cfg), mask)
 
 # %% ../nbs/09_igpo.ipynb #4bad4c9a
-def token_logps(model, ids:list, temperature:float=1.0):
-    "log π(ids[i] | ids[:i]) for every position (0 at position 0), a 1-D tensor"
+def token_logps(model, ids:list, temperature:float=1.0,
+                at=None # the positions to score (e.g. the trained tokens); None: every position but the first
+               ):
+    "log π(ids[i] | ids[:i]) at the positions `at`, 0 elsewhere: a 1-D tensor as long as `ids`"
     x = torch.tensor([ids], device=model.device)
-    logits = model(input_ids=x).logits[0, :-1].float() / temperature
-    lp = torch.log_softmax(logits, -1).gather(-1, x[0, 1:, None])[:, 0]
-    return torch.cat([lp.new_zeros(1), lp])
+    pos = torch.arange(1, len(ids), device=x.device) if at is None else torch.as_tensor(at, dtype=torch.long, device=x.device)
+    logits = model(input_ids=x, logits_to_keep=pos - 1).logits[0]   # the LM head runs only where a log-prob is wanted
+    if len(logits) != len(pos): logits = logits[pos - 1]               # a model that computes every position anyway
+    lp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, x[0, pos, None])[:, 0]
+    return lp.new_zeros(len(ids)).index_put((pos,), lp)
 
 def _is_lora(model)->bool: return hasattr(model, 'peft_config')
 
@@ -234,6 +241,9 @@ class Piece:
     old: torch.Tensor|None = None
     ref: torch.Tensor|None = None
 
+    @property
+    def at(self)->torch.Tensor: return self.mask.nonzero()[:, 0]   # the trained positions, the only ones the loss reads
+
 def pieces(trajs:list, advantages:list)->list:
     "Token ids, trained-token mask and per-token advantages of each rollout with at least one trained token"
     out = []
@@ -248,9 +258,9 @@ def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
     model.eval()
     for p in ps:
         if cfg.ppo_epochs * cfg.mini_batches > 1:
-            with train_precision(model): p.old = token_logps(model, p.ids, cfg.rollout.temperature).cpu()
+            with train_precision(model): p.old = token_logps(model, p.ids, cfg.rollout.temperature, p.at).cpu()
         if cfg.kl_coef:
-            with reference(model) as ref, train_precision(model): p.ref = token_logps(ref, p.ids, cfg.rollout.temperature).cpu()
+            with reference(model) as ref, train_precision(model): p.ref = token_logps(ref, p.ids, cfg.rollout.temperature, p.at).cpu()
 
 # %% ../nbs/09_igpo.ipynb #df619c1b
 def _minibatches(ps, n, rng):
@@ -261,12 +271,12 @@ def _mb_loss(model, mb, cfg, stats):
     "Backward the token-mean loss of one mini-batch, one rollout at a time"
     total = sum(p.mask.sum() for p in mb).clamp(min=1)
     for p in mb:
-        with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature)
+        with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature, p.at)
         dev = lambda x: None if x is None else x.to(lp.device)
         old = lp.detach() if p.old is None else dev(p.old)   # one epoch of one mini-batch: π_old is π, as in the official run
         t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg)
         m = dev(p.mask)
-        ((t['pg'] + cfg.kl_coef * t['kl']) * m).sum().div(total).backward()
+        (token_loss(t, cfg) * m).sum().div(total).backward()
         for k in ('pg', 'kl', 'ratio', 'clipped'): stats[k] += float((t[k].detach() * m).sum())
         stats['tokens'] += float(m.sum())
 
@@ -281,7 +291,7 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
             norms.append(float(torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad], cfg.grad_clip)))
             opt.step()
     n = max(stats['tokens'], 1)
-    return dict(loss=(stats['pg'] + cfg.kl_coef * stats['kl']) / n, pg=stats['pg'] / n, kl=stats['kl'] / n, ratio=stats['ratio'] / n,
+    return dict(loss=token_loss(stats, cfg) / n, pg=stats['pg'] / n, kl=stats['kl'] / n, ratio=stats['ratio'] / n,
                 clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0, trained_tokens=int(stats['tokens'] / max(cfg.ppo_epochs, 1)))
 
 # %% ../nbs/09_igpo.ipynb #a30f8200
@@ -619,7 +629,8 @@ def turn_logps(model, trajs:list)->list:
     model.eval()
     out = []
     for t in trajs:
-        lp, m = token_logps(model, t.tokens.ids), t.tokens.loss_mask
+        m = t.tokens.loss_mask
+        lp = token_logps(model, t.tokens.ids, at=[j for j, k in enumerate(m) if k])
         out.append([float(sum(lp[j] for j in range(a, b) if m[j]) / max(1, sum(m[a:b]))) for a, b in t.tokens.assistant_spans])
     return out
 
