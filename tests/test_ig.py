@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
 from venus_nb.models import load_policy, tiny_model
-from venus_nb.rewards import RewardConfig, answer_probe, gt_logprobs, information_gain, information_gain_naive
+from venus_nb.rewards import RewardConfig, answer_probe, gt_logprobs, information_gain, information_gain_naive, prefilled
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, from_record
 
 ALL = RewardConfig(scored='all_tools')
@@ -43,3 +43,24 @@ def test_window_policy_cuts_late_boundaries():
     ends = [s[1] for s in traj.tokenize(tok).observation_spans if s]
     cut = gt_logprobs(model, tok, traj, max_len=ends[2] + len(answer_probe(tok, traj.gt).ids))
     assert full.cut == 0 and cut.cut == 3 and cut.per_turn[:3] == pytest.approx(full.per_turn[:3], abs=1e-5) and cut.per_turn[3:] == [None] * 4
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.tuples(st.sampled_from(['search', 'visit']), words), min_size=1, max_size=4), min_size=2, max_size=4),
+       st.sampled_from(['qwen3', 'llama']), st.integers(1, 7))
+def test_a_shared_prompt_prefix_scores_as_a_fresh_prefill(groups, arch, chunk):
+    "Rollouts of one question continue from one prefilled prompt: the same log-probs, and the cache is handed back intact"
+    model, tok = tiny_model(arch, seed=len(groups))
+    trajs = [_random_traj(turns) for turns in groups]
+    toks = [t.tokenize(tok) for t in trajs]
+    assert len({tuple(t.ids[:t.prompt_len]) for t in toks}) == 1
+    shared = prefilled(model, toks[0].ids[:toks[0].prompt_len], chunk=chunk)
+    for t in trajs:
+        alone, cont = gt_logprobs(model, tok, t, cfg=ALL), gt_logprobs(model, tok, t, cfg=ALL, chunk=chunk, prefix=shared)
+        assert cont.baseline == pytest.approx(alone.baseline, abs=1e-5) and _same(cont.per_turn, alone.per_turn, 1e-5)
+        assert shared.cache.get_seq_length() == shared.n
+
+def test_a_prefix_past_the_first_boundary_is_refused():
+    model, tok = tiny_model()
+    traj = _random_traj([('visit', ['river'])]); t = traj.tokenize(tok)
+    with pytest.raises(ValueError, match='runs past the first boundary'):
+        gt_logprobs(model, tok, traj, cfg=ALL, prefix=prefilled(model, t.ids[:t.prompt_len + 2]))

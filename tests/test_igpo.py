@@ -10,7 +10,7 @@ from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss
                            last_igpo_checkpoint, load_checkpoint, igpo, turn_logps, learning_rate, reference, sync_engine,
                            judge_spec, FULL_LR, LORA_LR)
 from venus_nb.models import tiny_model
-from venus_nb.rewards import RewardConfig, LLMJudge, em_judge
+from venus_nb.rewards import RewardConfig, LLMJudge, em_judge, prefilled
 from venus_nb.rollout import RolloutConfig
 from venus_nb.trajectory import read_jsonl
 
@@ -145,9 +145,23 @@ def test_token_logps_scores_only_the_positions_asked():
     class EveryPosition(torch.nn.Module):
         def __init__(self, m): super().__init__(); self.m = m
         device = property(lambda self: self.m.device)
-        def forward(self, input_ids, logits_to_keep=None): return self.m(input_ids=input_ids)
+        def forward(self, input_ids, logits_to_keep=None, **kw): return self.m(input_ids=input_ids)
     assert torch.allclose(token_logps(EveryPosition(model), ids, at=at), some, atol=1e-5)
     assert torch.allclose(token_logps(EveryPosition(model), ids), every, atol=1e-5)
+
+def test_prompt_shared_by_a_group_is_run_once_with_the_same_logps(tiny_rl):
+    "π_ref and π_old of rollouts that share a prompt continue from one prefilled prompt; the values are those of separate passes"
+    cfg = IGPOConfig(kl_coef=0.1, ppo_epochs=2)
+    prompt = list(range(7, 19))
+    ps = _random_pieces((30, 41, 25))
+    for p in ps: p.ids[:len(prompt)] = prompt; p.prompt_len = len(prompt); p.mask[:len(prompt)] = 0
+    ps.append(_random_pieces((20,), seed=1)[0])          # another question: its own prompt, scored alone
+    fill_old_and_ref(tiny_rl.model, ps, cfg)
+    alone = [Piece(p.ids, p.mask, p.adv) for p in ps]; fill_old_and_ref(tiny_rl.model, alone, cfg)
+    for p, q in zip(ps, alone):
+        assert torch.allclose(p.ref, q.ref, atol=1e-5) and torch.allclose(p.old, q.old, atol=1e-5)
+    with pytest.raises(ValueError, match='reaches a scored position'):
+        token_logps(tiny_rl.model, ps[0].ids, at=[5, 20], prefix=prefilled(tiny_rl.model, prompt))
 
 def test_minibatch_gradient_is_the_token_mean(tiny_rl):
     "policy_update forwards rollouts one at a time; its gradient equals that of igpo_loss over all tokens together"

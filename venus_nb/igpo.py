@@ -20,6 +20,7 @@ from .tools import load_config
 from .trajectory import write_atomic, atomic_open
 from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
+                              Prefix, prefilled, crop_to, prompt_groups,
                               ig_from_logprobs)
 _all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; importable from here too
 
@@ -27,8 +28,8 @@ _all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; impor
 __all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'judge_spec',
            'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss',
            'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights',
-           'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update',
-           'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
+           'ig_precision', 'each_prompt_once', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
+           'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
            'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
            'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
            'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
@@ -163,13 +164,19 @@ def igpo_loss(logp, old_logp, ref_logp, advantages, mask, cfg:IGPOConfig=IGPOCon
 
 # %% ../nbs/09_igpo.ipynb #4bad4c9a
 def token_logps(model, ids:list, temperature:float=1.0,
-                at=None # the positions to score (e.g. the trained tokens); None: every position but the first
+                at=None, # the positions to score (e.g. the trained tokens); None: every position but the first
+                prefix:Prefix|None=None # the first tokens already in a cache (`rewards.prefilled`; no gradient), before every `at`
                ):
     "log π(ids[i] | ids[:i]) at the positions `at`, 0 elsewhere: a 1-D tensor as long as `ids`"
     x = torch.tensor([ids], device=model.device)
     pos = torch.arange(1, len(ids), device=x.device) if at is None else torch.as_tensor(at, dtype=torch.long, device=x.device)
-    logits = model(input_ids=x, logits_to_keep=pos - 1).logits[0]   # the LM head runs only where a log-prob is wanted
-    if len(logits) != len(pos): logits = logits[pos - 1]               # a model that computes every position anyway
+    if prefix and prefix.n >= int(pos.min()): raise ValueError(f'the prefix ({prefix.n} tokens) reaches a scored position ({int(pos.min())})')
+    n = prefix.n if prefix else 0
+    try: logits = model(input_ids=x[:, n:], past_key_values=prefix and prefix.cache, use_cache=bool(prefix),
+                        logits_to_keep=pos - 1 - n).logits[0]   # the LM head runs only where a log-prob is wanted
+    finally:
+        if prefix: crop_to(prefix.cache, n)   # handed back as it came, for the next sequence of the group
+    if len(logits) != len(pos): logits = logits[pos - 1 - n]   # a model that computes every position anyway
     lp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, x[0, pos, None])[:, 0]
     return lp.new_zeros(len(ids)).index_put((pos,), lp)
 
@@ -216,11 +223,27 @@ def ig_precision(model, cfg:IGPOConfig):
 # %% ../nbs/09_igpo.ipynb #597fdfb4
 from .rewards import Scored
 
+def each_prompt_once(model, tokens:list, # per sequence its `Tokenized` (or None: scored from scratch)
+                     max_len:int|None, # the window; a prompt longer than it is not prefilled
+                     score # (index, `Prefix` or None) -> the sequence's result
+                    )->list:
+    "`score` on every sequence, the prompt of each group that shares one run through `model` once (a KV cache)"
+    window = max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)
+    out = [None] * len(tokens)
+    for prompt, idx in prompt_groups(tokens).items():
+        # all but the prompt's last token: the first generated token's log-prob is computed from the position before it
+        prefix = prefilled(model, list(prompt[:-1])) if len(idx) > 1 and 1 < len(prompt) < window else None
+        for i in idx: out[i] = score(i, prefix)
+    for i, t in enumerate(tokens):
+        if t is None: out[i] = score(i, None)
+    return out
+
 @torch.no_grad()
 def score_rollouts(model, tok, trajs:list, cfg:IGPOConfig=IGPOConfig(), judge=None)->Scored:
     "Outcomes, and log p(gt) after each scored turn under the current policy (π_old) in the precision of `cfg.ig_dtype`"
     model.eval()
-    with ig_precision(model, cfg): lps = [gt_logprobs(model, tok, t, t.gt, cfg.rewards, max_len=cfg.max_len) for t in trajs]
+    with ig_precision(model, cfg): lps = each_prompt_once(model, [t.tokens for t in trajs], cfg.max_len,
+        lambda i, prefix: gt_logprobs(model, tok, trajs[i], trajs[i].gt, cfg.rewards, max_len=cfg.max_len, prefix=prefix))
     groups = [t.meta.get('group', 0) for t in trajs]
     return Scored.from_logprobs(trajs, lps, outcomes(trajs, judge or cfg.judge), groups, cfg.rewards)
 
@@ -240,6 +263,7 @@ class Piece:
     adv: torch.Tensor
     old: torch.Tensor|None = None
     ref: torch.Tensor|None = None
+    prompt_len: int = 0
 
     @property
     def at(self)->torch.Tensor: return self.mask.nonzero()[:, 0]   # the trained positions, the only ones the loss reads
@@ -249,18 +273,21 @@ def pieces(trajs:list, advantages:list)->list:
     out = []
     for t, a in zip(trajs, advantages):
         if not a or not t.tokens or not sum(t.tokens.loss_mask): continue
-        out.append(Piece(t.tokens.ids, torch.tensor(t.tokens.loss_mask, dtype=torch.float32), torch.tensor(token_advantages(t.tokens, a))))
+        out.append(Piece(t.tokens.ids, torch.tensor(t.tokens.loss_mask, dtype=torch.float32), torch.tensor(token_advantages(t.tokens, a)),
+                         prompt_len=t.tokens.prompt_len))
     return out
 
 @torch.no_grad()
 def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
     "π_old (the policy before the update; only needed past one epoch of one mini-batch) and π_ref, in the training precision"
     model.eval()
-    for p in ps:
-        if cfg.ppo_epochs * cfg.mini_batches > 1:
-            with train_precision(model): p.old = token_logps(model, p.ids, cfg.rollout.temperature, p.at).cpu()
-        if cfg.kl_coef:
-            with reference(model) as ref, train_precision(model): p.ref = token_logps(ref, p.ids, cfg.rollout.temperature, p.at).cpu()
+    logps = lambda m: each_prompt_once(m, ps, cfg.max_len, lambda i, prefix: token_logps(m, ps[i].ids, cfg.rollout.temperature, ps[i].at, prefix).cpu())
+    if cfg.ppo_epochs * cfg.mini_batches > 1:
+        with train_precision(model): olds = logps(model)
+        for p, lp in zip(ps, olds): p.old = lp
+    if cfg.kl_coef:
+        with reference(model) as ref, train_precision(model): refs = logps(ref)
+        for p, lp in zip(ps, refs): p.ref = lp
 
 # %% ../nbs/09_igpo.ipynb #df619c1b
 def _minibatches(ps, n, rng):

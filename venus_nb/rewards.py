@@ -14,8 +14,9 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES
            'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
            'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
            'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
-           'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
-           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
+           'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued',
+           'prompt_groups', 'cached_logps', 'GTLogProbs', 'gt_logprobs', 'ig_from_logprobs', 'information_gain',
+           'information_gain_naive', 'turn_rewards', 'Scored']
 
 # %% ../nbs/07_rewards.ipynb #1bc84ef1
 @dataclass
@@ -349,6 +350,8 @@ def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
 
 
 # %% ../nbs/07_rewards.ipynb #0d193c6f
+from contextlib import contextmanager
+from typing import NamedTuple
 import torch
 from .trajectory import generation_prompt, end_of_turn
 
@@ -414,6 +417,37 @@ def _prefill(model, ids, cache, chunk):
     for s in range(0, len(ids), chunk):
         model(input_ids=torch.tensor([ids[s:s + chunk]], device=model.device), past_key_values=cache, use_cache=True, logits_to_keep=1)
 
+class Prefix(NamedTuple):
+    "A KV cache holding the first `n` tokens that several sequences share (the prompt of a group of rollouts)"
+    n: int
+    cache: object
+
+def prefilled(model, ids:list, chunk:int=8192)->Prefix:
+    "`ids` run through `model` once, as a `Prefix` that every sequence starting with them can continue from"
+    from transformers import DynamicCache
+    cache = DynamicCache(); _prefill(model, ids, cache, chunk)
+    return Prefix(len(ids), cache)
+
+def crop_to(cache, n:int):
+    "Drop what `cache` holds past its first `n` tokens"
+    extra = cache.get_seq_length() - n
+    if extra > 0: cache.crop(-extra)   # a count to remove (`crop(0)` would keep everything)
+
+@contextmanager
+def continued(prefix:Prefix|None):
+    "(n, cache) to continue from (a fresh cache without a prefix); the cache is cropped back to the prefix afterwards"
+    from transformers import DynamicCache
+    n, cache = prefix or (0, DynamicCache())
+    try: yield n, cache
+    finally: crop_to(cache, n)
+
+def prompt_groups(token_lists:list)->dict:
+    "{prompt ids: indices of the sequences that start with it}, from each `Tokenized`'s `prompt_len` (None skipped)"
+    groups = {}
+    for i, t in enumerate(token_lists):
+        if t is not None: groups.setdefault(tuple(t.ids[:t.prompt_len]), []).append(i)
+    return groups
+
 @torch.no_grad()
 def _probe_logps(model, cache, bounds, probe, temperature):
     "Score several boundaries in one pass over the cache, then crop the probes off it"
@@ -431,18 +465,19 @@ def cached_logps(model, # a causal LM: a transformers model, or the module a tra
                  bounds:list, # increasing token positions to score after
                  probe:Probe, # the teacher-forced answer (`answer_probe`)
                  temperature:float=1.0, chunk:int=8192,
-                 group:int|None=None # probes per pass; None: as many as keep the mask under about 2^25 entries
+                 group:int|None=None, # probes per pass; None: as many as keep the mask under about 2^25 entries
+                 prefix:Prefix|None=None # the first tokens of `ids` already in a cache (`prefilled`), ending at or before bounds[0]
                 )->list[float]:
     "Mean log p(gt) after each boundary of one token sequence: one chunked prefill, then the probes over the cache"
-    from transformers import DynamicCache
     if not bounds: return []
-    cache = DynamicCache()
-    _prefill(model, ids[:bounds[-1]], cache, chunk)
-    g = group or max(1, 2**25 // (len(probe.ids) * (bounds[-1] + len(probe.ids))))
-    return [lp for i in range(0, len(bounds), g) for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
+    if prefix and prefix.n > bounds[0]: raise ValueError(f'the prefix ({prefix.n} tokens) runs past the first boundary ({bounds[0]})')
+    with continued(prefix) as (n, cache):
+        _prefill(model, ids[n:bounds[-1]], cache, chunk)
+        g = group or max(1, 2**25 // (len(probe.ids) * (bounds[-1] + len(probe.ids))))
+        return [lp for i in range(0, len(bounds), g) for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
 
-def _cached_logps(model, ids, points, probe, temperature, chunk, group=None):
-    return cached_logps(model, ids, [b for b, _ in points], probe, temperature, chunk, group)
+def _cached_logps(model, ids, points, probe, temperature, chunk, group=None, prefix=None):
+    return cached_logps(model, ids, [b for b, _ in points], probe, temperature, chunk, group, prefix)
 
 # %% ../nbs/07_rewards.ipynb #d44016d4
 @dataclass
@@ -453,7 +488,9 @@ class GTLogProbs:
     cut: int = 0  # scored boundaries dropped because they exceed the window
 
 def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), method:str='cached',
-                chunk:int=8192, max_len:int|None=None, probe_batch:int|None=None)->GTLogProbs:
+                chunk:int=8192, max_len:int|None=None, probe_batch:int|None=None,
+                prefix:Prefix|None=None # the rollout's prompt already in a cache (`prefilled`), shared with its group
+               )->GTLogProbs:
     "Mean log-prob of the ground truth at every scored boundary of `traj`"
     probe = answer_probe(tokenizer, traj.gt if gt is None else gt)
     limit = (max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)) - len(probe.ids)
@@ -461,7 +498,7 @@ def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig()
     every = _points(traj, tokens, cfg)
     ids, pts = tokens.ids, [(b, t) for b, t in every if b <= limit]
     if method == 'naive': lps = [_naive_logp(model, ids, b, probe, cfg.temperature) for b, _ in pts]
-    else: lps = _cached_logps(model, ids, pts, probe, cfg.temperature, chunk, probe_batch)
+    else: lps = _cached_logps(model, ids, pts, probe, cfg.temperature, chunk, probe_batch, prefix if pts else None)
     per_turn = [None] * len(traj.turns)
     for (_, t), lp in zip(pts[1:], lps[1:]): per_turn[t] = lp
     return GTLogProbs(lps[0] if lps else float('nan'), per_turn, len(every) - len(pts))
