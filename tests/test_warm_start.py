@@ -21,6 +21,15 @@ def test_the_world_splits_are_disjoint_and_noiseless():
     assert len({q['question'] for q in w.held_out + w.rl} | {t.question for t in w.train}) == 20
     with pytest.raises(ValueError, match='distinct questions'): warm_world(WarmConfig(entities=2, train=200))
 
+def test_bf16_autocast_only_where_the_hardware_is_fast():
+    "bf16=None resolves to what `fast_bf16` finds (a CPU without bf16 kernels runs bf16 matmuls in a slow loop); the key follows it"
+    import torch
+    from venus_nb.models import fast_bf16
+    assert WarmConfig().bf16 is fast_bf16() and isinstance(fast_bf16(), bool)
+    if not torch.cuda.is_available(): assert fast_bf16() == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert WarmConfig(bf16=True).key() != WarmConfig(bf16=False).key()
+    assert WarmConfig().key() == WarmConfig(bf16=fast_bf16()).key()
+
 def test_cached_by_config(tiny_dir):
     cfg = WarmConfig(model=tiny_dir, **TINY)
     first = warm_start(cfg, verbose=False)

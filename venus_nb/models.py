@@ -12,8 +12,8 @@ from typing import Any
 
 # %% auto #0
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
-           'gpu_available', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir', 'materialise',
-           'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
+           'gpu_available', 'fast_bf16', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir',
+           'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
            'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'name_base',
            'model_card']
 
@@ -36,6 +36,12 @@ def gpu_available()->bool:
     "Is a CUDA GPU usable here?"
     import torch
     return torch.cuda.is_available()
+
+def fast_bf16()->bool:
+    "Is bf16 arithmetic fast here? A CUDA GPU that supports it, or a CPU whose oneDNN has bf16 kernels (AVX-512, AMX)"
+    import torch
+    if torch.cuda.is_available(): return torch.cuda.is_bf16_supported()
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())   # elsewhere a bf16 matmul falls back to a slow loop
 
 def cell_flags(lines:list)->set:
     "The nbdev flags (`#| gpu`, `#| verl`, ...) among the comment lines that open a cell"

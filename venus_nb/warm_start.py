@@ -6,7 +6,7 @@ import hashlib, json, os, shutil, tempfile, time
 from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 from fastcore.basics import patch
-from .models import cache_dir, load_policy, has_module
+from .models import cache_dir, load_policy, has_module, fast_bf16
 from .trajectory import Trajectory, read_jsonl, write_jsonl, write_atomic
 
 # %% auto #0
@@ -27,7 +27,7 @@ class WarmConfig:
     steps: int = 32                  # SFT steps of one trajectory each (half the training questions)
     lr: float = 1e-4
     full_ft: bool = True             # full fine-tune in float32 weights (False: LoRA r=16)
-    bf16: bool = True                # bf16 autocast over the float32 weights (fast on CPUs with AMX)
+    bf16: bool|None = None           # bf16 autocast over the float32 weights; None: where it is fast (`models.fast_bf16`)
     max_length: int = 2048           # the warm world's trajectories are shorter; a guard
     engine: str = 'auto'             # the check's engine: 'auto' (vLLM when installed), 'vllm' or 'transformers'
     G: int = 4                       # rollouts per held-out question in the check
@@ -37,7 +37,9 @@ class WarmConfig:
     min_well_formed: float = 0.9     # share of well-formed turns the check asks for
     pass_band: tuple = (0.1, 0.9)    # Pass@1 must lie strictly inside
 
-    def __post_init__(self): self.pass_band = tuple(self.pass_band)
+    def __post_init__(self):
+        self.pass_band = tuple(self.pass_band)
+        if self.bf16 is None: self.bf16 = fast_bf16()   # resolved here, so the cache key says which arithmetic trained it
 
     def key(self)->str:
         "A short hash of the configuration: the name of its cache folder"
