@@ -10,6 +10,7 @@ import numpy as np, pandas as pd
 from .trajectory import write_atomic
 from .eval import pass_at_k, tool_counts
 from .data import as_questions
+from .models import fast_dtype
 
 # %% auto #0
 __all__ = ['EVAL_SEED', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean',
@@ -146,7 +147,7 @@ class ExperimentConfig:
     eval_questions: int = 16                    # held-out questions every run is evaluated on
     ks: tuple = (1, 4)
     warm: dict = field(default_factory=dict)    # `WarmConfig` fields of the starting policy
-    igpo: dict = field(default_factory=lambda: dict(dtype='bfloat16'))  # `IGPOConfig` fields for every arm
+    igpo: dict = field(default_factory=lambda: dict(dtype=fast_dtype()))  # `IGPOConfig` fields for every arm (bf16 where it is fast)
     output_dir: str = 'out/experiment'
 
     def __post_init__(self):

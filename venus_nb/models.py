@@ -12,10 +12,10 @@ from typing import Any
 
 # %% auto #0
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
-           'gpu_available', 'fast_bf16', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf', 'cache_dir',
-           'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
-           'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'name_base',
-           'model_card']
+           'gpu_available', 'fast_bf16', 'fast_dtype', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf',
+           'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy',
+           'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base',
+           'name_base', 'model_card']
 
 # %% ../nbs/01_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -42,6 +42,10 @@ def fast_bf16()->bool:
     import torch
     if torch.cuda.is_available(): return torch.cuda.is_bf16_supported()
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())   # elsewhere a bf16 matmul falls back to a slow loop
+
+def fast_dtype()->str:
+    "'bfloat16' where bf16 arithmetic is fast (`fast_bf16`), else 'float32'"
+    return 'bfloat16' if fast_bf16() else 'float32'
 
 def cell_flags(lines:list)->set:
     "The nbdev flags (`#| gpu`, `#| verl`, ...) among the comment lines that open a cell"
