@@ -244,8 +244,9 @@ def vllm_serve_command(model:str, # a model folder or Hub name
                        args:tuple=() # more flags
                       )->list:
     "The `vllm serve` command line, with `vllm_engine`'s settings"
+    from venus_nb.models import fast_dtype
     cmd = [sys.executable, '-m', 'vllm.entrypoints.openai.api_server', '--model', model, '--served-model-name', served_name,
-           '--host', '127.0.0.1', '--port', str(port), '--dtype', 'bfloat16', '--max-model-len', str(max_model_len), '--seed', '0']
+           '--host', '127.0.0.1', '--port', str(port), '--dtype', fast_dtype(), '--max-model-len', str(max_model_len), '--seed', '0']
     return cmd + (['--enforce-eager', '--no-enable-chunked-prefill'] if cpu else []) + list(args)
 
 def _serve_env()->dict:
