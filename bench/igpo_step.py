@@ -8,8 +8,9 @@ phases from the metrics row: rollout (`rollout_s`), IG scoring and advantages (`
 
 The step's floor is what the same work costs with nothing around it: one `generate` call on the same batch (each
 rollout's first prompt) producing the step's generated tokens (min = max new tokens = their mean per rollout), plus
-one forward and backward over the step's final sequences (one padded batch, the loss a sum of trained-token
-log-probs, the LM head run only where a trained token is predicted, as the step's own log-probs are). The ratio step/floor is printed with the excess of each phase over its share of the floor (rollout over
+one forward and backward over the step's final sequences (the faster of one padded batch and one sequence at a
+time; the loss a sum of trained-token log-probs, the LM head run only where a trained token is predicted, as the
+step's own log-probs are). The ratio step/floor is printed with the excess of each phase over its share of the floor (rollout over
 the generate call, update over the forward-backward; IG scoring and π_ref are all excess).
 
 The KV cache figure: the rollout phase alone, greedy (T = 0), on the same questions, with `HFEngine(cache_turns=False)`
@@ -48,7 +49,22 @@ def floor_generate(model, tok, trajs, cfg):
     return n * len(trajs)
 
 def floor_forward_backward(model, trajs):
-    """One forward and backward over the step's final sequences, one right-padded batch; the gradients are dropped.
+    "One forward and backward over the step's final sequences, the faster of one padded batch and one sequence at a time"
+    return min(timed(lambda: padded_forward_backward(model, trajs)), timed(lambda: each_forward_backward(model, trajs)))
+
+def each_forward_backward(model, trajs):
+    "Forward and backward one sequence at a time (no padding), the LM head only where a trained token is predicted"
+    model.train()
+    for t in trajs:
+        ids, mask = torch.tensor([t.tokens.ids]), torch.tensor(t.tokens.loss_mask, dtype=torch.float32)
+        at = mask.nonzero()[:, 0]
+        logits = model(input_ids=ids, logits_to_keep=at - 1).logits[0].float()
+        (-torch.log_softmax(logits, -1).gather(-1, ids[0, at, None]).sum()).backward()
+    model.zero_grad(set_to_none=True)
+    return sum(len(t.tokens.ids) for t in trajs)
+
+def padded_forward_backward(model, trajs):
+    """One right-padded batch; the gradients are dropped.
     The LM head runs only at the positions that predict a trained token in some row (the least a token loss needs)."""
     L = max(len(t.tokens.ids) for t in trajs)
     ids = torch.tensor([t.tokens.ids + [0] * (L - len(t.tokens.ids)) for t in trajs])
@@ -76,7 +92,7 @@ def one_repeat(pol, opt, qs, corpus, cfg, k):
     say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)   # progress on a slow machine
     secs, (row, scored) = timed(lambda: igpo_step(pol, opt, engine, qs, corpus, cfg, k, random.Random(k))); say(f'step {secs:.1f}s')
     f_gen, gen_tokens = timed(lambda: floor_generate(pol.model, pol.tokenizer, scored.trajs, cfg)); say(f'floor generate {f_gen:.1f}s')
-    f_fb, fb_tokens = timed(lambda: floor_forward_backward(pol.model, scored.trajs)); say(f'floor forward/backward {f_fb:.1f}s')
+    f_fb, fb_tokens = floor_forward_backward(pol.model, scored.trajs); say(f'floor forward/backward {f_fb:.1f}s')
     off, ids_off, _ = greedy_rollouts(pol, qs, corpus, cfg, False); say(f'greedy rollout, cache off {off:.1f}s')
     on, ids_on, toks = greedy_rollouts(pol, qs, corpus, cfg, True); say(f'greedy rollout, cache on {on:.1f}s')
     r = dict(step=secs, rollout=row['rollout_s'], score=row['score_s'], ref=row['ref_s'], update=row['update_s'],
