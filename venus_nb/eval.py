@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .trajectory import Trajectory, Turn, ToolCall, between, jsonl_records
+from .base import BadRecord, read_records
+from .trajectory import Trajectory, Turn, ToolCall, between
 from .rewards import exact_match, f1_score, aliases, judge_fn
 
 # %% auto #0
@@ -357,14 +358,16 @@ def passage_docs(passages:list)->list:
     return [Doc(i, title, '\n\n'.join(ps), wiki_url(title)) for i, (title, ps) in pages.items()]
 
 # %% ../nbs/11_eval.ipynb #00e918fd
+def _rollout(r, *_)->dict:
+    "An R1-Searcher result record, or a `BadRecord`"
+    if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')): raise BadRecord('no question or gen_text_store text')
+    return r
+
 def _rollouts_by_question(path:Path)->dict:
     "R1-Searcher result records by question text; a ValueError naming the file and line of the first one that cannot be read"
-    out = {}
-    for n, r in jsonl_records(path):
-        if isinstance(r, Exception) or not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')):
-            raise ValueError(f'{path}:{n}: {r if isinstance(r, Exception) else "no question or gen_text_store text"}')
-        out[r['question'].strip()] = r
-    return out
+    recs, errors = read_records(path, _rollout)
+    if errors: raise ValueError(str(errors[0]))
+    return {r['question'].strip(): r for r in recs}
 
 def _r1_pairs(base:Path, name:str, limit:int|None)->list:
     "(question dict, rollout record or None) for one R1-Searcher set"
