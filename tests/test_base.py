@@ -41,3 +41,15 @@ def test_load_config_reads_json_and_yaml_and_refuses_unknown_keys(tmp_path):
     (tmp_path/'typo.json').write_text('{"lr": 1, "nmes": []}'); (tmp_path/'list.json').write_text('[1]')
     with pytest.raises(ValueError, match=r"unknown Small keys \['nmes'\]"): load_config(Small, tmp_path/'typo.json')
     with pytest.raises(ValueError, match='not a mapping of Small settings'): load_config(Small, tmp_path/'list.json')
+
+def test_every_config_file_is_indented_json_of_its_fields(tmp_path):
+    "The configs' own save/load go through base: the same files as before (indented JSON of `asdict`), read back equal"
+    from venus_nb.web import ToolConfig
+    from venus_nb.rollout import RolloutConfig
+    from venus_nb.sft import SFTConfig
+    from venus_nb.igpo import IGPOConfig, config_json
+    from venus_nb.experiment import ExperimentConfig
+    for cfg in (ToolConfig(top_k=3), RolloutConfig(G=2), SFTConfig(lora_r=8, betas=[0.8, 0.9]), IGPOConfig(steps=3), ExperimentConfig(seeds=[4])):
+        p = cfg.save(tmp_path/f'{type(cfg).__name__}.json')
+        want = config_json(cfg) if isinstance(cfg, IGPOConfig) else asdict(cfg)
+        assert p.read_text() == json.dumps(want, indent=1) and type(cfg).load(p) == cfg, type(cfg).__name__

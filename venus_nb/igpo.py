@@ -16,8 +16,7 @@ import pandas as pd
 import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, VLLMEngine
-from .tools import load_config
-from .trajectory import write_atomic, atomic_open
+from .base import write_atomic, atomic_open, save_config, load_config
 from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
                               ig_from_logprobs)
@@ -126,8 +125,8 @@ def config_json(cfg:IGPOConfig)->dict:
 
 @patch
 def save(self:IGPOConfig, path)->Path:
-    "Write the settings as JSON, whole or not at all (a temporary file renamed over `path`)"
-    return write_atomic(path, json.dumps(config_json(self), indent=1))
+    "Write the settings as JSON, whole or not at all (`base.save_config` with `config_json`)"
+    return save_config(self, path, config_json)
 
 @patch(cls_method=True)
 def load(cls:IGPOConfig, path)->IGPOConfig:

@@ -10,7 +10,8 @@ from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
                                  observation_message, thinking_opening, message_ids, literal_span, encode_around)
-from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, load_config
+from .base import save_config, load_config
+from .tools import system_prompt, run_tool, tool_error, Toolbox
 
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',

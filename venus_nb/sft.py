@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module
-from .trajectory import write_atomic, as_trajectories
+from .base import write_atomic, save_config, load_config
+from .trajectory import as_trajectories
 
 # %% auto #0
 __all__ = ['TRACKERS', 'SFT_FREE', 'trackers', 'need_tensorboard', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data',
@@ -69,11 +70,12 @@ class SFTConfig:
     report_to: tuple = ()             # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
     run_name: str = 'sft'             # the TensorBoard run: output_dir/runs/<run_name>
 
-    def __post_init__(self): self.report_to = trackers(self.report_to)
+    def __post_init__(self):
+        self.betas, self.target_modules, self.report_to = tuple(self.betas), tuple(self.target_modules), trackers(self.report_to)
 
-    def save(self, path): return write_atomic(path, json.dumps(asdict(self), indent=1))   # whole or not at all
+    def save(self, path)->Path: return save_config(self, path)   # JSON, whole or not at all
     @classmethod
-    def load(cls, path): return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(Path(path).read_text()).items()})
+    def load(cls, path): return load_config(cls, path)
 
 # %% ../nbs/08_sft.ipynb #d6d58312
 def turn_cut(tokens, max_length:int|None)->int|None:
