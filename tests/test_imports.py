@@ -35,3 +35,5 @@ def test_moved_names_still_import_from_their_old_modules():
             for n in names:
                 assert getattr(mod, n) is getattr(new, n), f'venus_nb.{old}.{n}'
                 assert old == 'tools' and n in ('LoadError', 'atomic_open', 'write_atomic') or n in mod.__all__, f'venus_nb.{old}.__all__ lacks {n}'
+    from venus_nb import eval, rewards
+    assert eval.norm_text is rewards.normalize_answer

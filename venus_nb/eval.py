@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_eval.ipynb #338e6622
 from __future__ import annotations
-import json, math, os, random, re, string
+import json, math, os, random, re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 from .base import BadRecord, read_records
 from .trajectory import Trajectory, Turn, ToolCall, between
-from .rewards import exact_match, f1_score, aliases, judge_fn
+from .rewards import exact_match, f1_score, aliases, judge_fn, normalize_answer
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
-           'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
-           'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table', 'EvalReport',
-           'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts', 'world_eval',
-           'find_shared', 'shared_data', 'parse_r1_passage', 'r1_passages', 'passage_docs', 'r1_searcher_eval',
-           'norm_text', 'corpus_coverage', 'r1_turns', 'r1_searcher_trajectories']
+           'norm_text', 'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row',
+           'score_trajectories', 'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table',
+           'EvalReport', 'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
+           'world_eval', 'find_shared', 'shared_data', 'parse_r1_passage', 'r1_passages', 'passage_docs',
+           'r1_searcher_eval', 'corpus_coverage', 'r1_turns', 'r1_searcher_trajectories']
 
 # %% ../nbs/11_eval.ipynb #67372624
 def pass_at_k(n:int, # samples drawn for the question
@@ -398,14 +398,10 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
     return qs, LocalCorpus(passage_docs(passages), name='r1-searcher:' + '+'.join(_names(sets)))
 
 # %% ../nbs/11_eval.ipynb #bca21c0e
-_PUNCT = str.maketrans('', '', string.punctuation)
-
-def norm_text(s:str)->str:
-    "`rewards.normalize_answer`, fast enough for whole pages"
-    return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', str(s).lower().translate(_PUNCT)).split())
+norm_text = normalize_answer   # the name this module gave it before: one SQuAD normalisation, `rewards.normalize_answer`
 
 def _has_answer(texts:list, gt)->bool:
-    golds = [f' {g} ' for g in map(norm_text, aliases(gt)) if g]
+    golds = [f' {g} ' for g in map(normalize_answer, aliases(gt)) if g]
     return any(g in f' {t} ' for t in texts for g in golds)
 
 # %% ../nbs/11_eval.ipynb #6f9fccaa
@@ -414,7 +410,7 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
                     k:int=10 # BM25 hits checked for the answer
                    )->pd.DataFrame:
     "Per question: pages retrieved for it, whether one holds a gold alias, whether BM25 on the question finds one in the top k"
-    text = {d.id: norm_text(d.text) for d in corpus.docs}
+    text = {d.id: normalize_answer(d.text) for d in corpus.docs}
     def row(q):
         mine, top = [text[i] for i in q.get('docs', []) if i in text], [text[corpus.docs[i].id] for i, _ in corpus.index.top(q['question'], k)]
         return dict(id=q.get('id'), docs=len(mine), answer_in_docs=_has_answer(mine, q['answer']), answer_in_top_k=_has_answer(top, q['answer']))
