@@ -9,12 +9,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote
 from .base import BadRecord, LoadError, atomic_open, read_records, _skipped
+from .trajectory import between
 from .web import Page, ToolError
 
 # %% auto #0
-__all__ = ['DOC_FORMATS', 'BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'wiki_url',
-           'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc', 'detect_format', 'read_docs', 'load_corpus',
-           'write_docs']
+__all__ = ['DOC_FORMATS', 'BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'title_id',
+           'wiki_url', 'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc', 'detect_format', 'read_docs',
+           'load_corpus', 'write_docs', 'parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% ../nbs/05b_corpus.ipynb #0e6f8bdf
 @functools.lru_cache(None)
@@ -158,7 +159,11 @@ def _field(rec:dict, key:str)->str:
     if not isinstance(v, str): raise BadRecord(f'"{key}" is missing or not a string')
     return v
 
-def wiki_url(title:str)->str: return 'https://en.wikipedia.org/wiki/' + title.strip().replace(' ', '_')
+def title_id(title:str)->str:
+    "The id of a Wikipedia page from its title: spaces as underscores, as in its URL"
+    return title.strip().replace(' ', '_')
+
+def wiki_url(title:str)->str: return 'https://en.wikipedia.org/wiki/' + title_id(title)
 
 def jsonl_doc(rec:dict, i:int)->Doc:
     "A generic `{id, title, url?, text}` record"
@@ -185,7 +190,7 @@ def kilt_doc(rec:dict, i:int)->Doc:
     title, paras = _field(rec, 'wikipedia_title'), rec.get('text')
     if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras): raise BadRecord('"text" is not a list of paragraphs')
     body = [q for q in map(_kilt_paragraph, paras) if q and q != title.strip()]
-    return Doc(title.strip().replace(' ', '_'), title.strip(), '\n\n'.join(body), wiki_url(title))
+    return Doc(title_id(title), title.strip(), '\n\n'.join(body), wiki_url(title))
 
 DOC_FORMATS = {'jsonl': jsonl_doc, 'hipporag': hipporag_doc, 'kilt': kilt_doc, 'search-r1': search_r1_doc}
 
@@ -223,3 +228,32 @@ def write_docs(docs:list[Doc], path)->Path:
     with atomic_open(path) as f:
         for d in docs: f.write(json.dumps(asdict(d), ensure_ascii=False) + '\n')
     return Path(path)
+
+# %% ../nbs/05b_corpus.ipynb #cc839382
+_BD, _ED = '<|begin_of_documents|>', '<|end_of_documents|>'   # R1-Searcher's documents block
+_TEXT, _SPACE = re.compile(r'\sText:'), re.compile(r'\s*')
+
+def _title_text(p:str)->tuple[str, str]|None:
+    "(title, text) of `Title: T Text: x`, as the pattern `Title:\\s*(.*?)\\s+Text:\\s*(.*)` reads it, in linear time"
+    start = _SPACE.match(p, 6).end()
+    if m := _TEXT.search(p, start): return p[start:m.start()].strip(), p[m.end():].strip()
+    if start > 6 and p.startswith('Text:', start): return '', p[start + 5:].strip()
+    return None
+
+def parse_r1_passage(p:str)->tuple[str, str]|None:
+    "(title, text) of one retrieved passage, `Title: T Text: x` or `T   x`; None if neither"
+    p = p.strip()
+    if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
+    if p.startswith('Title:') and (tt := _title_text(p)): return tt
+    title, sep, text = p.partition('   ')
+    return (title.strip(), text.strip()) if sep and title.strip() else None
+
+def r1_passages(text:str)->list[tuple[str, str]]:
+    "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
+    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
+
+def passage_docs(passages:list)->list[Doc]:
+    "One `Doc` per title, its distinct passages as paragraphs in first-seen order"
+    pages = {}
+    for title, text in passages: pages.setdefault(title_id(title), (title, {}))[1][text] = None
+    return [Doc(i, title, '\n\n'.join(ps), wiki_url(title)) for i, (title, ps) in pages.items()]

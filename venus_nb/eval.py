@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_eval.ipynb #338e6622
 from __future__ import annotations
-import json, math, os, random, re
+import json, math, os, random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,14 +13,16 @@ import pandas as pd
 from .base import BadRecord, read_records
 from .trajectory import Trajectory, Turn, ToolCall, between
 from .rewards import exact_match, f1_score, aliases, judge_fn, normalize_answer
+from .corpus import parse_r1_passage, r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
+_all_ = ['parse_r1_passage', 'r1_passages', 'passage_docs']   # R1-Searcher's passages are read in `corpus`; importable from here too
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
            'norm_text', 'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row',
            'score_trajectories', 'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table',
            'EvalReport', 'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
-           'world_eval', 'find_shared', 'shared_data', 'parse_r1_passage', 'r1_passages', 'passage_docs',
-           'r1_searcher_eval', 'corpus_coverage', 'r1_turns', 'r1_searcher_trajectories']
+           'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
+           'r1_searcher_trajectories', 'parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% ../nbs/11_eval.ipynb #67372624
 def pass_at_k(n:int, # samples drawn for the question
@@ -324,39 +326,6 @@ def shared_data(root=None)->Path:
                                 'it lives in ../shared/data next to the repository (see its SOURCES.md), or set $VENUS_NB_SHARED')
     return p
 
-# %% ../nbs/11_eval.ipynb #af8166f8
-_BQ, _EQ, _BD, _ED = '<|begin_of_query|>', '<|end_of_query|>', '<|begin_of_documents|>', '<|end_of_documents|>'
-_TEXT, _SPACE = re.compile(r'\sText:'), re.compile(r'\s*')
-
-def _title_text(p:str)->tuple[str, str]|None:
-    "(title, text) of `Title: T Text: x`, as the pattern `Title:\\s*(.*?)\\s+Text:\\s*(.*)` reads it, in linear time"
-    start = _SPACE.match(p, 6).end()
-    if m := _TEXT.search(p, start): return p[start:m.start()].strip(), p[m.end():].strip()
-    if start > 6 and p.startswith('Text:', start): return '', p[start + 5:].strip()
-    return None
-
-def parse_r1_passage(p:str)->tuple[str, str]|None:
-    "(title, text) of one retrieved passage, `Title: T Text: x` or `T   x`; None if neither"
-    p = p.strip()
-    if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
-    if p.startswith('Title:') and (tt := _title_text(p)): return tt
-    title, sep, text = p.partition('   ')
-    return (title.strip(), text.strip()) if sep and title.strip() else None
-
-def r1_passages(text:str)->list[tuple[str, str]]:
-    "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
-    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
-
-# %% ../nbs/11_eval.ipynb #8ddc2aa5
-def _doc_id(title:str)->str: return title.strip().replace(' ', '_')
-
-def passage_docs(passages:list)->list:
-    "One `tools.Doc` per title, its distinct passages as paragraphs in first-seen order"
-    from venus_nb.tools import Doc, wiki_url
-    pages = {}
-    for title, text in passages: pages.setdefault(_doc_id(title), (title, {}))[1][text] = None
-    return [Doc(i, title, '\n\n'.join(ps), wiki_url(title)) for i, (title, ps) in pages.items()]
-
 # %% ../nbs/11_eval.ipynb #00e918fd
 def _rollout(r, *_)->dict:
     "An R1-Searcher result record, or a `BadRecord`"
@@ -394,7 +363,7 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
     for name in _names(sets):
         for q, rec in _r1_pairs(base, name, limit):
             ps = r1_passages(rec['gen_text_store']) if rec else []
-            qs.append(dict(q, docs=list(dict.fromkeys(_doc_id(t) for t, _ in ps)))); passages += ps
+            qs.append(dict(q, docs=list(dict.fromkeys(title_id(t) for t, _ in ps)))); passages += ps
     return qs, LocalCorpus(passage_docs(passages), name='r1-searcher:' + '+'.join(_names(sets)))
 
 # %% ../nbs/11_eval.ipynb #bca21c0e
@@ -417,6 +386,8 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
     return pd.DataFrame([row(q) for q in questions], columns=['id', 'docs', 'answer_in_docs', 'answer_in_top_k'])
 
 # %% ../nbs/11_eval.ipynb #6656ae9e
+_BQ, _EQ = '<|begin_of_query|>', '<|end_of_query|>'   # a query block; the documents block after it is `corpus`'s
+
 def _queries(text:str):
     "(start, end, query, documents or None) of each query block and the documents block right after it, in one pass"
     i, no_close = 0, len(text) + 1   # no `<|end_of_documents|>` follows a documents block opened at or after no_close
