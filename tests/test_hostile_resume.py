@@ -239,7 +239,7 @@ def test_missing_unreadable_and_unwritable_paths(tmp_path, capsys, monkeypatch):
 
 def test_read_only_output_is_one_error_line(tmp_path, capsys, monkeypatch):
     def read_only(*a, **kw): raise PermissionError(30, 'Read-only file system', str(tmp_path/'ro'/'.sft.jsonl.tmp'))
-    monkeypatch.setattr('venus_nb.trajectory.os.replace', read_only)
+    monkeypatch.setattr('venus_nb.base.os.replace', read_only)
     _one_error(*_cli(['resample', WORLD/'trajectories.jsonl', '--out', tmp_path/'ro'/'sft.jsonl'], capsys)[::2], 'Read-only file system')
 
 def test_traceback_flag_shows_the_error(tmp_path):

@@ -95,3 +95,44 @@ def test_token_advantages_only_on_trained_tokens():
     from venus_nb.trajectory import Tokenized
     tk = Tokenized(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [(2, 4), (6, 9)], [(4, 6), None], 2)
     assert token_advantages(tk, [0.5, -1.0]) == [0, 0, 0.5, 0.5, 0, 0, -1.0, -1.0, -1.0, 0]
+
+# --- one answer normaliser: rewards.normalize_answer (str.translate) is SQuAD's, and eval.norm_text is the same function ---
+
+def squad_normalize(s):
+    "The official SQuAD v1.1 `normalize_answer`, as written in its evaluation script (character by character)"
+    import re, string
+    def remove_articles(text): return re.sub(r'\b(a|an|the)\b', ' ', text)
+    def white_space_fix(text): return ' '.join(text.split())
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return ''.join(ch for ch in text if ch not in exclude)
+    return white_space_fix(remove_articles(remove_punc(str(s).lower())))
+
+TRICKY = ['The Sael', 'the  sael.', '"Sael", river!', 'An apple a day', 'theatre', 'Anthem of the Andes', 'a.k.a. the Thing',
+          "Dunkin' Donuts", 'U.S.A.', 'A-ha', 'THE END', '1,024', '3.14', '1 024', '-5', '10%', '$1,000.50', '1st', '2nd place',
+          'Élan', 'ÉLAN', 'straße', 'STRASSE', 'İstanbul', 'café au lait', 'naïve', '東京', '北京大学', 'Ⅻ', '½',
+          '“quoted”', '‘single’', '«guillemets»', '—dash—', 'en–dash', '…', 'l’homme', "l'homme", 'ΑΘΗΝΑ', 'Ünïcödé',
+          'tab\tand\nnewline', '\u00a0nbsp\u00a0', 'zero\u200bwidth', '', '   ', '.', 'a', 'an the a', 'the_the', '🙂 smile', 42, None]
+
+def test_normalize_answer_is_squads_on_tricky_strings():
+    from venus_nb.rewards import normalize_answer
+    for s in TRICKY: assert normalize_answer(s) == squad_normalize(s), repr(s)
+
+def test_exact_match_and_f1_are_unchanged():
+    "EM and F1 through the one normaliser equal the same scores computed with the official SQuAD normalisation"
+    from collections import Counter
+    from venus_nb.rewards import exact_match, f1_score, aliases
+    def f1(p, g):
+        p, g = squad_normalize(p).split(), squad_normalize(g).split()
+        common = sum((Counter(p) & Counter(g)).values())
+        return 0.0 if not common else 2 * (common / len(p)) * (common / len(g)) / (common / len(p) + common / len(g))
+    gts = ['Sael<|answer_split|>River Sael', ['Élan', 'the élan'], '1,024', 'U.S.A.', '“quoted”', 'straße', '']
+    for pred in TRICKY:
+        for gt in gts:
+            assert exact_match(pred, gt) == float(any(squad_normalize(pred) == squad_normalize(a) for a in aliases(gt))), (pred, gt)
+            assert f1_score(pred, gt) == pytest.approx(max((f1(pred, a) for a in aliases(gt)), default=0.0)), (pred, gt)
+
+def test_eval_norm_text_is_the_one_normaliser():
+    from venus_nb.eval import norm_text
+    from venus_nb.rewards import normalize_answer
+    assert norm_text is normalize_answer

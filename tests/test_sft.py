@@ -84,3 +84,18 @@ def test_kill_and_resume(tmp_path):
     r = _result(_run(tmp_path, 'transformers', tmp_path, 40, 4))
     assert r['resumed'] == killed_at and r['steps'][0] == int(killed_at.split('-')[-1]) + 1 and r['steps'][-1] == 40
     assert (tmp_path/'run'/'checkpoint-40'/'venus_sft_config.json').exists()
+
+def test_one_backend_rule(tmp_path, monkeypatch):
+    "SFTConfig.backend is checked when made; sft picks 'auto' by models.pick_backend, the rule load_policy follows"
+    import torch
+    from venus_nb.models import pick_backend
+    for bad in ('vllm', 'Unsloth', ''):
+        with pytest.raises(ValueError, match="SFTConfig.backend must be one of 'auto', 'unsloth', 'transformers'"): SFTConfig(backend=bad)
+        with pytest.raises(ValueError, match="unknown backend .*one of 'auto', 'unsloth', 'transformers'"): pick_backend(bad)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert pick_backend('auto') == 'transformers' and pick_backend('unsloth') == 'unsloth'   # auto: Unsloth only on CUDA
+    class Picked(Exception): pass
+    def pick(backend): raise Picked(backend)
+    monkeypatch.setattr('venus_nb.sft.pick_backend', pick)
+    for b in ('auto', 'unsloth', 'transformers'):
+        with pytest.raises(Picked, match=f'^{b}$'): sft([], SFTConfig(output_dir=str(tmp_path), backend=b), live=False)

@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, asdict, replace, is_dataclass, MISSING
 from pathlib import Path
 from typing import Callable
-from .trajectory import read_jsonl, write_jsonl, write_atomic, atomic_open, Loaded, Trajectory
+from .base import write_atomic, atomic_open
+from .trajectory import read_jsonl, write_jsonl, Loaded, Trajectory
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table', 'plain', 'in_terminal',

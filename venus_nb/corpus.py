@@ -4,17 +4,18 @@
 
 # %% ../nbs/05b_corpus.ipynb #a75c9d6b
 from __future__ import annotations
-import codecs, functools, json, re
+import functools, json, re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote
-from .trajectory import BadRecord, LoadError, atomic_open, jsonl_records, must_exist
-from .web import Page, ToolError, _skipped
+from .base import BadRecord, LoadError, atomic_open, read_records, _skipped
+from .trajectory import between
+from .web import Page, ToolError
 
 # %% auto #0
-__all__ = ['DOC_FORMATS', 'BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'wiki_url',
-           'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc', 'detect_format', 'read_docs', 'load_corpus',
-           'write_docs']
+__all__ = ['DOC_FORMATS', 'BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'title_id',
+           'wiki_url', 'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc', 'detect_format', 'read_docs',
+           'load_corpus', 'write_docs', 'parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% ../nbs/05b_corpus.ipynb #0e6f8bdf
 @functools.lru_cache(None)
@@ -152,13 +153,17 @@ class LocalCorpus:
 
 # %% ../nbs/05b_corpus.ipynb #aa450d7b
 def _field(rec:dict, key:str)->str:
-    "`rec[key]` as a string, or a ValueError naming what is missing"
+    "`rec[key]` as a string, or a `BadRecord` naming what is missing"
     v = rec.get(key) if isinstance(rec, dict) else None
     if isinstance(v, (int, float)) and not isinstance(v, bool): v = str(v)
-    if not isinstance(v, str): raise ValueError(f'"{key}" is missing or not a string')
+    if not isinstance(v, str): raise BadRecord(f'"{key}" is missing or not a string')
     return v
 
-def wiki_url(title:str)->str: return 'https://en.wikipedia.org/wiki/' + title.strip().replace(' ', '_')
+def title_id(title:str)->str:
+    "The id of a Wikipedia page from its title: spaces as underscores, as in its URL"
+    return title.strip().replace(' ', '_')
+
+def wiki_url(title:str)->str: return 'https://en.wikipedia.org/wiki/' + title_id(title)
 
 def jsonl_doc(rec:dict, i:int)->Doc:
     "A generic `{id, title, url?, text}` record"
@@ -183,34 +188,13 @@ def _kilt_paragraph(p:str)->str:
 def kilt_doc(rec:dict, i:int)->Doc:
     "A KILT Wikipedia page `{wikipedia_title, text: [paragraph, ...]}`"
     title, paras = _field(rec, 'wikipedia_title'), rec.get('text')
-    if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras): raise ValueError('"text" is not a list of paragraphs')
+    if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras): raise BadRecord('"text" is not a list of paragraphs')
     body = [q for q in map(_kilt_paragraph, paras) if q and q != title.strip()]
-    return Doc(title.strip().replace(' ', '_'), title.strip(), '\n\n'.join(body), wiki_url(title))
+    return Doc(title_id(title), title.strip(), '\n\n'.join(body), wiki_url(title))
 
 DOC_FORMATS = {'jsonl': jsonl_doc, 'hipporag': hipporag_doc, 'kilt': kilt_doc, 'search-r1': search_r1_doc}
 
 # %% ../nbs/05b_corpus.ipynb #0c73dcbb
-def _array(path:Path, data:bytes)->list:
-    "`(position, record)` pairs of a JSON-array file, or a ValueError naming the file"
-    try: return list(enumerate(json.loads(data.decode('utf-8'))))
-    except (ValueError, RecursionError) as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
-
-def _is_array(path:Path)->bool:
-    "Whether the first byte of a file that is not white space (after a UTF-8 BOM) is `[`: one JSON array, not JSONL"
-    with open(must_exist(path), 'rb') as f:
-        head = f.read(1 << 16).removeprefix(codecs.BOM_UTF8)
-        while not head.strip() and (more := f.read(1 << 16)): head = more
-    return head.lstrip()[:1] == b'['
-
-def _records(path:Path)->tuple[list, list]:
-    "`(line or position, record)` pairs of a JSON-array or JSONL file, and a `LoadError` for every line that cannot be read"
-    if _is_array(path): return _array(path, path.read_bytes().removeprefix(codecs.BOM_UTF8)), []
-    recs, errors = [], []
-    for n, rec in jsonl_records(path):   # lines end at '\n' only: str.splitlines also breaks at U+2028, U+0085, ...
-        if isinstance(rec, BadRecord): errors.append(LoadError(str(path), n, str(rec)[:200]))
-        else: recs.append((n, rec))
-    return recs, errors
-
 def detect_format(rec)->str:
     "The corpus format a record looks like"
     keys = set(rec) if isinstance(rec, dict) else set()
@@ -220,16 +204,15 @@ def detect_format(rec)->str:
 
 def read_docs(path, fmt:str='auto')->tuple[list[Doc], list[LoadError]]:
     "Documents of a corpus file, and the records that could not be read (bad fields, repeated ids: the first is kept)"
-    recs, errors = _records(Path(path))
-    fmt = detect_format(recs[0][1]) if fmt == 'auto' and recs else fmt
-    if fmt not in DOC_FORMATS and recs: raise ValueError(f'unknown corpus format {fmt!r}; one of {sorted(DOC_FORMATS)}')
-    docs, seen = [], set()
-    for i, rec in recs:
-        try: d = DOC_FORMATS[fmt](rec, i)
-        except (ValueError, TypeError, AttributeError) as e: errors.append(LoadError(str(path), i, str(e)[:200])); continue
-        if d.id in seen: errors.append(LoadError(str(path), i, f'duplicate id {d.id!r} (the first one is kept)')); continue
-        seen.add(d.id); docs.append(d)
-    return docs, errors
+    if fmt != 'auto' and fmt not in DOC_FORMATS: raise ValueError(f'unknown corpus format {fmt!r}; one of {sorted(DOC_FORMATS)}')
+    seen = set()
+    def doc(rec, _, i):
+        nonlocal fmt
+        if fmt == 'auto': fmt = detect_format(rec)   # the first record that reads decides
+        d = DOC_FORMATS[fmt](rec, i)
+        if d.id in seen: raise BadRecord(f'duplicate id {d.id!r} (the first one is kept)')
+        seen.add(d.id); return d
+    return read_records(path, doc, array=True)
 
 # %% ../nbs/05b_corpus.ipynb #614a4d30
 def load_corpus(path, # a corpus file: JSON array or JSONL
@@ -245,3 +228,32 @@ def write_docs(docs:list[Doc], path)->Path:
     with atomic_open(path) as f:
         for d in docs: f.write(json.dumps(asdict(d), ensure_ascii=False) + '\n')
     return Path(path)
+
+# %% ../nbs/05b_corpus.ipynb #cc839382
+_BD, _ED = '<|begin_of_documents|>', '<|end_of_documents|>'   # R1-Searcher's documents block
+_TEXT, _SPACE = re.compile(r'\sText:'), re.compile(r'\s*')
+
+def _title_text(p:str)->tuple[str, str]|None:
+    "(title, text) of `Title: T Text: x`, as the pattern `Title:\\s*(.*?)\\s+Text:\\s*(.*)` reads it, in linear time"
+    start = _SPACE.match(p, 6).end()
+    if m := _TEXT.search(p, start): return p[start:m.start()].strip(), p[m.end():].strip()
+    if start > 6 and p.startswith('Text:', start): return '', p[start + 5:].strip()
+    return None
+
+def parse_r1_passage(p:str)->tuple[str, str]|None:
+    "(title, text) of one retrieved passage, `Title: T Text: x` or `T   x`; None if neither"
+    p = p.strip()
+    if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
+    if p.startswith('Title:') and (tt := _title_text(p)): return tt
+    title, sep, text = p.partition('   ')
+    return (title.strip(), text.strip()) if sep and title.strip() else None
+
+def r1_passages(text:str)->list[tuple[str, str]]:
+    "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
+    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
+
+def passage_docs(passages:list)->list[Doc]:
+    "One `Doc` per title, its distinct passages as paragraphs in first-seen order"
+    pages = {}
+    for title, text in passages: pages.setdefault(title_id(title), (title, {}))[1][text] = None
+    return [Doc(i, title, '\n\n'.join(ps), wiki_url(title)) for i, (title, ps) in pages.items()]

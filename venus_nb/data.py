@@ -8,9 +8,9 @@ import base64, hashlib, json, re, time
 from dataclasses import dataclass, replace, field
 from pathlib import Path
 import pandas as pd
-from .trajectory import (Trajectory, Turn, ToolCall, Loaded, LoadError, BadRecord, MAX_RECORD_BYTES, from_record, read_jsonl,
-                                 render_turn_text, observation_message, load_each, jsonl_records, parse_json, decode_utf8, between, must_exist,
-                                 as_loaded, is_dataset, to_dataset)
+from .base import LoadError, BadRecord, MAX_RECORD_BYTES, read_records, parse_json, decode_utf8, must_exist
+from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_jsonl, render_turn_text, observation_message,
+                                 load_each, between, as_loaded, is_dataset, to_dataset)
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
@@ -19,11 +19,6 @@ __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 
            'step_dedupe', 'step_validate', 'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
 
 # %% ../nbs/03_data.ipynb #b8ef6b1c
-def _jsonl_items(path):
-    "(file, line number, record or the `BadRecord` that says why the line cannot be read) of a JSONL file"
-    p = must_exist(path)
-    return ((str(p), n, rec) for n, rec in jsonl_records(p))
-
 def _json_files(folder:Path)->list:
     "The `.json` files of a folder (the suffix in any case), in name order"
     return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() == '.json')
@@ -61,9 +56,9 @@ def _first_user(msgs)->str:
 def load_dr_venus(path)->Loaded:
     "DR-Venus / REDSearcher records {question, messages, gt}: a .json file, a folder of them (`.json` in any case), or a .jsonl file"
     p = must_exist(path)
-    if p.suffix.lower() == '.jsonl': return load_each(_jsonl_items(p), lambda r, _: _tag(from_record(r), 'dr-venus'))
+    if p.suffix.lower() == '.jsonl': return Loaded(*read_records(p, lambda r, *_: _tag(from_record(r), 'dr-venus')))
     files = _json_files(p) if p.is_dir() else [p]
-    return load_each(map(_json_file_item, files), lambda r, f: _tag(from_record(r), 'dr-venus', Path(f).stem))
+    return load_each(map(_json_file_item, files), lambda r, f, _: _tag(from_record(r), 'dr-venus', Path(f).stem))
 
 def _tag(t, source, id=None):
     t.meta.setdefault('source', source)
@@ -74,7 +69,7 @@ def _tag(t, source, id=None):
 def _flat(x):
     return [y for v in x for y in _flat(v)] if isinstance(x, (list, tuple)) else [str(x)]
 
-def _webdancer(rec, source=None):
+def _webdancer(rec, *_):
     rec = _record(rec)
     q = _first_user(rec.get('messages')).rsplit('User:', 1)[-1].strip()
     return _tag(Trajectory.from_messages(rec['messages'], q, '<|answer_split|>'.join(_flat(rec.get('answer', []))) or None,
@@ -82,10 +77,10 @@ def _webdancer(rec, source=None):
 
 def load_webdancer(path)->Loaded:
     "WebDancer chatml trajectories (JSONL)"
-    return load_each(_jsonl_items(path), _webdancer)
+    return Loaded(*read_records(path, _webdancer))
 
 # %% ../nbs/03_data.ipynb #990296e8
-def _react(rec, source=None):
+def _react(rec, *_):
     msgs = _record(rec).get('messages')
     t = Trajectory.from_messages(msgs, _first_user(msgs))
     if m := re.search(r'reward = (\w+)', _last_text(msgs)): t.meta['reward'] = m.group(1) == 'True'
@@ -95,7 +90,7 @@ def _last_text(msgs): return str(msgs[-1].get('content', '')) if msgs else ''
 
 def load_react(path)->Loaded:
     "OpenAI fine-tune messages in ReAct form (`Thought:`/`Action: search[...]`, FireAct); the episode reward goes to meta"
-    return load_each(_jsonl_items(path), _react)
+    return Loaded(*read_records(path, _react))
 
 # %% ../nbs/03_data.ipynb #88e9a8de
 def _qa(id, question, answer, source): return dict(id=str(id), question=str(question), answer=str(answer), source=source)
@@ -103,19 +98,19 @@ def _qa(id, question, answer, source): return dict(id=str(id), question=str(ques
 def load_verl_parquet(path)->Loaded:
     "QA rows from a verl-format parquet file"
     df = _table(path, pd.read_parquet)
-    def row(r, _):
+    def row(r, *_):
         q = _first_user(list(r['prompt']))
         return _qa(r['extra_info']['index'] if isinstance(r.get('extra_info'), dict) else r.name, q, r['reward_model']['ground_truth'], r.get('data_source', 'verl'))
     return load_each(_table_items(path, df.iterrows()), row)
 
 def load_qa_jsonl(path, question='question', answer='answer', id='id')->Loaded:
     "QA rows from JSONL with configurable field names (answer lists become aliases)"
-    def row(r, _):
+    def row(r, *_):
         r = _record(r)
         if missing := [k for k in (question, answer) if k not in r]: raise ValueError(f'record has no "{missing[0]}"')
         a = r[answer]
         return _qa(r.get(id, ''), r[question], '<|answer_split|>'.join(_flat(a)) if isinstance(a, list) else a, Path(path).stem)
-    return load_each(_jsonl_items(path), row)
+    return Loaded(*read_records(path, row))
 
 # %% ../nbs/03_data.ipynb #e4662d4a
 def _xor(data:bytes, key:bytes)->bytes: return bytes(b ^ key[i % len(key)] for i, b in enumerate(data))
@@ -132,13 +127,13 @@ def decrypt_browsecomp(text:str, canary:str)->str:
 def load_xbench(path)->Loaded:
     "xbench-DeepSearch CSV, decrypted in memory"
     df = _table(path, pd.read_csv)
-    return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
+    return load_each(_table_items(path, df.iterrows()), lambda r, *_: _qa(
         r['id'], decrypt_xbench(r['prompt'], r['canary']), decrypt_xbench(r['answer'], r['canary']), 'xbench'))
 
 def load_browsecomp_zh(path)->Loaded:
     "BrowseComp-ZH xlsx, decrypted in memory"
     df = _table(path, pd.read_excel)
-    return load_each(_table_items(path, df.iterrows()), lambda r, _: _qa(
+    return load_each(_table_items(path, df.iterrows()), lambda r, *_: _qa(
         r.name, decrypt_browsecomp(r['Question'], r['canary']), decrypt_browsecomp(r['Answer'], r['canary']), 'browsecomp-zh'))
 
 # %% ../nbs/03_data.ipynb #2c3958b4

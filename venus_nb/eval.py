@@ -4,22 +4,25 @@
 
 # %% ../nbs/11_eval.ipynb #338e6622
 from __future__ import annotations
-import json, math, os, random, re, string
+import json, math, os, random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .trajectory import Trajectory, Turn, ToolCall, between, jsonl_records
-from .rewards import exact_match, f1_score, aliases, judge_fn
+from .base import BadRecord, read_records
+from .trajectory import Trajectory, Turn, ToolCall, between
+from .rewards import exact_match, f1_score, aliases, judge_fn, normalize_answer
+from .corpus import parse_r1_passage, r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
+_all_ = ['parse_r1_passage', 'r1_passages', 'passage_docs']   # R1-Searcher's passages are read in `corpus`; importable from here too
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
-           'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
-           'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table', 'EvalReport',
-           'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts', 'world_eval',
-           'find_shared', 'shared_data', 'parse_r1_passage', 'r1_passages', 'passage_docs', 'r1_searcher_eval',
-           'norm_text', 'corpus_coverage', 'r1_turns', 'r1_searcher_trajectories']
+           'norm_text', 'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row',
+           'score_trajectories', 'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table',
+           'EvalReport', 'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
+           'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
+           'r1_searcher_trajectories', 'parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% ../nbs/11_eval.ipynb #67372624
 def pass_at_k(n:int, # samples drawn for the question
@@ -323,48 +326,17 @@ def shared_data(root=None)->Path:
                                 'it lives in ../shared/data next to the repository (see its SOURCES.md), or set $VENUS_NB_SHARED')
     return p
 
-# %% ../nbs/11_eval.ipynb #af8166f8
-_BQ, _EQ, _BD, _ED = '<|begin_of_query|>', '<|end_of_query|>', '<|begin_of_documents|>', '<|end_of_documents|>'
-_TEXT, _SPACE = re.compile(r'\sText:'), re.compile(r'\s*')
-
-def _title_text(p:str)->tuple[str, str]|None:
-    "(title, text) of `Title: T Text: x`, as the pattern `Title:\\s*(.*?)\\s+Text:\\s*(.*)` reads it, in linear time"
-    start = _SPACE.match(p, 6).end()
-    if m := _TEXT.search(p, start): return p[start:m.start()].strip(), p[m.end():].strip()
-    if start > 6 and p.startswith('Text:', start): return '', p[start + 5:].strip()
-    return None
-
-def parse_r1_passage(p:str)->tuple[str, str]|None:
-    "(title, text) of one retrieved passage, `Title: T Text: x` or `T   x`; None if neither"
-    p = p.strip()
-    if len(p) > 1 and p[0] == p[-1] == '"': p = p[1:-1].replace('""', '"')
-    if p.startswith('Title:') and (tt := _title_text(p)): return tt
-    title, sep, text = p.partition('   ')
-    return (title.strip(), text.strip()) if sep and title.strip() else None
-
-def r1_passages(text:str)->list[tuple[str, str]]:
-    "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
-    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
-
-# %% ../nbs/11_eval.ipynb #8ddc2aa5
-def _doc_id(title:str)->str: return title.strip().replace(' ', '_')
-
-def passage_docs(passages:list)->list:
-    "One `tools.Doc` per title, its distinct passages as paragraphs in first-seen order"
-    from venus_nb.tools import Doc, wiki_url
-    pages = {}
-    for title, text in passages: pages.setdefault(_doc_id(title), (title, {}))[1][text] = None
-    return [Doc(i, title, '\n\n'.join(ps), wiki_url(title)) for i, (title, ps) in pages.items()]
-
 # %% ../nbs/11_eval.ipynb #00e918fd
+def _rollout(r, *_)->dict:
+    "An R1-Searcher result record, or a `BadRecord`"
+    if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')): raise BadRecord('no question or gen_text_store text')
+    return r
+
 def _rollouts_by_question(path:Path)->dict:
     "R1-Searcher result records by question text; a ValueError naming the file and line of the first one that cannot be read"
-    out = {}
-    for n, r in jsonl_records(path):
-        if isinstance(r, Exception) or not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')):
-            raise ValueError(f'{path}:{n}: {r if isinstance(r, Exception) else "no question or gen_text_store text"}')
-        out[r['question'].strip()] = r
-    return out
+    recs, errors = read_records(path, _rollout)
+    if errors: raise ValueError(str(errors[0]))
+    return {r['question'].strip(): r for r in recs}
 
 def _r1_pairs(base:Path, name:str, limit:int|None)->list:
     "(question dict, rollout record or None) for one R1-Searcher set"
@@ -391,18 +363,14 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
     for name in _names(sets):
         for q, rec in _r1_pairs(base, name, limit):
             ps = r1_passages(rec['gen_text_store']) if rec else []
-            qs.append(dict(q, docs=list(dict.fromkeys(_doc_id(t) for t, _ in ps)))); passages += ps
+            qs.append(dict(q, docs=list(dict.fromkeys(title_id(t) for t, _ in ps)))); passages += ps
     return qs, LocalCorpus(passage_docs(passages), name='r1-searcher:' + '+'.join(_names(sets)))
 
 # %% ../nbs/11_eval.ipynb #bca21c0e
-_PUNCT = str.maketrans('', '', string.punctuation)
-
-def norm_text(s:str)->str:
-    "`rewards.normalize_answer`, fast enough for whole pages"
-    return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', str(s).lower().translate(_PUNCT)).split())
+norm_text = normalize_answer   # the name this module gave it before: one SQuAD normalisation, `rewards.normalize_answer`
 
 def _has_answer(texts:list, gt)->bool:
-    golds = [f' {g} ' for g in map(norm_text, aliases(gt)) if g]
+    golds = [f' {g} ' for g in map(normalize_answer, aliases(gt)) if g]
     return any(g in f' {t} ' for t in texts for g in golds)
 
 # %% ../nbs/11_eval.ipynb #6f9fccaa
@@ -411,13 +379,15 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
                     k:int=10 # BM25 hits checked for the answer
                    )->pd.DataFrame:
     "Per question: pages retrieved for it, whether one holds a gold alias, whether BM25 on the question finds one in the top k"
-    text = {d.id: norm_text(d.text) for d in corpus.docs}
+    text = {d.id: normalize_answer(d.text) for d in corpus.docs}
     def row(q):
         mine, top = [text[i] for i in q.get('docs', []) if i in text], [text[corpus.docs[i].id] for i, _ in corpus.index.top(q['question'], k)]
         return dict(id=q.get('id'), docs=len(mine), answer_in_docs=_has_answer(mine, q['answer']), answer_in_top_k=_has_answer(top, q['answer']))
     return pd.DataFrame([row(q) for q in questions], columns=['id', 'docs', 'answer_in_docs', 'answer_in_top_k'])
 
 # %% ../nbs/11_eval.ipynb #6656ae9e
+_BQ, _EQ = '<|begin_of_query|>', '<|end_of_query|>'   # a query block; the documents block after it is `corpus`'s
+
 def _queries(text:str):
     "(start, end, query, documents or None) of each query block and the documents block right after it, in one pass"
     i, no_close = 0, len(text) + 1   # no `<|end_of_documents|>` follows a documents block opened at or after no_close

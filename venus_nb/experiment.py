@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .trajectory import write_atomic
+from .base import write_atomic, save_config, load_config
 from .eval import pass_at_k, tool_counts
 from .data import as_questions
 from .models import fast_dtype
@@ -169,16 +169,12 @@ class ExperimentConfig:
                                warm=dict(model=model, engine='vllm', train=512, held_out=64, rl=512, entities=400, steps=200),
                                igpo=dict(dtype='bfloat16')), **kw))
 
-    def save(self, path)->Path: return write_atomic(path, json.dumps(asdict(self), indent=1))
+    def save(self, path)->Path: return save_config(self, path)
 
     @classmethod
     def load(cls, path):
-        "From a JSON or YAML file of the fields (any subset)"
-        text = Path(path).read_text()
-        if str(path).endswith(('.yaml', '.yml')):
-            import yaml
-            return cls(**(yaml.safe_load(text) or {}))
-        return cls(**json.loads(text))
+        "From a JSON or YAML file of the fields (any subset; an unknown one is an error)"
+        return load_config(cls, path)
 
 # %% ../nbs/15_experiment.ipynb #e724b688
 EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a training step's seed

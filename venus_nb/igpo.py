@@ -15,14 +15,13 @@ import numpy as np
 import pandas as pd
 import torch
 from .models import Policy, load_policy
-from .rollout import RolloutConfig, rollout, engine_for, HFEngine, VLLMEngine
-from .tools import load_config
-from .trajectory import write_atomic, atomic_open
+from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
+from .base import write_atomic, atomic_open, save_config, load_config
 from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
                               Prefix, prefilled, crop_to, prompt_groups,
                               ig_from_logprobs)
-_all_ = ['judge_fn', 'outcomes']   # the outcome judges live in `rewards`; importable from here too
+_all_ = ['judge_fn', 'outcomes', 'UnslothEngine']   # the outcome judges live in `rewards`, the engines in `rollout`; importable from here too
 
 # %% auto #0
 __all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'judge_spec',
@@ -33,7 +32,7 @@ __all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOC
            'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
            'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
            'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
-           'UnslothEngine', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes']
+           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
 
 # %% ../nbs/09_igpo.ipynb #4ae88f52
 from .sft import trackers, need_tensorboard
@@ -127,8 +126,8 @@ def config_json(cfg:IGPOConfig)->dict:
 
 @patch
 def save(self:IGPOConfig, path)->Path:
-    "Write the settings as JSON, whole or not at all (a temporary file renamed over `path`)"
-    return write_atomic(path, json.dumps(config_json(self), indent=1))
+    "Write the settings as JSON, whole or not at all (`base.save_config` with `config_json`)"
+    return save_config(self, path, config_json)
 
 @patch(cls_method=True)
 def load(cls:IGPOConfig, path)->IGPOConfig:
@@ -662,14 +661,6 @@ def turn_logps(model, trajs:list)->list:
     return out
 
 # %% ../nbs/09_igpo.ipynb #37869946
-class UnslothEngine(VLLMEngine):
-    "Unsloth's colocated vLLM (`fast_inference=True`) as a rollout engine; LoRA weights synced through `load_lora`"
-    def __init__(self, model, tokenizer):
-        self.model = model
-        super().__init__(model.vllm_engine, tokenizer)
-
-    def load_lora(self, path:str): self.lora = self.model.load_lora(str(path))
-
 def unsloth_rl_policy(name_or_path:str, cfg:IGPOConfig=IGPOConfig(), max_seq_length:int=32768, gpu_memory_utilization:float=0.6):
     "An Unsloth policy with colocated vLLM and a LoRA adapter, and its engine (CUDA only)"
     from venus_nb.models import optional_import, resolve

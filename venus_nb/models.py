@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
+__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'BACKENDS', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
            'gpu_available', 'fast_bf16', 'fast_dtype', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf',
            'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy',
            'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base',
@@ -153,8 +153,11 @@ def resolve(name_or_path:str)->str:
     "Embedded names become their materialised folder; paths and Hub names pass through"
     return str(materialise(name_or_path)) if name_or_path in EMBEDDED else str(name_or_path)
 
+BACKENDS = ('auto', 'unsloth', 'transformers')
+
 def pick_backend(backend:str='auto')->str:
-    "`auto` means Unsloth on CUDA when installed, else transformers"
+    "The backend to load and train with, the one rule for every stage: `auto` means Unsloth on CUDA when installed, else transformers"
+    if backend not in BACKENDS: raise ValueError(f'unknown backend {backend!r}: one of {", ".join(map(repr, BACKENDS))}')
     if backend != 'auto': return backend
     import torch
     return 'unsloth' if torch.cuda.is_available() and has_module('unsloth') else 'transformers'
@@ -187,9 +190,7 @@ def load_policy(name_or_path:str='smollm2-135m', # embedded name, local folder o
                )->Policy:
     "Load a policy model and its tokenizer"
     path, backend = resolve(name_or_path), pick_backend(backend)
-    if backend == 'transformers': model, tok = _load_transformers(path, dtype, device)
-    elif backend == 'unsloth': model, tok = _load_unsloth(path, dtype, **unsloth_kw)
-    else: raise ValueError(f'unknown backend {backend!r}: use auto, transformers or unsloth')
+    model, tok = _load_transformers(path, dtype, device) if backend == 'transformers' else _load_unsloth(path, dtype, **unsloth_kw)
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return Policy(model, tok, name_or_path, backend)
 

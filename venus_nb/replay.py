@@ -13,7 +13,8 @@ from plotly.subplots import make_subplots
 import ipywidgets as widgets
 import traitlets
 from fastcore.basics import patch
-from .trajectory import Trajectory, Turn, write_atomic
+from .base import write_atomic
+from .trajectory import Trajectory, Turn
 from .rewards import RewardConfig, GTLogProbs, Scored
 _all_ = ['Scored']   # `Scored` lives in `rewards` (no plotly there); importable from here too
 

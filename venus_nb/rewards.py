@@ -185,10 +185,11 @@ def aliases(gt)->list[str]:
     items = gt if isinstance(gt, (list, tuple)) else str(gt).split(ANSWER_SPLIT)
     return [str(a).strip() for a in items if str(a).strip()]
 
+_PUNCT = str.maketrans('', '', string.punctuation)
+
 def normalize_answer(s:str)->str:
-    "SQuAD normalisation: lower case, drop punctuation and articles, squeeze spaces"
-    s = ''.join(ch for ch in str(s).lower() if ch not in set(string.punctuation))
-    return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', s).split())
+    "SQuAD normalisation: lower case, drop (ASCII) punctuation and articles, squeeze spaces; one `str.translate`, fast enough for whole pages"
+    return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', str(s).lower().translate(_PUNCT)).split())
 
 # %% ../nbs/07_rewards.ipynb #cfdabb15
 def exact_match(pred:str, gt)->float:

@@ -10,14 +10,15 @@ from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
                                  observation_message, thinking_opening, message_ids, literal_span, encode_around)
-from .tools import system_prompt, run_tool, tool_error, Toolbox, save_config, load_config
+from .base import save_config, load_config
+from .tools import system_prompt, run_tool, tool_error, Toolbox
 
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
            'stop_token_ids', 'HFEngine', 'reusable', 'weights_key', 'stacked_cache', 'kept_rows', 'VLLMEngine',
-           'vllm_engine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget', 'turn_outcome',
-           'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync',
-           'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+           'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget',
+           'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished',
+           'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/06_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -387,6 +388,15 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
     make = lambda folder: _keeping_threads(lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | ENGINE_KW | engine_kw)))
     return VLLMEngine(make(tokenizer), lora=lora, make=make)
+
+# %% ../nbs/06_rollout.ipynb #a2144c29
+class UnslothEngine(VLLMEngine):
+    "Unsloth's colocated vLLM (`fast_inference=True`) as a rollout engine; LoRA weights synced through `load_lora`"
+    def __init__(self, model, tokenizer):
+        self.model = model
+        super().__init__(model.vllm_engine, tokenizer)
+
+    def load_lora(self, path:str): self.lora = self.model.load_lora(str(path))
 
 # %% ../nbs/06_rollout.ipynb #2c79ce4b
 def merged_model(adapter:str, # a PEFT adapter folder (e.g. an SFT checkpoint)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import pandas as pd
 import torch
-from .models import Policy, load_policy, optional_import, has_module
-from .trajectory import write_atomic, as_trajectories
+from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
+from .base import write_atomic, save_config, load_config
+from .trajectory import as_trajectories
 
 # %% auto #0
 __all__ = ['TRACKERS', 'SFT_FREE', 'trackers', 'need_tensorboard', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data',
@@ -41,7 +42,7 @@ class SFTConfig:
     "Stage-1 SFT settings; defaults from method §3, LoRA on by default"
     model: str = 'smollm2-135m'       # embedded name, local folder or Hub name (ignored when a Policy is passed)
     output_dir: str = 'out/sft'
-    backend: str = 'auto'             # 'auto' (Unsloth if installed), 'unsloth' or 'transformers'
+    backend: str = 'auto'             # 'auto' (Unsloth on CUDA when installed: `models.pick_backend`), 'unsloth' or 'transformers'
     lr: float = 1e-5
     scheduler: str = 'cosine'
     warmup: float = 0.1               # fraction of steps
@@ -69,11 +70,13 @@ class SFTConfig:
     report_to: tuple = ()             # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
     run_name: str = 'sft'             # the TensorBoard run: output_dir/runs/<run_name>
 
-    def __post_init__(self): self.report_to = trackers(self.report_to)
+    def __post_init__(self):
+        if self.backend not in BACKENDS: raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
+        self.betas, self.target_modules, self.report_to = tuple(self.betas), tuple(self.target_modules), trackers(self.report_to)
 
-    def save(self, path): return write_atomic(path, json.dumps(asdict(self), indent=1))   # whole or not at all
+    def save(self, path)->Path: return save_config(self, path)   # JSON, whole or not at all
     @classmethod
-    def load(cls, path): return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(Path(path).read_text()).items()})
+    def load(cls, path): return load_config(cls, path)
 
 # %% ../nbs/08_sft.ipynb #d6d58312
 def turn_cut(tokens, max_length:int|None)->int|None:
@@ -350,17 +353,13 @@ def _same_settings(ckpt:Path, cfg:SFTConfig):
                                  'it was trained with, or train into a new output_dir')
 
 # %% ../nbs/08_sft.ipynb #a89c7055
-def _backend(cfg, policy):
-    if policy is not None: return policy.backend
-    return 'unsloth' if cfg.backend == 'unsloth' or (cfg.backend == 'auto' and has_module('unsloth')) else 'transformers'
-
 def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, live:bool|None=None)->SFTResult:
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
     cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)   # a Dataset too; an unreadable row fails here, before a model loads
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
     if 'tensorboard' in cfg.report_to: need_tensorboard()
-    backend = _backend(cfg, policy)
+    backend = policy.backend if policy is not None else pick_backend(cfg.backend)
     policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
     trainer = (_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log)

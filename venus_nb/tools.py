@@ -9,7 +9,8 @@ from dataclasses import asdict
 from typing import Awaitable, Callable
 import httpx
 from fastcore.basics import patch
-from .trajectory import LoadError, ToolCall, atomic_open, write_atomic
+from .base import LoadError, atomic_open, write_atomic
+from .trajectory import ToolCall
 from .web import *
 from .corpus import *
 from .web import _why

@@ -4,22 +4,25 @@
 
 # %% ../nbs/00_trajectory.ipynb #c525276d
 from __future__ import annotations
-import codecs, itertools, json, os, re, sys, warnings
-from contextlib import contextmanager
+import json, re, sys, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 import json5
 from fastcore.basics import patch
+from .base import (MAX_RECORD_BYTES, MAX_DEPTH, BadRecord, LoadError, must_exist, decode_utf8, parse_json, jsonl_records,
+                           load_records, read_records, atomic_open, write_atomic)
+_all_ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records',
+         'atomic_open', 'write_atomic']   # the file and record pieces live in `base`; importable from here too
 
 # %% auto #0
-__all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'ToolCall', 'between', 'parse_call_body',
-           'check_format', 'assistant_text', 'Turn', 'render_turn_text', 'observation_message', 'Trajectory',
-           'parse_chat_text', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
-           'Loaded', 'from_record', 'to_record', 'load_each', 'read_jsonl', 'atomic_open', 'write_atomic',
-           'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row', 'as_loaded', 'as_trajectories',
-           'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn', 'generation_prompt', 'thinking_opening',
-           'special_tokens', 'encode_text', 'own_text_span', 'literal_span', 'encode_around', 'message_ids']
+__all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',
+           'render_turn_text', 'observation_message', 'Trajectory', 'parse_chat_text', 'Loaded', 'from_record',
+           'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
+           'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
+           'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span', 'literal_span',
+           'encode_around', 'message_ids', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError', 'must_exist',
+           'decode_utf8', 'parse_json', 'jsonl_records', 'atomic_open', 'write_atomic']
 
 # %% ../nbs/00_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -338,84 +341,7 @@ def from_text(cls:Trajectory, text:str, question=None, gt=None, meta=None):
     "Parse one raw ChatML conversation"
     return cls.from_messages(parse_chat_text(text), question, gt, meta)
 
-# %% ../nbs/00_trajectory.ipynb #e3a4356c
-MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a .json file) longer than this is reported, never read into memory whole
-MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it later
-
-class BadRecord(ValueError):
-    "Why a record cannot be read, and the line (from 1) where it broke"
-    def __init__(self, why:str, line:int=1): super().__init__(why); self.line = line
-
-def _raise_bad(rec):
-    if isinstance(rec, Exception): raise rec
-    return rec
-
-def must_exist(path)->Path:
-    "`path` as a Path, or a FileNotFoundError that names it in one line"
-    if not (p := Path(path)).exists(): raise FileNotFoundError(f'{p}: no such file or folder')
-    return p
-
-def _why(e): return (str(e) if isinstance(e, BadRecord) else f'{type(e).__name__}: {e}')[:200]
-
-# %% ../nbs/00_trajectory.ipynb #4285328f
-def decode_utf8(raw:bytes)->str:
-    "`raw` as UTF-8 text, or a `BadRecord` naming the first byte that is not UTF-8 (never U+FFFD stand-ins)"
-    try: return raw.decode('utf-8')
-    except UnicodeDecodeError as e:
-        line, col = raw.count(b'\n', 0, e.start) + 1, e.start - raw.rfind(b'\n', 0, e.start)
-        raise BadRecord(f'not UTF-8: byte {raw[e.start]:#04x} at column {col}', line) from None
-
-def _too_deep(obj, limit:int)->bool:
-    "Whether lists and dicts in `obj` nest deeper than `limit` (looked at level by level, without recursion)"
-    level = [obj]
-    for _ in range(limit):
-        level = [v for x in level if isinstance(x, (list, dict)) for v in (x.values() if isinstance(x, dict) else x)]
-        if not level: return False
-    return any(isinstance(x, (list, dict)) for x in level)
-
-def parse_json(text:str, max_depth:int=MAX_DEPTH):
-    "One JSON value, or a `BadRecord` that says why not (not JSON, or nested deeper than `max_depth`)"
-    try: obj = json.loads(text)
-    except RecursionError: raise BadRecord(f'JSON nested deeper than {max_depth} levels') from None
-    except json.JSONDecodeError as e: raise BadRecord(f'not JSON: {e.msg} at column {e.colno}: {text[:60]!r}', e.lineno) from None
-    if _too_deep(obj, max_depth): raise BadRecord(f'JSON nested deeper than {max_depth} levels')
-    return obj
-
-# %% ../nbs/00_trajectory.ipynb #3b078555
-def _lines(f, max_bytes:int):
-    "(line number, bytes) of a binary file; a line longer than `max_bytes` comes as None, skipped in chunks"
-    for n in itertools.count(1):
-        line = f.readline(max_bytes + 1)
-        if not line: return
-        if len(line) <= max_bytes or line.endswith(b'\n'): yield n, line; continue
-        while line and not line.endswith(b'\n'): line = f.readline(2**20)
-        yield n, None
-
-_BLANK = object()
-
-def _line_record(raw, max_bytes, max_depth):
-    "The record on one line, the `BadRecord` that says why there is none, or `_BLANK`"
-    if raw is None: return BadRecord(f'line longer than {max_bytes:,} bytes')
-    try:
-        text = decode_utf8(raw)
-        return parse_json(text, max_depth) if text.strip() else _BLANK
-    except BadRecord as e: return e
-
-def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
-    "(line number, record or the `BadRecord` that says why the line cannot be read) for every non-blank line of a JSONL file"
-    with open(must_exist(path), 'rb') as f:
-        for n, raw in _lines(f, max_line_bytes):
-            rec = _line_record(raw.removeprefix(codecs.BOM_UTF8) if n == 1 and raw else raw, max_line_bytes, max_depth)
-            if rec is not _BLANK: yield n, rec
-
 # %% ../nbs/00_trajectory.ipynb #a0fdba75
-class LoadError(NamedTuple):
-    "A record that could not be read, and why: `index` is its line in a JSONL or JSON file (from 1), its row in a table (from 1) or in a `Dataset` (from 0, as `ds[index]`)"
-    source: str
-    index: int
-    reason: str
-    def __str__(self): return f'{self.source}:{self.index}: {self.reason}'
-
 class Loaded(NamedTuple):
     "Trajectories read from a source, and the records that could not be"
     trajectories: list
@@ -461,34 +387,14 @@ def to_record(traj:Trajectory)->dict:
 
 # %% ../nbs/00_trajectory.ipynb #16feb772
 def load_each(items, # (source, line, record or the error that says why it cannot be read)
-              parse # (record, source) -> what the loader returns
+              parse # (record, source, line) -> what the loader returns
              )->Loaded:
-    "Parse each record; a record that cannot be read or parsed becomes a `LoadError` with its file and line, and loading goes on"
-    out, errors = [], []
-    for source, line, rec in items:
-        try: out.append(parse(_raise_bad(rec), source))
-        except Exception as e: errors.append(LoadError(source, line, _why(e)))
-    return Loaded(out, errors)
+    "`base.load_records` as a `Loaded`: each record parsed; one that cannot be read or parsed becomes a `LoadError` with its file and line, and loading goes on"
+    return Loaded(*load_records(items, parse))
 
 def read_jsonl(path, max_line_bytes:int=MAX_RECORD_BYTES)->Loaded:
     "Read trajectories from a JSONL file; a bad line becomes a `LoadError` with its line number and reading goes on"
-    return load_each(((str(path), n, r) for n, r in jsonl_records(path, max_line_bytes)), lambda r, _: from_record(r))
-
-@contextmanager
-def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
-               ):
-    "A file to write `path` through: a temporary file beside it, renamed over `path` once whole (a failure leaves `path` as it was)"
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.tmp')
-    try:
-        with open(tmp, mode, **({} if 'b' in mode else dict(encoding='utf-8'))) as f: yield f
-        os.replace(tmp, path)
-    finally: tmp.unlink(missing_ok=True)
-
-def write_atomic(path, data:str|bytes)->Path:
-    "Write `data` to `path` whole or not at all"
-    with atomic_open(path, 'wb' if isinstance(data, bytes) else 'w') as f: f.write(data)
-    return Path(path)
+    return Loaded(*read_records(path, lambda r, *_: from_record(r), max_line_bytes=max_line_bytes))
 
 def write_jsonl(trajs, path):
     "Write trajectories as JSONL records, whole or not at all"
@@ -571,7 +477,7 @@ def as_loaded(x, # `Trajectory`s or records in a list, a loader's `Loaded`, or a
     if isinstance(x, (str, bytes, Path, dict, Trajectory)):
         raise TypeError(f'expected trajectories, records or a Dataset, got a {type(x).__name__} (read files with `read_jsonl` or a `data` loader)')
     src = _source(x)
-    return load_each(((src, i, r) for i, r in enumerate(x)), lambda r, _: r if isinstance(r, Trajectory) else from_row(r))
+    return load_each(((src, i, r) for i, r in enumerate(x)), lambda r, *_: r if isinstance(r, Trajectory) else from_row(r))
 
 def as_trajectories(x)->list:
     "The trajectories of `x` (see `as_loaded`), or a ValueError naming the first row that cannot be read (`data.clean` reports each)"

@@ -7,7 +7,8 @@ from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .models import cache_dir, load_policy, has_module, fast_bf16
-from .trajectory import Trajectory, read_jsonl, write_jsonl, write_atomic
+from .base import write_atomic
+from .trajectory import Trajectory, read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config', 'engine_for_folder', 'check',

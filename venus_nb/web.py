@@ -5,22 +5,23 @@
 # %% ../nbs/05a_web.ipynb #645810b1
 from __future__ import annotations
 import asyncio, base64, contextlib, email.utils, hashlib, ipaddress, json, os, random, re, shutil, socket, sqlite3, threading, time, warnings, zlib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from html import unescape
 from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
 from fastcore.basics import patch
-from .trajectory import LoadError, atomic_open, write_atomic
+from .base import BadRecord, atomic_open, read_records, save_config, load_config, _skipped
+_all_ = ['save_config', 'load_config']   # the settings files of every config live in `base`; importable from here too
 
 # %% auto #0
-__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'JSON5_MAX_CHARS', 'SERPER_URL', 'ToolConfig', 'save_config',
-           'load_config', 'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url',
-           'url_error', 'resolve', 'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page',
-           'media_type', 'sniff', 'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction',
-           'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache',
-           'ReplayMiss', 'exchange_key', 'Cassette']
+__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'JSON5_MAX_CHARS', 'SERPER_URL', 'ToolConfig', 'ToolError',
+           'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error', 'resolve',
+           'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff',
+           'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction', 'ChatSummariser',
+           'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache', 'ReplayMiss',
+           'exchange_key', 'Cassette', 'save_config', 'load_config']
 
 # %% ../nbs/05a_web.ipynb #645fc1a9
 TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml', 'application/*+json',
@@ -65,16 +66,6 @@ class ToolConfig:
             if getattr(self, k) < 0: raise ValueError(f'ToolConfig.{k} must be >= 0, got {getattr(self, k)!r}')
 
 # %% ../nbs/05a_web.ipynb #4607da50
-def save_config(cfg, path)->Path:
-    "Write a settings dataclass (nested ones included) as JSON, whole or not at all"
-    return write_atomic(path, json.dumps(asdict(cfg), indent=1))
-
-def load_config(cls, path):
-    "Read settings of dataclass `cls` written by `save_config` (unknown keys are an error)"
-    d = json.loads(Path(path).read_text())
-    if unknown := set(d) - {f.name for f in fields(cls)}: raise ValueError(f'{path}: unknown {cls.__name__} keys {sorted(unknown)}')
-    return cls(**d)
-
 @patch
 def save(self:ToolConfig, path)->Path:
     "Write the settings as JSON"
@@ -529,29 +520,22 @@ def _response(rec:dict, request:httpx.Request|None)->httpx.Response:
     return httpx.Response(rec['status'], headers=rec['headers'], content=base64.b64decode(rec['body'], validate=True), request=request,
                           extensions={_CUT: True} if rec.get('truncated') else {})
 
-def _exchange(line:bytes)->dict:
-    "One cassette line as a record, checked: a `key`, an HTTP `status`, `headers` as [name, value] pairs, a base64 `body`"
-    rec = json.loads(line)
-    if not isinstance(rec, dict) or not isinstance(rec.get('key'), str): raise ValueError('not a record with a "key"')
-    if type(rec.get('status')) is not int or not 100 <= rec['status'] <= 599: raise ValueError('"status" is not an HTTP status')
+def _exchange(rec, *_)->dict:
+    "One cassette record, checked: a `key`, an HTTP `status`, `headers` as [name, value] pairs, a base64 `body` (else a `BadRecord`)"
+    bad = lambda why: BadRecord(f'not a cassette record: {why}')
+    if not isinstance(rec, dict) or not isinstance(rec.get('key'), str): raise bad('no "key"')
+    if type(rec.get('status')) is not int or not 100 <= rec['status'] <= 599: raise bad('"status" is not an HTTP status')
     if not isinstance(h := rec.get('headers'), list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in h):
-        raise ValueError('"headers" is not a list of [name, value] pairs')
-    _response(rec, None)   # the body is base64 and the headers are sendable
+        raise bad('"headers" is not a list of [name, value] pairs')
+    try: _response(rec, None)   # the body is base64 and the headers are sendable
+    except (ValueError, TypeError) as e: raise bad(f'{type(e).__name__}: {e}') from None
     return rec
-
-def _line_error(e:Exception, last:bool)->str:
-    "Why a cassette line was skipped; a bad last line without a newline is a recording cut short"
-    why = str(e) if isinstance(e, ValueError) else f'{type(e).__name__}: {e}'
-    return (f'cut short (no newline at the end of the file): {why}' if last else f'not a cassette record: {why}')[:200]
 
 def _load_cassette(path:Path)->tuple[dict, list]:
     "Recorded responses per request key, in recording order, and a `LoadError` for every line that is not a whole record"
-    lines, out, errors = (path.read_bytes() if path.exists() else b'').split(b'\n'), {}, []
-    for n, line in enumerate(lines, 1):
-        if not line.strip(): continue
-        try: rec = _exchange(line)
-        except (ValueError, TypeError, RecursionError) as e: errors.append(LoadError(str(path), n, _line_error(e, n == len(lines)))); continue
-        out.setdefault(rec['key'], []).append(rec)
+    recs, errors = read_records(path, _exchange) if path.exists() else ([], [])
+    out = {}
+    for rec in recs: out.setdefault(rec['key'], []).append(rec)
     return out, errors
 
 def _append_line(path:Path, line:bytes):
@@ -601,8 +585,3 @@ class Cassette(httpx.AsyncBaseTransport):
 
     async def aclose(self):
         if self.inner is not None: await self.inner.aclose()
-
-def _skipped(errors:list)->str:
-    "A one-line account of the records a loader skipped"
-    first = errors[0]
-    return f'{len(errors)} unreadable line{"s" if len(errors) > 1 else ""} skipped (line {first.index}: {first.reason})'
