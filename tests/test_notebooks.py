@@ -60,7 +60,7 @@ def test_skip_flagged_outside_ipython():
 
 # nbdev's documentation build: `nbdev_docs` (and `nbdev_proc_nbs`) hand every notebook to `nbdev.serve_drv.main` with
 # `FilterDefaults`, whose `exec_show_docs` runs the exported cells, the import cells and the `show_doc` cells.
-VERL_KERNEL = 'venus-nb-verl'   # registered by `make verl-env`; nbs/13_verl asks for it
+VERL_KERNEL = 'venus-nb-verl'   # registered by `make verl-env`; nbs/41_verl asks for it
 
 def _kernel(nb:Path)->str: return json.loads(nb.read_text())['metadata'].get('kernelspec', {}).get('name', 'python3')
 
@@ -86,7 +86,7 @@ def _preprocess_in(python:str, src:Path, dst:Path):
     r = subprocess.run([python, '-c', code, str(src), str(dst)], cwd=ROOT.parent, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
 
-# a notebook of another kernel (13_verl: verl's environment) starts that environment's Python: slow
+# a notebook of another kernel (41_verl: verl's environment) starts that environment's Python: slow
 DOC_NBS = [pytest.param(p, marks=pytest.mark.slow) if _kernel(p) != 'python3' else p for p in NBS]
 
 @pytest.mark.parametrize('nb', DOC_NBS, ids=[str(p.relative_to(ROOT).with_suffix('')) for p in NBS])

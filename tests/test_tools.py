@@ -283,7 +283,7 @@ def test_any_call_gives_an_observation(world, name, args):
     if obs.startswith('['): assert obs.startswith(('[{', '[search error]', '[visit error]', '[tool error]'))
 
 def test_generated_world_calls_all_run(tmp_path):
-    "Every search and visit of 02_synth's expert trajectories works against its own corpus, as written to disk"
+    "Every search and visit of 10_synth's expert trajectories works against its own corpus, as written to disk"
     from venus_nb.synth import SAMPLE, generate, write_world
     data = generate(SAMPLE)
     corpus = load_corpus(write_world(data, tmp_path)['corpus'])

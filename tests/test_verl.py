@@ -1,4 +1,4 @@
-"venus_nb inside verl (nbs/13_verl.ipynb): run in .venv-verl by `make verl-test`; skipped where verl is not installed."
+"venus_nb inside verl (nbs/41_verl.ipynb): run in .venv-verl by `make verl-test`; skipped where verl is not installed."
 import contextlib, os, random, subprocess, sys, types
 from types import SimpleNamespace
 from pathlib import Path
@@ -181,8 +181,8 @@ def test_tools_from_config(monkeypatch):
 def test_notebook_runs_with_verl_cells():
     from nbdev.config import get_config
     from nbdev.test import test_nb
-    ok, _ = test_nb(ROOT/'nbs/13_verl.ipynb', skip_flags=get_config().tst_flags.split(), force_flags=['verl'], basepath=get_config().config_path)
-    assert ok, '13_verl failed with its verl cells (traceback above)'
+    ok, _ = test_nb(ROOT/'nbs/41_verl.ipynb', skip_flags=get_config().tst_flags.split(), force_flags=['verl'], basepath=get_config().config_path)
+    assert ok, '41_verl failed with its verl cells (traceback above)'
 
 def test_agent_loop_end_to_end(qwen3_tok, monkeypatch):
     "verl's tool agent loop with a scripted LLM server: venus tools answer, the hook's row becomes rm_scores"

@@ -1,4 +1,4 @@
-"""Data for the DR-Venus run on verl (nbs/13_verl.ipynb).
+"""Data for the DR-Venus run on verl (nbs/41_verl.ipynb).
 
   python examples/verl/prepare_data.py rl QA_FILE [OUT_DIR]       RL prompts: OUT_DIR/train.parquet (default out/verl/rl)
   python examples/verl/prepare_data.py sft SFT.jsonl [OUT_DIR]    SFT set: OUT_DIR/train.parquet + sft.yaml (default out/verl/sft)
