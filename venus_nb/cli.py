@@ -664,8 +664,8 @@ def cmd_experiment(args):
 
 def unsloth_first(command:str, d:dict):
     "Unsloth patches transformers only when it is imported first (else it warns): `sft` imports it before anything else when it will train with it"
-    from venus_nb.models import has_module
-    if command == 'sft' and d.get('backend', 'auto') in ('auto', 'unsloth') and has_module('unsloth'): importlib.import_module('unsloth')
+    from venus_nb.models import has_module, pick_backend
+    if command == 'sft' and pick_backend(d.get('backend', 'auto')) == 'unsloth' and has_module('unsloth'): importlib.import_module('unsloth')
 
 def cmd_stage(args):
     "Run `sft`, `rollout`, `igpo` or `eval` with the settings of --config, the options and --set"
