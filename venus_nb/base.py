@@ -116,7 +116,7 @@ def _array_records(path:Path)->list:
     try: return list(enumerate(json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8).decode('utf-8'))))
     except (ValueError, RecursionError) as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
 
-def read_records(path, parse:Callable|None=None, # (record, file, line) -> what to keep; None keeps the record
+def read_records(path, parse:Callable|None=None, # (record, file, line or position) -> what to keep; None keeps the record
                  array:bool=False, # a file whose first character is `[` is one JSON array of records
                  max_line_bytes:int=MAX_RECORD_BYTES)->tuple[list, list[LoadError]]:
     "What `parse` makes of every record of a JSONL file (or a JSON array), and a `LoadError` for each one it could not read or parse"
