@@ -67,9 +67,15 @@ def _result(proc, timeout=600):
     assert line, out[-3000:]
     return json.loads(line[7:])
 
+def unsloth_problem()->str|None:
+    "None when a fresh Python imports Unsloth, else why not (never imported here: into a worker that imported vLLM it aborts it)"
+    if not has_module('unsloth'): return 'Unsloth is not installed (make test installs it; pip install "venus_nb[cpu-engines]")'
+    r = subprocess.run([sys.executable, '-c', 'import unsloth'], capture_output=True, text=True, timeout=600)
+    if r.returncode in (-signal.SIGILL, 128 + signal.SIGILL): return 'importing Unsloth dies on an instruction this CPU lacks (SIGILL; seen on an AVX2-only CPU)'
+    return None if r.returncode == 0 else f'importing Unsloth fails here (exit {r.returncode}): {r.stderr.strip()[-300:]}'
+
 def test_loss_falls_with_unsloth_cpu_fallback(tmp_path):
-    # found, not imported: importing Unsloth into a test worker that already imported vLLM aborts the worker; the run is a subprocess
-    if not has_module('unsloth'): pytest.skip('Unsloth is not installed (make test installs it; pip install "venus_nb[cpu-engines]")')
+    if why := unsloth_problem(): pytest.skip(why)
     r = _result(_run(tmp_path, 'unsloth', tmp_path, 30, 100))
     assert r['backend'] == 'unsloth' and sum(r['losses'][-5:]) < 0.9 * sum(r['losses'][:5])
 
