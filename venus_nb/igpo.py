@@ -4,7 +4,7 @@
 
 # %% ../nbs/26_igpo.ipynb #690de7aa
 from __future__ import annotations
-import copy, importlib, json, math, random, time, warnings
+import copy, importlib, json, math, random, shutil, time, warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict, replace, fields
 from itertools import chain
@@ -24,15 +24,17 @@ from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details
 _all_ = ['judge_fn', 'outcomes', 'UnslothEngine']   # the outcome judges live in `rewards`, the engines in `rollout`; importable from here too
 
 # %% auto #0
-__all__ = ['FULL_LR', 'LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'judge_spec',
-           'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss',
-           'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights',
-           'ig_precision', 'each_prompt_once', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
-           'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
-           'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
-           'merged_copy', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
-           'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
-           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
+__all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig',
+           'learning_rate', 'judge_spec', 'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean',
+           'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference',
+           'cast_params', 'train_precision', 'float32_weights', 'ig_precision', 'each_prompt_once', 'score_rollouts',
+           'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'gap_metrics', 'rl_policy',
+           'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
+           'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype',
+           'merge_kept', 'warn_rounding', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir',
+           'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo',
+           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes',
+           'UnslothEngine']
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .sft import trackers, need_tensorboard
@@ -56,6 +58,7 @@ class IGPOConfig:
     clip_high: float = 0.2
     dual_clip: float = 3.0                       # bounds the loss of negative-advantage tokens (None: off)
     kl_coef: float = 0.001                       # k3 KL to the reference (0: no reference pass, no reference copy)
+    tis_cap: float|None = 2.0                    # truncated importance sampling: the policy-gradient term × min(π_old/π_engine, cap) (None: off)
     ppo_epochs: int = 1
     mini_batches: int = 1                        # with one mini-batch and one epoch the ratio is exactly 1
     lora_r: int|None = 16                        # None: full fine-tuning (every weight, as DR-Venus), with a frozen reference copy
@@ -135,7 +138,9 @@ def load(cls:IGPOConfig, path)->IGPOConfig:
     return load_config(cls, path)
 
 # %% ../nbs/26_igpo.ipynb #96be2ccc
-def loss_terms(logp, old_logp, ref_logp, advantages, cfg:IGPOConfig=IGPOConfig())->dict:
+def loss_terms(logp, old_logp, ref_logp, advantages, cfg:IGPOConfig=IGPOConfig(),
+               weight=None # per-token importance weights on the policy-gradient term (`tis_weights`); None: 1
+              )->dict:
     "Per-token surrogate, KL and clip indicators (tensors shaped like `logp`)"
     ratio = torch.exp(logp - old_logp)
     pg = torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high))
@@ -143,6 +148,7 @@ def loss_terms(logp, old_logp, ref_logp, advantages, cfg:IGPOConfig=IGPOConfig()
         capped = torch.minimum(pg, -advantages * cfg.dual_clip)
         pg = torch.where(advantages < 0, capped, pg)
     clipped = (pg != -advantages * ratio).float()   # the PPO clip or the dual clip took over
+    if weight is not None: pg = pg * weight
     kl = torch.zeros_like(logp) if ref_logp is None else k3_kl(logp, ref_logp)
     return dict(pg=pg, kl=kl, ratio=ratio, clipped=clipped)
 
@@ -160,6 +166,20 @@ def token_loss(terms:dict, cfg:IGPOConfig=IGPOConfig()):
 def igpo_loss(logp, old_logp, ref_logp, advantages, mask, cfg:IGPOConfig=IGPOConfig()):
     "Clipped token-level policy loss plus k3 KL, token-mean over `mask`"
     return masked_mean(token_loss(loss_terms(logp, old_logp, ref_logp, advantages, cfg), cfg), mask)
+
+# %% ../nbs/26_igpo.ipynb #e2950076
+MISMATCH_OVER = 0.1   # |Δ log p| above which a token counts as mismatched in `logp_mismatch_share`
+
+def tis_weights(old_logp, sampled_logp, cap:float)->torch.Tensor:
+    "Truncated importance weights min(π_old / π_engine, cap) per token; 1 where the engine reported no log-prob (NaN)"
+    w = torch.exp(old_logp - sampled_logp).clamp(max=cap)
+    return torch.where(torch.isnan(sampled_logp), torch.ones_like(w), w)
+
+def mismatch_sums(old_logp, sampled_logp, mask)->dict:
+    "|π_old − π_engine| in log space over the masked tokens the engine sampled: count, sum, max and count over `MISMATCH_OVER`"
+    d = (old_logp - sampled_logp).abs()[(mask > 0) & ~torch.isnan(sampled_logp)]
+    return dict(mm_n=float(d.numel()), mm_sum=float(d.sum()), mm_max=float(d.max()) if d.numel() else 0.0,
+                mm_over=float((d > MISMATCH_OVER).sum()))
 
 # %% ../nbs/26_igpo.ipynb #4bad4c9a
 def token_logps(model, ids:list, temperature:float=1.0,
@@ -263,6 +283,7 @@ class Piece:
     old: torch.Tensor|None = None
     ref: torch.Tensor|None = None
     prompt_len: int = 0
+    sampled: torch.Tensor|None = None   # the engine's log-prob of each token it sampled (NaN elsewhere); None: not reported
 
     @property
     def at(self)->torch.Tensor: return self.mask.nonzero()[:, 0]   # the trained positions, the only ones the loss reads
@@ -272,8 +293,9 @@ def pieces(trajs:list, advantages:list)->list:
     out = []
     for t, a in zip(trajs, advantages):
         if not a or not t.tokens or not sum(t.tokens.loss_mask): continue
+        sampled = None if t.tokens.sampled_logps is None else torch.tensor(t.tokens.sampled_logps, dtype=torch.float32)
         out.append(Piece(t.tokens.ids, torch.tensor(t.tokens.loss_mask, dtype=torch.float32), torch.tensor(token_advantages(t.tokens, a)),
-                         prompt_len=t.tokens.prompt_len))
+                         prompt_len=t.tokens.prompt_len, sampled=sampled))
     return out
 
 @torch.no_grad()
@@ -293,15 +315,28 @@ def _minibatches(ps, n, rng):
     order = list(range(len(ps))); rng.shuffle(order)
     return [[ps[i] for i in order[k::n]] for k in range(n) if order[k::n]]
 
-def _mb_loss(model, mb, cfg, stats):
+def _engine_gap(old, sampled, m, cfg, stats, first:bool):
+    "The importance weights of a rollout's tokens (None without engine log-probs or with `tis_cap=None`); π_old's gap to the engine, once"
+    if sampled is None: return None
+    if first:
+        for k, v in mismatch_sums(old, sampled, m).items(): stats[k] = max(stats[k], v) if k == 'mm_max' else stats[k] + v
+    if cfg.tis_cap is None: return None
+    w = tis_weights(old, sampled, cfg.tis_cap)
+    if first:
+        s = m * (~torch.isnan(sampled)).float()   # the tokens the engine sampled
+        stats['tis_n'] += float(s.sum()); stats['tis_sum'] += float((w * s).sum()); stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
+    return w
+
+def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's gap to the engine is measured
+            ):
     "Backward the token-mean loss of one mini-batch, one rollout at a time"
     total = sum(p.mask.sum() for p in mb).clamp(min=1)
     for p in mb:
         with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature, p.at)
         dev = lambda x: None if x is None else x.to(lp.device)
         old = lp.detach() if p.old is None else dev(p.old)   # one epoch of one mini-batch: π_old is π, as in the official run
-        t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg)
         m = dev(p.mask)
+        t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg, _engine_gap(old, dev(p.sampled), m, cfg, stats, first))
         (token_loss(t, cfg) * m).sum().div(total).backward()
         for k in ('pg', 'kl', 'ratio', 'clipped'): stats[k] += float((t[k].detach() * m).sum())
         stats['tokens'] += float(m.sum())
@@ -309,16 +344,25 @@ def _mb_loss(model, mb, cfg, stats):
 def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
     "PPO epochs over mini-batches; returns loss, KL, ratio, clip fraction and gradient norm"
     model.train()
-    stats, norms = dict.fromkeys(('pg', 'kl', 'ratio', 'clipped', 'tokens'), 0.0), []
-    for _ in range(cfg.ppo_epochs):
+    stats, norms = dict.fromkeys(('pg', 'kl', 'ratio', 'clipped', 'tokens', *GAP_SUMS), 0.0), []
+    for epoch in range(cfg.ppo_epochs):
         for mb in _minibatches(ps, cfg.mini_batches, rng):
             opt.zero_grad(set_to_none=True)
-            _mb_loss(model, mb, cfg, stats)
+            _mb_loss(model, mb, cfg, stats, first=epoch == 0)
             norms.append(float(torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad], cfg.grad_clip)))
             opt.step()
     n = max(stats['tokens'], 1)
     return dict(loss=token_loss(stats, cfg) / n, pg=stats['pg'] / n, kl=stats['kl'] / n, ratio=stats['ratio'] / n,
-                clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0, trained_tokens=int(stats['tokens'] / max(cfg.ppo_epochs, 1)))
+                clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0,
+                trained_tokens=int(stats['tokens'] / max(cfg.ppo_epochs, 1)), **gap_metrics(stats))
+
+GAP_SUMS = ('mm_n', 'mm_sum', 'mm_max', 'mm_over', 'tis_n', 'tis_sum', 'tis_cut')
+
+def gap_metrics(stats:dict)->dict:
+    "The step's engine-trainer gap: mean and max |Δ log p|, the share over `MISMATCH_OVER`, the mean TIS weight and share truncated (NaN: no engine log-probs)"
+    per = lambda k, n: stats[k] / stats[n] if stats[n] else float('nan')
+    return dict(logp_mismatch_mean=per('mm_sum', 'mm_n'), logp_mismatch_max=stats['mm_max'] if stats['mm_n'] else float('nan'),
+                logp_mismatch_share=per('mm_over', 'mm_n'), tis_weight=per('tis_sum', 'tis_n'), tis_truncated=per('tis_cut', 'tis_n'))
 
 # %% ../nbs/26_igpo.ipynb #a30f8200
 def _train_dtype(model, cfg):
@@ -476,12 +520,32 @@ def _engine_follows(engine, model)->str|None:
                               'or the transformers engine (the default)')
 
 def merged_copy(model):
-    "The policy as a plain model (a LoRA adapter merged into a copy of the weights; a full fine-tune as it is)"
-    return copy.deepcopy(model).merge_and_unload() if _is_lora(model) else model
+    "The policy as a plain model: a LoRA adapter merged into a float32 copy of the weights (nothing rounds in the merge); a full fine-tune as it is"
+    return cast_params(copy.deepcopy(model), torch.float32).merge_and_unload() if _is_lora(model) else model
+
+def engine_dtype(engine)->torch.dtype|None:
+    "The dtype a vLLM engine computes in (None for other engines)"
+    cfg = getattr(getattr(getattr(engine, 'llm', None), 'llm_engine', None), 'model_config', None)
+    return getattr(cfg, 'dtype', None)
+
+def merge_kept(w, delta, dtype=torch.bfloat16)->dict:
+    "What an engine holding `dtype` weights keeps of an update `delta` merged into weights `w` (already on its grid): share changed, cosine"
+    w, delta = w.detach().to(dtype).float(), delta.detach().float()
+    kept = (w + delta).to(dtype).float() - w
+    cos = float(torch.nn.functional.cosine_similarity(kept.flatten(), delta.flatten(), dim=0)) if kept.any() else 0.0
+    return dict(changed=float((kept != 0).float().mean()), cosine=cos)
+
+def warn_rounding(engine, model):
+    "Warn where a LoRA update would be merged into an engine computing in half precision (it rounds away)"
+    dt = engine_dtype(engine)
+    if _engine_follows(engine, model) == 'reload' and _is_lora(model) and dt not in (None, torch.float32):
+        warnings.warn(f'the engine computes in {dt}: a LoRA update merged into its weights rounds away; build it with '
+                      '`vllm_engine(..., enable_lora=True)` so it serves the adapter (the step metrics logp_mismatch_* show the gap)')
 
 def sync_engine(engine, model, folder:Path):
     "Make the engine generate with the current policy: load its adapter, or reload its merged weights"
     how = _engine_follows(engine, model)
+    if how: shutil.rmtree(folder, ignore_errors=True)   # nothing stale: an engine reads every weight file in the folder
     if how == 'lora': model.save_pretrained(folder); engine.load_lora(str(folder))
     if how == 'reload': merged_copy(model).save_pretrained(folder); engine.reload(str(folder))
 
@@ -501,7 +565,8 @@ def batch_metrics(trajs:list, scored:Scored, details)->dict:
     return dict(accuracy=float(np.mean(scored.outcome)) if trajs else 0.0, mean_ig=float(np.mean(igs)) if igs else float('nan'),
                 ig_scale=float(details.scale), format_error_rate=float(np.mean([not t.ok for t in turns])) if turns else 0.0,
                 browse_ratio=sum(t.kind == 'visit' for t in turns) / calls if calls else float('nan'),
-                turns=float(np.mean([len(tr.turns) for tr in trajs])), gen_tokens=float(np.mean([tr.meta.get('gen_tokens', 0) for tr in trajs])),
+                turns=float(np.mean([len(tr.turns) for tr in trajs])), visits=float(np.mean([sum(t.kind == 'visit' for t in tr.turns) for tr in trajs])),
+                gen_tokens=float(np.mean([tr.meta.get('gen_tokens', 0) for tr in trajs])),
                 **signal_metrics(scored))
 
 def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig, step:int, rng:random.Random, judge=None)->tuple[dict, Scored]:
@@ -635,7 +700,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     if 'tensorboard' in cfg.report_to: need_tensorboard()   # before anything loads
     pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
-    _engine_follows(engine, pol.model)   # an engine that cannot follow the policy stops here, before any step
+    _engine_follows(engine, pol.model); warn_rounding(engine, pol.model)   # an engine that cannot follow the policy stops here
     if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
     cfg.save(out/'igpo_config.json'); data = f'{len(questions)} questions; tools: {type(tools).__name__}'
     if _is_lora(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
@@ -677,6 +742,7 @@ def ablation_grid(base:IGPOConfig=IGPOConfig())->dict:
     "The method §7 comparisons as configurations"
     r = base.rewards
     return {'IGPO (DR-Venus)': base, 'GRPO': replace(base, rewards=replace(r, estimator='grpo')),
+            'GRPO + format penalty': replace(base, rewards=replace(r, scored='none', penalty='replace')),   # IGPO without IG
             'split credit': replace(base, rewards=replace(r, credit='split')),
             'no IG-Scale': replace(base, rewards=replace(r, norm='separate')),
             'IG after every tool': replace(base, rewards=replace(r, scored='all_tools')),

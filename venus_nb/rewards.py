@@ -30,7 +30,7 @@ class RewardConfig:
     credit: str = 'copy'           # 'copy' | 'split'
     penalty: str = 'pooled'        # 'pooled' | 'replace'
     ig: str = 'logp_diff'          # 'logp_diff' | 'prob_diff'
-    scored: str = 'visit'          # 'visit' | 'all_tools'
+    scored: str = 'visit'          # 'visit' | 'all_tools' | 'none' (no IG: only format penalties and the outcome)
     estimator: str = 'igpo'        # 'igpo' | 'grpo'
     eps: float = 1e-6              # z-score denominator and IG-Scale epsilon
     var_eps: float = 1e-8          # inside the std's square root
@@ -38,7 +38,7 @@ class RewardConfig:
 
     def __post_init__(self):
         for k, ok in dict(norm=('scaled_separate', 'separate', 'joint'), credit=('copy', 'split'), penalty=('pooled', 'replace'),
-                          ig=('logp_diff', 'prob_diff'), scored=('visit', 'all_tools'), estimator=('igpo', 'grpo')).items():
+                          ig=('logp_diff', 'prob_diff'), scored=('visit', 'all_tools', 'none'), estimator=('igpo', 'grpo')).items():
             if getattr(self, k) not in ok: raise ValueError(f'RewardConfig.{k} must be one of {ok}, got {getattr(self, k)!r}')
 
 # %% ../nbs/24_rewards.ipynb #b96796b3
@@ -379,7 +379,7 @@ def answer_probe(tokenizer, gt)->Probe:
 # %% ../nbs/24_rewards.ipynb #0fd43111
 def scored_boundaries(traj, tokens, cfg:RewardConfig=RewardConfig())->dict:
     "{turn index: token position after its observation} for the turns whose boundary is scored"
-    want = {'visit'} if cfg.scored == 'visit' else {'search', 'visit', 'other', 'invalid'}
+    want = dict(visit={'visit'}, none=set()).get(cfg.scored, {'search', 'visit', 'other', 'invalid'})
     return {t.index: span[1] for t, span in zip(traj.turns[:-1], tokens.observation_spans[:-1])
             if span and t.kind in want}
 

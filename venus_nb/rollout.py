@@ -4,7 +4,7 @@
 
 # %% ../nbs/23_rollout.ipynb #890a5c5a
 from __future__ import annotations
-import asyncio, json, os, random, time, warnings, concurrent.futures
+import asyncio, json, math, os, random, time, warnings, concurrent.futures
 from dataclasses import dataclass, field, asdict, fields, replace
 from pathlib import Path
 from fastcore.basics import patch
@@ -15,10 +15,10 @@ from .tools import system_prompt, run_tool, tool_error, Toolbox
 
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
-           'stop_token_ids', 'HFEngine', 'reusable', 'weights_key', 'stacked_cache', 'kept_rows', 'VLLMEngine',
-           'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running', 'limit_reached', 'turn_budget',
-           'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap', 'start_runs', 'finished',
-           'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+           'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'kept_rows',
+           'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running', 'limit_reached',
+           'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap',
+           'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -98,8 +98,11 @@ class Sequence:
     turn_spans: list = field(default_factory=list)
     obs_spans: list = field(default_factory=list)
     prompt_len: int = 0
+    logps: list = field(default_factory=list)   # per token, the engine's log-prob where it sampled the token, else NaN
 
-    def _add(self, ids, trained=0): self.ids += ids; self.mask += [trained] * len(ids)
+    def _add(self, ids, trained=0, logps=None):
+        self.ids += ids; self.mask += [trained] * len(ids)
+        self.logps += list(logps) if logps is not None else [math.nan] * len(ids)
 
 # %% ../nbs/23_rollout.ipynb #e5ea9165
 @patch(cls_method=True)
@@ -131,13 +134,20 @@ def open_turn(self:Sequence)->list:
 
 # %% ../nbs/23_rollout.ipynb #2509665f
 @patch
-def add_turn(self:Sequence, gen:list)->str:
+def add_turn(self:Sequence, gen:list,
+             logps:list|None=None # the engine's log-prob of each generated id, where it reports them
+            )->str:
     "Append a generated turn and close it; returns its text"
     eot = self.tok.convert_tokens_to_ids(self.glue.eot)
-    body = gen[:-1] if gen and gen[-1] == eot else list(gen)
+    ended = bool(gen) and gen[-1] == eot
+    body = gen[:-1] if ended else list(gen)
     start, close = len(self.ids), self.glue.close_turn
     cut = close.index(self.glue.eot) + len(self.glue.eot) if self.glue.eot in close else len(close)
-    self._add(body + _encode(self.tok, close[:cut]), 1)
+    closing = _encode(self.tok, close[:cut])
+    lps = list(logps) if logps is not None else [math.nan] * len(gen)
+    eot_lp = lps[len(body)] if ended else math.nan   # the end-of-turn token keeps its log-prob where the engine sampled it
+    closing_lps = [eot_lp if t == eot else math.nan for t in closing]
+    self._add(body + closing, 1, lps[:len(body)] + closing_lps)
     self.turn_spans.append((start, len(self.ids))); self.obs_spans.append(None)
     self._add(_encode(self.tok, close[cut:]))
     text = self.glue.opening + self.tok.decode(body, skip_special_tokens=False)
@@ -147,7 +157,7 @@ def add_turn(self:Sequence, gen:list)->str:
 def replace_observation(self:Sequence, content:str):
     "Put a user message in place of the last turn's tool response (its ids and its message)"
     start, _ = self.obs_spans[-1]
-    del self.ids[start:], self.mask[start:], self.messages[-1]
+    del self.ids[start:], self.mask[start:], self.logps[start:], self.messages[-1]
     self.obs_spans[-1] = None
     self.add_user(content)
 
@@ -155,7 +165,8 @@ def replace_observation(self:Sequence, content:str):
 def trajectory(self:Sequence, question:str, gt=None, meta:dict|None=None)->Trajectory:
     "The rollout as a `Trajectory` whose `tokens` are the ids generated and fed, with their spans"
     traj = Trajectory.from_messages(self.messages, question, gt, meta)
-    traj.tokens = Tokenized(list(self.ids), list(self.mask), list(self.turn_spans), list(self.obs_spans), self.prompt_len)
+    sampled = list(self.logps) if any(not math.isnan(v) for v in self.logps) else None
+    traj.tokens = Tokenized(list(self.ids), list(self.mask), list(self.turn_spans), list(self.obs_spans), self.prompt_len, sampled)
     return traj
 
 # %% ../nbs/23_rollout.ipynb #7cab7692
@@ -165,6 +176,7 @@ class Generated:
     ids: list             # the generated token ids
     finish: str           # 'eot' (end-of-turn or eos), 'stop' (cut before a stop string), or 'length'
     dropped: str = ''     # the text cut off at the stop string
+    logps: list|None = None  # the engine's log-prob of each id (None: the engine reports none)
 
 def _text(tok, ids): return tok.decode(ids, skip_special_tokens=False)
 
@@ -176,16 +188,19 @@ def _cut_before(tok, ids:list, pos:int)->int:
         lo, hi = (mid, hi) if len(_text(tok, ids[:mid])) <= pos else (lo, mid - 1)
     return lo
 
-def cut_generation(tok, ids:list, stop_ids:set, stops:tuple, limit:int)->Generated:
+def cut_generation(tok, ids:list, stop_ids:set, stops:tuple, limit:int,
+                   logps:list|None=None # the engine's log-prob of each id, cut with them
+                  )->Generated:
     "Cut a padded generated row after its first end-of-turn token, or just before its first stop string"
     ids = list(ids)[:limit]
     eot_at = next((i + 1 for i, t in enumerate(ids) if t in stop_ids), None)
     if eot_at is not None: ids = ids[:eot_at]
+    lp = (lambda n: None if logps is None else [float(v) for v in logps[:n]])
     text = _text(tok, ids)
     if hits := [text.index(s) for s in stops if s in text]:
         k = _cut_before(tok, ids, min(hits))
-        return Generated(ids[:k], 'stop', text[len(_text(tok, ids[:k])):])
-    return Generated(ids, 'eot' if eot_at is not None else 'length')
+        return Generated(ids[:k], 'stop', text[len(_text(tok, ids[:k])):], lp(k))
+    return Generated(ids, 'eot' if eot_at is not None else 'length', logps=lp(len(ids)))
 
 # %% ../nbs/23_rollout.ipynb #4dc4bafd
 def stop_token_ids(tok, model=None)->set:
@@ -223,6 +238,22 @@ def _left_pad(prompts, pad_id):
     att = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in prompts])
     return ids, att
 
+class SampledLogps:
+    "A logits processor for `generate`: log π(token) of each sampled token at temperature `T`, from the scores before top-p/top-k"
+    def __init__(self, T:float): self.T, self.prev, self.steps = T or 1.0, None, []
+    def _take(self, sampled):
+        if self.prev is not None: self.steps.append(self.prev.gather(-1, sampled[:, None].to(self.prev.device))[:, 0].cpu())
+    def __call__(self, input_ids, scores):
+        import torch
+        self._take(input_ids[:, -1])   # the token sampled at the previous step
+        self.prev = torch.log_softmax(scores.float() / self.T, -1)
+        return scores
+    def result(self, sequences)->list:
+        "Per row, the log-prob of each generated token"
+        import torch
+        self._take(sequences[:, -1]); self.prev = None
+        return torch.stack(self.steps, 1).tolist() if self.steps else [[] for _ in range(len(sequences))]
+
 def _sampling_kw(cfg:RolloutConfig)->dict:
     kw = dict(do_sample=cfg.temperature > 0, temperature=cfg.temperature or None, top_p=cfg.top_p)
     return kw | dict(top_k=cfg.top_k) if cfg.top_k > 0 else kw | dict(top_k=None)
@@ -235,13 +266,14 @@ def _batch(self:HFEngine, prompts, limits, cfg, seed, kept=()):
     pads = [ids.shape[1] - len(p) for p in prompts]
     cache = self._cache_for(prompts, pads, kept)
     torch.manual_seed(seed)
+    lps = SampledLogps(cfg.temperature)
     with torch.no_grad():
         out = self.model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max(limits), stop_strings=list(cfg.stop) or None,
                                   tokenizer=self.tok, eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
-                                  past_key_values=cache, return_dict_in_generate=True, **_sampling_kw(cfg))
+                                  past_key_values=cache, return_dict_in_generate=True, logits_processor=[lps], **_sampling_kw(cfg))
     if self.cache_turns: self.kept += kept_rows(out.sequences, out.past_key_values, pads)
     gen = out.sequences[:, ids.shape[1]:].tolist()
-    return [cut_generation(self.tok, g, self.stop_ids, cfg.stop, n) for g, n in zip(gen, limits)]
+    return [cut_generation(self.tok, g, self.stop_ids, cfg.stop, n, lp) for g, n, lp in zip(gen, limits, lps.result(out.sequences))]
 
 # %% ../nbs/23_rollout.ipynb #0a299d8f
 def _common_prefix(a, b)->int:
@@ -331,14 +363,20 @@ def _params(cfg:RolloutConfig, limit:int, seed:int, stop_ids:set):
     from vllm import SamplingParams
     return SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1, max_tokens=limit,
                           stop=list(cfg.stop), stop_token_ids=sorted(stop_ids), include_stop_str_in_output=True,
-                          skip_special_tokens=False, seed=seed)
+                          skip_special_tokens=False, seed=seed, logprobs=0)   # 0: the sampled token's own log-prob only
+
+def _sampled_logps(out)->list|None:
+    "The log-prob vLLM gave each token it sampled (its raw log-probs: the model's distribution at temperature 1)"
+    if out.logprobs is None: return None
+    return [d[t].logprob for d, t in zip(out.logprobs, out.token_ids)]
 
 @patch
 def __call__(self:VLLMEngine, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
     reqs = [{'prompt_token_ids': list(p)} for p in prompts]
     params = [_params(cfg, n, seed + i, self.stop_ids) for i, n in enumerate(limits)]
     outs = self.llm.generate(reqs, params, lora_request=self.lora, use_tqdm=False)
-    return [cut_generation(self.tok, o.outputs[0].token_ids, self.stop_ids, cfg.stop, n) for o, n in zip(outs, limits)]
+    return [cut_generation(self.tok, o.outputs[0].token_ids, self.stop_ids, cfg.stop, n, _sampled_logps(o.outputs[0]))
+            for o, n in zip(outs, limits)]
 
 # %% ../nbs/23_rollout.ipynb #35a9ea1a
 def _cpu_defaults():
@@ -384,7 +422,7 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     cpu = not torch.cuda.is_available()
     kw = dict(dtype=fast_dtype(), max_model_len=max_model_len, enforce_eager=cpu, seed=0)   # bf16 where it is fast, else float32
     if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
-    if lora: kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
+    if lora or engine_kw.get('enable_lora'): kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)   # serves adapters
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
     make = lambda folder: _keeping_threads(lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | ENGINE_KW | engine_kw)))
     return VLLMEngine(make(tokenizer), lora=lora, make=make)
@@ -494,7 +532,7 @@ async def play_round(runs:list, engine, toolbox, cfg:RolloutConfig, seed:int, li
         if n > 0: live.append((r, n, r.seq.open_turn()))
         else: r.end('context')
     gens = engine([p for _, _, p in live], [n for _, n, _ in live], cfg, seed) if live else []
-    pending = [(r, turn_outcome(r, r.seq.add_turn(g.ids), g)) for (r, _, _), g in zip(live, gens)]
+    pending = [(r, turn_outcome(r, r.seq.add_turn(g.ids, g.logps), g)) for (r, _, _), g in zip(live, gens)]
     pending = [(r, c) for r, c in pending if c is not None]
     texts = await asyncio.gather(*(_observe(c, toolbox, limit) for _, c in pending))
     for (r, _), text in zip(pending, texts): r.seq.add_user(observation_message(text)['content'])

@@ -237,7 +237,7 @@ def generate(cfg:SynthConfig=SynthConfig())->SynthData:
     by_name = {p['title']: p for p in pages}
     qa = make_questions(world, cfg.n, cfg.seed, cfg.max_hops)
     recs = [expert_record(q, by_name, pages, cfg, rng) for q in qa]
-    return SynthData(pages, [dict(id=q['id'], question=q['question'], answer=q['answer']) for q in qa], recs)
+    return SynthData(pages, [dict(id=q['id'], question=q['question'], answer=q['answer'], kind=f"{len(q['hops'])}-hop") for q in qa], recs)
 
 # %% ../nbs/10_synth.ipynb #4d493a08
 SAMPLE = SynthConfig(n=24, entities=20, lengths=((2, 20, 0.6), (21, 60, 0.3), (101, 110, 0.1)))

@@ -498,6 +498,7 @@ class Tokenized:
     assistant_spans: list[tuple[int, int]]            # per turn: [start, end) of its trained tokens
     observation_spans: list[tuple[int, int]|None]     # per turn: [start, end) of the messages that answered it
     prompt_len: int                                   # tokens before the first assistant turn
+    sampled_logps: list|None = None                   # per token, the engine's log-prob of a token it sampled (NaN elsewhere); None: not recorded
 
     def __len__(self): return len(self.ids)
     @property

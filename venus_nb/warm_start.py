@@ -99,11 +99,14 @@ def rollout_config(cfg:WarmConfig):
                          min_answer_tokens=32, max_context=4096, seed=cfg.seed, progress=False)
 
 # %% ../nbs/25_warm_start.ipynb #e2fc8666
-def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096):
+def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096,
+                      enable_lora:bool=False # a vLLM engine that serves LoRA adapters (for RL on an engine computing in bf16)
+                     ):
     "A rollout engine on a model folder: vLLM ('auto' when it is installed) or transformers on float32 weights"
     from venus_nb.rollout import vllm_engine, HFEngine
     if engine not in ('auto', 'vllm', 'transformers'): raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
-    if engine == 'vllm' or (engine == 'auto' and has_module('vllm')): return vllm_engine(str(folder), max_model_len=max_model_len)
+    if engine == 'vllm' or (engine == 'auto' and has_module('vllm')):
+        return vllm_engine(str(folder), max_model_len=max_model_len, **(dict(enable_lora=True) if enable_lora else {}))
     pol = load_policy(str(folder), 'transformers', dtype='float32')
     return HFEngine(pol.model, pol.tokenizer)
 
