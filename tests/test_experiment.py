@@ -3,7 +3,8 @@ from dataclasses import replace
 import json
 import numpy as np, pandas as pd, pytest
 from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix, ExperimentConfig,
-                                 Start, arm_config, experiment)
+                                 Start, arm_config, experiment, sign_test, paired_stats, kind_table, eval_steps, heldout_curve,
+                                 check_resume, final_evals)
 from venus_nb.replay import Scored
 from venus_nb.trajectory import Trajectory
 
@@ -84,7 +85,7 @@ def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     assert len(said) == 6 and set(res.evals.arm) == {'start', 'IGPO (DR-Venus)', 'GRPO'}
     assert len(res.steps) == 2 * 2 * 2 and set(res.steps.step) == {1, 2}
     assert (res.evals.n == 2).all() and len(res.evals) == 3 * 2 * 2
-    assert len(res.summary) == 4 * 2 and {'summary.csv', 'summary.json', 'report.html', 'steps.csv', 'evals.csv', 'config.json'} <= {p.name for p in tmp_path.iterdir()}
+    assert len(res.summary) == 5 * 2 and {'summary.csv', 'summary.json', 'report.html', 'steps.csv', 'evals.csv', 'config.json'} <= {p.name for p in tmp_path.iterdir()}
     page = (tmp_path/'report.html').read_text()
     assert 'IGPO against GRPO' in page and 'https://cdn' not in page.split('<body>')[0]
     assert json.loads((tmp_path/'summary.json').read_text())['rollouts_per_run'] == 4
@@ -109,3 +110,53 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     assert seen['cfg'].arms == ('GRPO',) and seen['cfg'].output_dir == str(tmp_path/'x')
     assert 'grpo_silent_groups: 0.400' in out and 'report:' in out
     seen.clear(); main(['experiment', '--signal-only']); assert 'cfg' not in seen
+
+
+def test_sign_test_is_exact():
+    assert sign_test([1, 1, 1]) == 0.25                            # 3 discordant, all one way: 2 × (1/2)³
+    assert sign_test([1] * 5 + [0] * 100) == pytest.approx(0.0625)
+    assert sign_test([1, -1, 1, -1]) == 1.0 and sign_test([0, 0]) == 1.0
+    assert sign_test([1] * 9 + [-1]) == pytest.approx(2 * 11 / 1024)
+
+def test_three_discordant_questions_are_no_difference_measured():
+    d = np.zeros((3, 64)); d[0, 0] = d[1, 5] = d[2, 9] = 1.0     # 192 paired samples, 3 differ, all one way
+    s = paired_stats(d)
+    assert (s['discordant'], s['better'], s['worse']) == (3, 3, 0) and s['p_value'] == 0.25
+    assert s['lo'] == 0.0 and s['verdict'] == 'no difference measured'
+    big = np.full((1, 64), 0.25); big[0, :8] = 0                    # 56 questions better, none worse
+    s = paired_stats(big)
+    assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
+
+def test_fewer_than_five_seeds_are_not_resampled():
+    m = np.random.default_rng(0).random((3, 30))
+    assert bootstrap_mean(m)[1:] == bootstrap_mean(m.mean(0, keepdims=True))[1:]     # only questions resampled
+    m5 = np.random.default_rng(0).random((5, 30))
+    assert bootstrap_mean(m5)[1:] != bootstrap_mean(m5.mean(0, keepdims=True))[1:]   # from 5 seeds on, seeds too
+    t = summary_table(_evals(0.6, 0.4), ks=(1,))
+    assert set(t.resampled) == {'questions'} and t.discordant.notna().sum() == 1
+
+def test_summary_pairs_against_the_start_and_both_grpo_arms():
+    e = pd.concat([_evals(0.8, 0.3), _evals(0.3, 0.3, seed=1).replace({'IGPO (DR-Venus)': 'start', 'GRPO': 'GRPO + format penalty'})])
+    t = summary_table(e, ks=(1,))
+    diffs = t[t.arm.str.contains('−')]
+    assert list(diffs.arm) == ['IGPO (DR-Venus) − start', 'IGPO (DR-Venus) − GRPO', 'IGPO (DR-Venus) − GRPO + format penalty']
+    assert (diffs.verdict == 'higher').all() and (diffs.discordant == diffs.better + diffs.worse).all()
+
+def test_kinds_and_curves_from_evaluations_along_the_run():
+    e = _evals(0.7, 0.3).assign(kind=lambda d: np.where(d.question % 2, '2-hop', '1-hop'), step=4, rollouts=64, turns=3.0, visits=1.0)
+    early = e.assign(step=2, rollouts=32, c=0)
+    both = pd.concat([early, e], ignore_index=True)
+    assert final_evals(both).reset_index(drop=True).equals(e) and summary_table(both).equals(summary_table(e))   # the summary reads each run's last evaluation
+    k = kind_table(e, ks=(1,))
+    assert set(k.kind) == {'1-hop', '2-hop'} and (k.questions[~k.arm.str.contains('−')] == 10).all()
+    c = heldout_curve(both)
+    assert set(c.kind) == {'all', '1-hop', '2-hop'} and list(c[(c.kind == 'all') & (c.arm == 'GRPO')].rollouts) == [32, 64]
+    assert c[(c.kind == 'all') & (c.step == 2)]['mean'].eq(0).all()
+
+def test_eval_steps_and_the_resume_refusal(tmp_path):
+    assert eval_steps(ExperimentConfig(steps=10, eval_every=4)) == [4, 8, 10] and eval_steps(ExperimentConfig(steps=3)) == [3]
+    cfg = ExperimentConfig(output_dir=str(tmp_path))
+    cfg.save(tmp_path/'config.json'); check_resume(tmp_path, cfg)   # the same configuration: allowed
+    with pytest.raises(ValueError, match=r"another configuration \(G: 4 there, 8 now; steps: 4 there, 6 now\)"):
+        check_resume(tmp_path, replace(cfg, steps=6, G=8))
+    with pytest.raises(ValueError, match='eval_every'): ExperimentConfig(eval_every=0)
