@@ -2,6 +2,7 @@
 import argparse, json, re
 from pathlib import Path
 import pytest
+import pandas as pd
 from venus_nb import __version__
 from venus_nb.cli import main, parser, plain, error_rule, rule_counts, stages, CLIError, check_keys
 from venus_nb.trajectory import read_jsonl
@@ -144,3 +145,12 @@ def test_quiet_libraries_turns_vllms_loading_bar_off_in_a_log_and_back():
     assert not in_terminal() and 'use_tqdm_on_load' not in ENGINE_KW
     with quiet_libraries(): assert ENGINE_KW == {'use_tqdm_on_load': False}
     assert ENGINE_KW == {}
+
+def test_demo_change_line_says_what_four_questions_can_show():
+    import types
+    from venus_nb.cli import change_line
+    report = lambda label, acc: types.SimpleNamespace(label=label, summary=dict(samples_per_question=4),
+        per_question=lambda: pd.DataFrame(dict(question=['a', 'b', 'c', 'd'], accuracy=acc)))
+    line = change_line(report('warm start', [0.5, 0.25, 0.0, 0.5]), report('IGPO', [0.0, 0.25, 0.0, 0.25]))
+    assert 'IGPO − warm start, Pass@1: -0.19' in line and 'on 4 questions × 4 samples' in line and '2 questions differ' in line
+    assert 'sign test p = 0.50' in line and 'no difference measured' in line and 'noise, not a result' in line

@@ -18,11 +18,11 @@ __all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'COMMANDS', 'NOISY', 'QUIE
            'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load', 'error_rule',
            'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
            'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
-           'step_eval', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean', 'cmd_resample',
-           'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'nested_config', 'check_keys',
-           'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
-           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'run_eval',
-           'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
+           'step_eval', 'change_line', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean',
+           'cmd_resample', 'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'nested_config',
+           'check_keys', 'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage',
+           'world_file', 'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout',
+           'run_eval', 'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
            'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/40_cli.ipynb #fcac21d9
@@ -232,8 +232,18 @@ def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that g
     reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
     table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
     write_csv(table, out/'eval_pass_at_k.csv')
-    _say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False))
+    _say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False) + '\n' + change_line(*reports))
     return reports, [out/'eval_pass_at_k.csv']
+
+def change_line(before, after)->str:
+    "After − before Pass@1 on the same questions: the paired interval, the discordant questions, the sign test and what it means"
+    from venus_nb.experiment import paired_stats
+    a, b = (r.per_question().set_index('question').accuracy for r in (before, after))
+    d = (b - a.reindex(b.index)).dropna().to_numpy()[None]
+    s, n = paired_stats(d), after.summary['samples_per_question']
+    return (f"   {after.label} − {before.label}, Pass@1: {s['mean']:+.2f} [{s['lo']:+.2f}, {s['hi']:+.2f}] on {d.shape[1]} questions × {n} "
+            f"samples; {s['discordant']} questions differ (sign test p = {s['p_value']:.2f}): {s['verdict']}. A change inside that "
+            "interval is noise, not a result: the experiment (`venus-nb experiment`) compares policies on 64 questions.")
 
 # %% ../nbs/40_cli.ipynb #bfa4bb54
 def _write_tokens(trajs, toks, path):
@@ -654,7 +664,8 @@ def cmd_experiment(args):
     from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
     cfg = ExperimentConfig.load(readable(args.config)) if args.config else ExperimentConfig.cpu()
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
-    density, _ = warm_signal()
+    from venus_nb.warm_start import WarmConfig, warm_start
+    density, _ = warm_signal(warm_start(WarmConfig(**cfg.warm), verbose=False))   # the experiment's own start
     _say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
     if args.signal_only: return density
     res = experiment(cfg, say=lambda s: _say('   ' + s))

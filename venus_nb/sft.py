@@ -15,10 +15,10 @@ from .trajectory import as_trajectories
 
 # %% auto #0
 __all__ = ['TRACKERS', 'SFT_FREE', 'trackers', 'need_tensorboard', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data',
-           'show_mask', 'LossLog', 'pad_collate', 'with_lora', 'unsloth_policy', 'adapter_base', 'sft_card',
-           'follow_tensorboard', 'SFTResult', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole',
-           'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'sft_checkpoint_problem',
-           'last_checkpoint', 'config_changes', 'describe_changes', 'sft']
+           'show_mask', 'LossLog', 'pad_collate', 'with_lora', 'QuietProgress', 'quiet_progress', 'unsloth_policy',
+           'adapter_base', 'sft_card', 'follow_tensorboard', 'SFTResult', 'checkpoint_folders', 'one_line',
+           'first_problem', 'newest_whole', 'check_torch_file', 'check_safetensors', 'file_checks', 'check_json',
+           'sft_checkpoint_problem', 'last_checkpoint', 'config_changes', 'describe_changes', 'sft']
 
 # %% ../nbs/13_sft.ipynb #740b3a82
 TRACKERS = ('tensorboard',)   # the offline, local trackers the stages log to, named as TRL names them
@@ -142,6 +142,7 @@ def _args_dict(cfg:SFTConfig)->dict:
 
 # %% ../nbs/13_sft.ipynb #b3fa6519
 from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback, PrinterCallback
 
 def _in_notebook():
     try: return get_ipython().__class__.__name__ == 'ZMQInteractiveShell'  # noqa: F821
@@ -187,6 +188,15 @@ def with_lora(model, cfg:SFTConfig):
                                             target_modules=[m for m in cfg.target_modules if m in present], task_type='CAUSAL_LM'))
 
 # %% ../nbs/13_sft.ipynb #d334f19e
+class QuietProgress(ProgressCallback):
+    "The trainer's progress bar without its raw log dictionaries (the losses are in `SFTResult.log` and the live curve)"
+    def on_log(self, *args, **kw): pass
+
+def quiet_progress(trainer):
+    "Swap the trainer's log printers for `QuietProgress`"
+    for cb in (ProgressCallback, PrinterCallback): trainer.remove_callback(cb)
+    trainer.add_callback(QuietProgress()); return trainer
+
 def _transformers_trainer(policy, examples, cfg, log):
     from transformers import Trainer, TrainingArguments
     from datasets import Dataset
@@ -362,7 +372,7 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     backend = policy.backend if policy is not None else pick_backend(cfg.backend)
     policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
-    trainer = (_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log)
+    trainer = quiet_progress((_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log))
     log.card = sft_card(policy, cfg, data, adapter_base(trainer.model, cfg.output_dir, policy.tokenizer))
     follow_tensorboard(trainer, cfg, resume)
     cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
