@@ -18,7 +18,8 @@ __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_CO
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
            'warm_start_point', 'ExperimentConfig', 'question_kind', 'reference_rows', 'eval_steps', 'arm_config',
            'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment',
-           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'write_results']
+           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'write_results',
+           'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -382,7 +383,9 @@ def _say_eval(e, label, seed, step, seconds)->str:
 
 def experiment(cfg:ExperimentConfig|None=None,
                start:Start|None=None, # default: `warm_start_point(cfg.warm, cfg.eval_questions)`
-               say=print)->ExperimentResult:
+               say=print,
+               with_start:bool=True # evaluate the starting policy too (a sweep does it once for all its runs)
+              )->ExperimentResult:
     "Train every arm for every seed from one start at an equal rollout budget, evaluating as it goes; summarise, report"
     cfg = cfg or ExperimentConfig()
     out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True)
@@ -390,7 +393,7 @@ def experiment(cfg:ExperimentConfig|None=None,
     start = start or warm_start_point(cfg.warm, cfg.eval_questions)
     steps, evals, runs = _done(out)
     for label, seed, step in _runs(cfg):
-        if _done_at(evals, label, seed, step): continue
+        if _done_at(evals, label, seed, step) or (label == 'start' and not with_start): continue
         t = time.time()
         s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed, step)
         run = pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1))])
@@ -471,3 +474,37 @@ def write_results(res:ExperimentResult)->list:
             write_atomic(out/'summary.json', json.dumps(dict(meta, summary=res.summary.to_dict('records'), by_kind=res.by_kind.to_dict('records'),
                                                              curve=res.curve.to_dict('records')), indent=1, default=float)),
             write_atomic(out/'report.html', report_html(res))]
+
+# %% ../nbs/32_experiment.ipynb #c421a562
+def _slug(label:str)->str: return ''.join(ch if ch.isalnum() else '-' for ch in label).strip('-').lower()
+
+def _trend(y)->float:
+    "Least-squares slope of a series over its steps (NaN under two points)"
+    y = np.asarray(y, dtype=float)
+    return float(np.polyfit(np.arange(len(y)), y, 1)[0]) if len(y) > 1 else math.nan
+
+def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame)->dict:
+    "One setting's line: KL per step, accuracy trend, held-out Pass@1 and its paired difference to the start, overall and by kind"
+    s, e = res.steps, pd.concat([start_evals, res.evals[res.evals.arm != 'start']], ignore_index=True)
+    row = dict(setting=label, kl_mean=float(s.kl.mean()), kl_last=float(s.kl.iloc[-1]), accuracy_trend=_trend(s.accuracy),
+               turns_last=float(s.turns.iloc[-1]))
+    for kind, d in [('all', e)] + ([(k, d) for k, d in e.groupby('kind')] if e.kind.nunique() > 1 else []):
+        diff = _diff_row(d, TREATMENT, 'start', 1)
+        row |= {f'pass1_{kind}': score_matrix(d, TREATMENT, 1).to_numpy().mean(), f'diff_{kind}': diff['mean'],
+                f'lo_{kind}': diff['lo'], f'hi_{kind}': diff['hi'], f'discordant_{kind}': diff['discordant']}
+    return row
+
+def sweep(settings:dict, # label -> `IGPOConfig` fields for that run (e.g. dict(lora_r=None, lr=1e-5))
+          base:ExperimentConfig, # budget, seeds, evaluation and the IGPO fields every setting shares
+          start:Start|None=None, say=print)->pd.DataFrame:
+    "One IGPO run per setting from the same start and batches; a row each: KL, the accuracy trend, held-out Pass@1 against the start"
+    start = start or warm_start_point(base.warm, base.eval_questions)
+    rows, start_evals = [], None
+    for i, (label, over) in enumerate(settings.items()):
+        cfg = replace(base, arms=(TREATMENT,), igpo=base.igpo | over, output_dir=str(Path(base.output_dir)/_slug(label)))
+        res = experiment(cfg, start, say, with_start=i == 0)
+        if i == 0: start_evals = res.evals[res.evals.arm == 'start']
+        rows.append(sweep_row(label, res, start_evals))
+    table = pd.DataFrame(rows)
+    write_atomic(Path(base.output_dir)/'sweep.csv', table.to_csv(index=False))
+    return table
