@@ -98,7 +98,7 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     import venus_nb.experiment as ex
     from venus_nb.cli import main
     seen = {}
-    monkeypatch.setattr(ex, 'warm_signal', lambda: (dict(grpo_silent_groups=0.4, igpo_silent_groups=0.0), None))
+    monkeypatch.setattr(ex, 'warm_signal', lambda warm=None: (dict(grpo_silent_groups=0.4, igpo_silent_groups=0.0), None))
     def fake(cfg, say=print):
         seen['cfg'] = cfg
         ev = pd.DataFrame([dict(arm=a, seed=0, question=0, n=4, c=1) for a in cfg.arms])
@@ -160,3 +160,10 @@ def test_eval_steps_and_the_resume_refusal(tmp_path):
     with pytest.raises(ValueError, match=r"another configuration \(G: 4 there, 8 now; steps: 4 there, 6 now\)"):
         check_resume(tmp_path, replace(cfg, steps=6, G=8))
     with pytest.raises(ValueError, match='eval_every'): ExperimentConfig(eval_every=0)
+
+def test_the_cpu_learn_yaml_is_the_named_configuration():
+    from pathlib import Path
+    yaml = Path(__file__).resolve().parents[1]/'examples'/'experiment'/'cpu_learn.yaml'
+    assert ExperimentConfig.load(yaml) == ExperimentConfig.cpu_learn()
+    cfg = ExperimentConfig.cpu_learn()
+    assert cfg.eval_questions >= 64 and cfg.G >= 4 and set(cfg.arms) == {'IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'}

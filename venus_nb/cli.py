@@ -664,8 +664,7 @@ def cmd_experiment(args):
     from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
     cfg = ExperimentConfig.load(readable(args.config)) if args.config else ExperimentConfig.cpu()
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
-    from venus_nb.warm_start import WarmConfig, warm_start
-    density, _ = warm_signal(warm_start(WarmConfig(**cfg.warm), verbose=False))   # the experiment's own start
+    density, _ = warm_signal(cfg.warm)   # the experiment's own start
     _say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
     if args.signal_only: return density
     res = experiment(cfg, say=lambda s: _say('   ' + s))

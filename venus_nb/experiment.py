@@ -61,13 +61,13 @@ def signal_density(scored)->dict:
                 browse_correct=_browse(scored, True), browse_incorrect=_browse(scored, False))
 
 # %% ../nbs/32_experiment.ipynb #98805f09
-def warm_signal(warm=None, # a `WarmStart`; default: the embedded model's, made or cached
+def warm_signal(warm=None, # a `WarmStart`, or `WarmConfig` fields (a dict); default: the embedded model's, made or cached
                 cfg=None, # the `IGPOConfig` whose rewards and IG precision are used (default: DR-Venus')
                )->tuple[dict, object]:
     "`signal_density` of the warm start's check rollouts, scored with the warm-started policy; and the `Scored` batch"
-    from venus_nb.warm_start import warm_start
+    from venus_nb.warm_start import warm_start, WarmConfig
     from venus_nb.igpo import IGPOConfig, score_rollouts
-    warm = warm or warm_start(verbose=False)
+    warm = warm_start(WarmConfig(**(warm or {})), verbose=False) if warm is None or isinstance(warm, dict) else warm
     trajs, pol = warm.rollouts(), warm.policy()
     if not trajs: raise ValueError(f'the warm start at {warm.path} kept no check rollouts; make it anew with warm_start(force=True)')
     scored = score_rollouts(pol.model, pol.tokenizer, trajs, cfg or IGPOConfig())
