@@ -167,3 +167,16 @@ def test_the_cpu_learn_yaml_is_the_named_configuration():
     assert ExperimentConfig.load(yaml) == ExperimentConfig.cpu_learn()
     cfg = ExperimentConfig.cpu_learn()
     assert cfg.eval_questions >= 64 and cfg.G >= 4 and set(cfg.arms) == {'IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'}
+
+def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_questions():
+    from venus_nb.experiment import checked_rollouts, reference_rows
+    from venus_nb.rollout import RolloutConfig
+    qs = [dict(id=i, question=f'Q{i}?', answer='y', kind='1-hop') for i in range(2)]
+    def rollout_of(g, answer):
+        t = _traj(answer); t.question = f'Q{g}?'; t.meta.update(group=g); return t
+    trajs = [rollout_of(g, a) for g in range(2) for a in ('y', 'n')]
+    start = Start(lambda: None, [], qs, None, RolloutConfig(G=2), checked=trajs)
+    assert checked_rollouts(start, 2) == trajs and checked_rollouts(start, 4) is None   # G must match
+    assert checked_rollouts(replace(start, checked=trajs[:3]), 2) is None                 # every question, G times
+    rows = reference_rows(start, ExperimentConfig(G=2, seeds=(0,)), 0)                    # no engine, no policy needed
+    assert list(rows.n) == [2, 2] and list(rows.c) == [1, 1] and list(rows.kind) == ['1-hop'] * 2

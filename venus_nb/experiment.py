@@ -16,10 +16,10 @@ from .models import fast_dtype
 __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
-           'warm_start_point', 'ExperimentConfig', 'question_kind', 'reference_rows', 'eval_steps', 'arm_config',
-           'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment',
-           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'write_results',
-           'sweep_row', 'sweep']
+           'warm_start_point', 'ExperimentConfig', 'question_kind', 'checked_rollouts', 'reference_rows', 'eval_steps',
+           'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume',
+           'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html',
+           'write_results', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -170,6 +170,7 @@ class Start:
     rollout: object         # the `RolloutConfig` of training and evaluation
     engine: object = None   # a `VLLMEngine` shared by the runs; None: each policy generates itself
     folder: str|None = None # the starting weights the engine is reloaded to before each run
+    checked: list|None = None # rollouts the starting policy already made on the held-out questions (a warm start's check)
 
     def __post_init__(self): self.train, self.held_out = as_questions(self.train), as_questions(self.held_out)   # lists, Loaded or Datasets
 
@@ -185,7 +186,8 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
     world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine, enable_lora=fast_dtype() != 'float32')   # see igpo's sync
     engine = None if isinstance(engine, HFEngine) else engine
-    return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine, str(w.path))
+    return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine, str(w.path),
+                 w.rollouts())
 
 # %% ../nbs/32_experiment.ipynb #47f69254
 CPU_LEARN = dict(steps=12, eval_every=4,   # the 2-core configuration's budget and step size, measured in the sweep below
@@ -264,8 +266,18 @@ def _evaluate(generator, start:Start, label:str, seed:int, G:int)->pd.DataFrame:
     trajs = rollout(generator, start.held_out, start.corpus, replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
     return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
 
+def checked_rollouts(start:Start, G:int)->list|None:
+    "The start's own check rollouts of exactly the held-out questions, G each (None where they are not that)"
+    want = {i: q['question'] for i, q in enumerate(start.held_out)}
+    trajs = [t for t in start.checked or [] if t.meta.get('group') in want]
+    if any(t.question != want[t.meta['group']] for t in trajs): return None
+    counts = pd.Series([t.meta['group'] for t in trajs]).value_counts()
+    return trajs if len(counts) == len(want) and (counts == G).all() else None
+
 def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start')->pd.DataFrame:
-    "The starting policy evaluated like every arm"
+    "The starting policy evaluated like every arm; for the first seed, its check rollouts where they are these questions × G"
+    if seed == cfg.seeds[0] and (trajs := checked_rollouts(start, cfg.G)):
+        return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
     start.reset()
     return _evaluate(start.engine or start.make_policy(), start, label, seed, cfg.G)
 
