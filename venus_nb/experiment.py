@@ -190,8 +190,8 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
                  w.rollouts())
 
 # %% ../nbs/32_experiment.ipynb #47f69254
-CPU_LEARN = dict(steps=12, eval_every=4,   # the 2-core configuration's budget and step size, measured in the sweep below
-                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001))
+CPU_LEARN = dict(steps=12, eval_every=4,   # the 2-core configuration's budget and step size; lr provisional until `sweep` measures it:
+                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001))   # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
 
 @dataclass
 class ExperimentConfig:
