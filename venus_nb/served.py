@@ -65,7 +65,7 @@ def generated_from(tok, choice:dict, # one choice of a completions answer
     "A completion choice as an engine output: the returned ids when there are any, else the re-tokenised text"
     ids = returned_ids(choice)
     g = cut_generation(tok, ids if ids is not None else retokenised(tok, choice, stop_ids), stop_ids, stops, limit)
-    return ServedGenerated(g.ids, g.finish, g.dropped, ids is not None)
+    return ServedGenerated(g.ids, g.finish, g.dropped, exact=ids is not None)
 
 # %% ../nbs/42_served.ipynb #e0385145
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
