@@ -180,3 +180,12 @@ def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_question
     assert checked_rollouts(replace(start, checked=trajs[:3]), 2) is None                 # every question, G times
     rows = reference_rows(start, ExperimentConfig(G=2, seeds=(0,)), 0)                    # no engine, no policy needed
     assert list(rows.n) == [2, 2] and list(rows.c) == [1, 1] and list(rows.kind) == ['1-hop'] * 2
+
+def test_a_folder_from_before_evaluations_along_the_run_still_reads(tmp_path):
+    from venus_nb.experiment import read_experiment, write_results
+    ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), ks=(1,), output_dir=str(tmp_path)).save(tmp_path/'config.json')
+    _evals(0.6, 0.4, seeds=1).to_csv(tmp_path/'evals.csv', index=False)   # arm, seed, question, n, c: no step, kind, turns
+    res = read_experiment(tmp_path)
+    assert len(res.curve) == 0 and len(res.by_kind) == 0 and len(res.summary) == 3
+    write_results(res)
+    assert (tmp_path/'report.html').exists()

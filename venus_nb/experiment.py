@@ -428,7 +428,7 @@ def _curve_rows(e:pd.DataFrame, kind:str, k:int)->list:
 
 def heldout_curve(evals:pd.DataFrame, k:int=1)->pd.DataFrame:
     "Held-out Pass@k with its interval, turns and visits per rollout, for every arm at every evaluation, over all questions and by kind"
-    if not len(evals) or 'step' not in evals: return pd.DataFrame()
+    if not len(evals) or not {'step', 'rollouts', 'turns', 'visits', 'kind'} <= set(evals): return pd.DataFrame()   # an older folder's rows
     kinds = [('all', evals)] + ([(kd, d) for kd, d in evals.groupby('kind', sort=True)] if evals.kind.nunique() > 1 else [])
     return pd.DataFrame([r for kd, d in kinds for r in _curve_rows(d, kd, k)])
 
