@@ -322,9 +322,9 @@ def _engine_gap(old, sampled, m, cfg, stats, first:bool):
         for k, v in mismatch_sums(old, sampled, m).items(): stats[k] = max(stats[k], v) if k == 'mm_max' else stats[k] + v
     if cfg.tis_cap is None: return None
     w = tis_weights(old, sampled, cfg.tis_cap)
-    if first:
-        s = m * (~torch.isnan(sampled)).float()   # the tokens the engine sampled
-        stats['tis_n'] += float(s.sum()); stats['tis_sum'] += float((w * s).sum()); stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
+    if first:   # over the tokens `mismatch_sums` counted: trained and sampled by the engine
+        s = m * (~torch.isnan(sampled)).float()
+        stats['tis_sum'] += float((w * s).sum()); stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
     return w
 
 def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's gap to the engine is measured
@@ -356,13 +356,15 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
                 clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0,
                 trained_tokens=int(stats['tokens'] / max(cfg.ppo_epochs, 1)), **gap_metrics(stats))
 
-GAP_SUMS = ('mm_n', 'mm_sum', 'mm_max', 'mm_over', 'tis_n', 'tis_sum', 'tis_cut')
+GAP_SUMS = ('mm_n', 'mm_sum', 'mm_max', 'mm_over', 'tis_sum', 'tis_cut')
 
 def gap_metrics(stats:dict)->dict:
     "The step's engine-trainer gap: mean and max |Δ log p|, the share over `MISMATCH_OVER`, the mean TIS weight and share truncated (NaN: no engine log-probs)"
-    per = lambda k, n: stats[k] / stats[n] if stats[n] else float('nan')
-    return dict(logp_mismatch_mean=per('mm_sum', 'mm_n'), logp_mismatch_max=stats['mm_max'] if stats['mm_n'] else float('nan'),
-                logp_mismatch_share=per('mm_over', 'mm_n'), tis_weight=per('tis_sum', 'tis_n'), tis_truncated=per('tis_cut', 'tis_n'))
+    n, nan = stats['mm_n'], float('nan')
+    per = lambda k: stats[k] / n if n else nan
+    tis = lambda k: per(k) if stats['tis_sum'] else nan   # no weights summed: no engine log-probs, or `tis_cap=None`
+    return dict(logp_mismatch_mean=per('mm_sum'), logp_mismatch_max=stats['mm_max'] if n else nan,
+                logp_mismatch_share=per('mm_over'), tis_weight=tis('tis_sum'), tis_truncated=tis('tis_cut'))
 
 # %% ../nbs/26_igpo.ipynb #a30f8200
 def _train_dtype(model, cfg):
