@@ -270,8 +270,9 @@ def test_config_saves_the_judge(tmp_path):
     assert 'api_key' not in (tmp_path/'llm.json').read_text()
     with pytest.warns(UserWarning, match='api_key'): keyed = IGPOConfig(judge=LLMJudge(base_url='u', api_key='sk-secret')).save(tmp_path/'k.json')
     assert 'sk-secret' not in keyed.read_text() and IGPOConfig.load(keyed).judge.api_key is None
-    for f in (strict_judge, em_judge):   # module-level functions: saved by name
-        assert IGPOConfig.load(IGPOConfig(judge=f).save(tmp_path/'f.json')).judge is f
+    for f in (strict_judge, em_judge):   # module-level functions: saved by name, loaded only with trust_code (it imports code)
+        assert IGPOConfig.load(IGPOConfig(judge=f).save(tmp_path/'f.json'), trust_code=True).judge is f
+        with pytest.raises(ValueError, match='trust_code=True'): IGPOConfig.load(tmp_path/'f.json')
     assert judge_spec(strict_judge) == {'callable': 'test_igpo.strict_judge'}
     def local(q, a, gt): return 1.0
     for f in (lambda q, a, gt: 1.0, local):

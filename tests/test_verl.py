@@ -499,3 +499,9 @@ def test_prepare_data(tmp_path, qwen3_tok):
     mod['sft'](ROOT/'data/sample/trajectories.jsonl', tmp_path/'sft')
     data = yaml.safe_load((tmp_path/'sft/sft.yaml').read_text())['data']
     assert len(MultiTurnSFTDataset(data['train_files'], qwen3_tok, data)) == 3
+
+def test_the_agent_loop_yaml_runs_no_judge_code_unless_trusted():
+    for bad in ('os.execl', 'shutil.copyfile'):
+        with pytest.raises(ValueError, match='trust_code: true'): vv.agent_judge(bad)
+    assert type(vv.agent_judge('venus_nb.rewards.LLMJudge', {'model': 'm'})).__name__ == 'LLMJudge'
+    assert vv.agent_judge('venus_nb.rewards.f1_score', trust_code=True)('q', 'river Sael', 'Sael') == pytest.approx(2 / 3)

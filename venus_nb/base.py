@@ -152,7 +152,8 @@ def save_config(cfg, path, as_json:Callable=asdict # the settings as JSON data
     "Write a settings dataclass (nested ones included) as indented JSON, whole or not at all"
     return write_atomic(path, json.dumps(as_json(cfg), indent=1))
 
-def load_config(cls, path):
+def load_config(cls, path, prepare:Callable|None=None # the settings read, made ready for `cls` (IGPO's judge from its saved spec)
+               ):
     "Settings of dataclass `cls` from a file `save_config` wrote, or from YAML (`.yaml`, `.yml`); unknown keys are an error"
     text = Path(path).read_text()
     if Path(path).suffix.lower() in ('.yaml', '.yml'):
@@ -161,4 +162,4 @@ def load_config(cls, path):
     else: d = json.loads(text)
     if not isinstance(d, dict): raise ValueError(f'{path}: not a mapping of {cls.__name__} settings')
     if unknown := set(d) - {f.name for f in fields(cls)}: raise ValueError(f'{path}: unknown {cls.__name__} keys {sorted(unknown)}')
-    return cls(**d)
+    return cls(**(prepare(d) if prepare else d))

@@ -14,9 +14,9 @@ from .base import write_atomic, atomic_open
 from .trajectory import read_jsonl, write_jsonl, Loaded, Trajectory
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table', 'plain', 'in_terminal',
-           'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load', 'error_rule',
-           'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
+__all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table', 'plain',
+           'in_terminal', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load',
+           'error_rule', 'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
            'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
            'step_eval', 'change_line', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean',
            'cmd_resample', 'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'nested_config',
@@ -635,6 +635,10 @@ def _add_stages(sub):
     e.add_argument('--config', type=Path, help='ExperimentConfig fields as JSON or YAML (default: the CPU preset)')
     e.add_argument('--out', type=Path, help="output folder (default: the config's output_dir, out/experiment)")
     e.add_argument('--signal-only', action='store_true', help='only the signal density of the warm start rollouts (no training)')
+    e.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
+
+TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
+              'without it a config runs no code: use it only for a file you trust')
 
 def _add_training(sub):
     "`sft`, `rollout`, `igpo`, `eval`: --config, --set and their inputs as options"
@@ -646,6 +650,7 @@ def _add_training(sub):
                        '(a dotted key for a nested one: rollout.G=4); repeat it for more')
         for flag, (key, text) in st.flags.items():
             s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar='N' if key == 'limit' else 'DIR' if flag == '--out' else 'PATH', help=text)
+        if name == 'igpo': s.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
 
 # %% ../nbs/40_cli.ipynb #7d639326
 def parser()->argparse.ArgumentParser:
@@ -662,7 +667,7 @@ def parser()->argparse.ArgumentParser:
 def cmd_experiment(args):
     "Signal density of the warm start, then (unless --signal-only) every arm and seed of the experiment"
     from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
-    cfg = ExperimentConfig.load(readable(args.config)) if args.config else ExperimentConfig.cpu()
+    cfg = ExperimentConfig.load(readable(args.config), args.trust_code) if args.config else ExperimentConfig.cpu()
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
     density, _ = warm_signal(cfg.warm)   # the experiment's own start
     _say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
@@ -681,6 +686,9 @@ def cmd_stage(args):
     "Run `sft`, `rollout`, `igpo` or `eval` with the settings of --config, the options and --set"
     st = stages()[args.cmd]
     d = st.settings(args.config, {key: getattr(args, key) for key, _ in st.flags.values()}, args.set)
+    if getattr(args, 'trust_code', False):
+        from venus_nb.igpo import trusted_judge
+        d = trusted_judge(d, trust_code=True)
     unsloth_first(args.cmd, d)
     return run_stage(args.cmd, st, d)
 

@@ -3,7 +3,7 @@
 # %% ../nbs/32_experiment.ipynb #d5f8d76b
 from __future__ import annotations
 import json, math, time
-from dataclasses import dataclass, field, asdict, replace
+from dataclasses import dataclass, field, asdict, replace, is_dataclass
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
@@ -16,10 +16,10 @@ from .models import fast_dtype
 __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
-           'warm_start_point', 'ExperimentConfig', 'question_kind', 'checked_rollouts', 'reference_rows', 'eval_steps',
-           'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume',
-           'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html',
-           'write_results', 'sweep_row', 'sweep']
+           'warm_start_point', 'ExperimentConfig', 'experiment_json', 'question_kind', 'checked_rollouts',
+           'reference_rows', 'eval_steps', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment',
+           'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
+           'pass_at_k_bars', 'report_html', 'write_results', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -213,6 +213,8 @@ class ExperimentConfig:
         if not self.arms or not self.seeds: raise ValueError('an experiment needs at least one arm and one seed')
         if len(set(self.arms)) != len(self.arms): raise ValueError(f'arms repeat: {self.arms}')
         if self.eval_every is not None and self.eval_every < 1: raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
+        from venus_nb.igpo import IGPOConfig
+        IGPOConfig(**self.igpo)   # checked now, not after the warm start: an unknown key, a wrong value, a judge that names code
 
     @property
     def rollouts_per_run(self)->int: return self.steps * self.questions_per_step * self.G
@@ -236,12 +238,21 @@ class ExperimentConfig:
                                warm=dict(model=model, engine='vllm', train=512, held_out=64, rl=512, entities=400, steps=200),
                                igpo=dict(dtype='bfloat16')), **kw))   # lr: DR-Venus' own (1e-6 full, 2.5e-5 LoRA), sized for a 4B model
 
-    def save(self, path)->Path: return save_config(self, path)
+    def save(self, path)->Path: return save_config(self, path, experiment_json)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path,
+             trust_code:bool=False # import an `igpo` judge saved by its dotted name (only for a file you trust: it runs that code)
+            ):
         "From a JSON or YAML file of the fields (any subset; an unknown one is an error)"
-        return load_config(cls, path)
+        from venus_nb.igpo import trusted_judge
+        return load_config(cls, path, lambda d: {**d, 'igpo': trusted_judge(d['igpo'], trust_code)} if 'igpo' in d else d)
+
+def experiment_json(cfg:ExperimentConfig)->dict:
+    "The settings as JSON data, the `igpo` judge as its saved spec (`igpo.judge_spec`)"
+    from venus_nb.igpo import judge_spec
+    igpo = {k: judge_spec(v) if k == 'judge' else asdict(v) if is_dataclass(v) else v for k, v in cfg.igpo.items()}
+    return {**asdict(replace(cfg, igpo={})), 'igpo': igpo}
 
 # %% ../nbs/32_experiment.ipynb #e724b688
 EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a training step's seed
@@ -354,11 +365,13 @@ def _done(out:Path)->list:
 def _save_rows(out:Path, *tables:pd.DataFrame):
     for name, df in zip(TABLES, tables): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
 
-def read_experiment(folder)->ExperimentResult:
+def read_experiment(folder,
+                    trust_code:bool=False # needed only where the experiment's judge was a function saved by its name
+                   )->ExperimentResult:
     "A finished (or partly finished) experiment from its folder, without running anything"
     out = Path(folder)
     if not (out/'config.json').exists(): raise FileNotFoundError(f'{out}: no config.json, not an experiment folder')
-    cfg, (steps, evals, runs) = ExperimentConfig.load(out/'config.json'), _done(out)
+    cfg, (steps, evals, runs) = ExperimentConfig.load(out/'config.json', trust_code), _done(out)
     return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, runs)
 
 # %% ../nbs/32_experiment.ipynb #3053437d
@@ -369,7 +382,7 @@ def _runs(cfg:ExperimentConfig)->list:
 def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
-    now, saved = json.loads(json.dumps(asdict(cfg))), json.loads((out/'config.json').read_text())
+    now, saved = json.loads(json.dumps(experiment_json(cfg))), json.loads((out/'config.json').read_text())
     return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved)) if k != 'output_dir' and saved.get(k) != now.get(k)}
 
 def check_resume(out:Path, cfg:ExperimentConfig):

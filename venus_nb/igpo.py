@@ -4,7 +4,8 @@
 
 # %% ../nbs/26_igpo.ipynb #690de7aa
 from __future__ import annotations
-import copy, importlib, json, math, random, shutil, time, warnings
+import copy, importlib, json, math, random, re, shutil, time, warnings
+from functools import partial
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict, replace, fields
 from itertools import chain
@@ -25,16 +26,16 @@ _all_ = ['judge_fn', 'outcomes', 'UnslothEngine']   # the outcome judges live in
 
 # %% auto #0
 __all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig',
-           'learning_rate', 'judge_spec', 'judge_from_spec', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean',
-           'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference',
-           'cast_params', 'train_precision', 'float32_weights', 'ig_precision', 'each_prompt_once', 'score_rollouts',
-           'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'gap_metrics', 'rl_policy',
-           'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
-           'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype',
-           'merge_kept', 'warn_rounding', 'sync_engine', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir',
-           'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo',
-           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes',
-           'UnslothEngine']
+           'learning_rate', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge', 'config_json',
+           'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums',
+           'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights',
+           'ig_precision', 'each_prompt_once', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
+           'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state',
+           'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card',
+           'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
+           'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult',
+           'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy',
+           'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .sft import trackers, need_tensorboard
@@ -113,15 +114,42 @@ def judge_spec(judge):
     raise ValueError(f'IGPOConfig.save: cannot save the judge {judge!r}: use an LLMJudge, a function defined at the top level of '
                      'an importable module (saved by name), or keep it out of the config with `igpo(..., judge=...)`')
 
-def judge_from_spec(spec:dict):
-    "The judge that `judge_spec` wrote"
-    if set(spec) == {'llm_judge'}: return LLMJudge(**spec['llm_judge'])
-    if set(spec) == {'callable'}:
-        mod, _, name = spec['callable'].rpartition('.')
-        obj = importlib.import_module(mod)
-        for part in name.split('.'): obj = getattr(obj, part)
+def imported(name:str):
+    "The object at a dotted name `module.qualname` (the module part may itself be dotted), else a ValueError naming it"
+    parts = name.split('.')
+    for i in range(len(parts) - 1, 0, -1):
+        try: obj = importlib.import_module('.'.join(parts[:i]))
+        except ImportError: continue
+        try:
+            for part in parts[i:]: obj = getattr(obj, part)
+        except AttributeError: break
         return obj
-    raise ValueError(f"a saved judge is {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r}")
+    raise ValueError(f'judge.callable: cannot import {name}')
+
+def untrusted(what:str)->str:
+    "Why a config that names code is refused, and the opt-in"
+    return (f'{what} names code to import and call; a config runs no code unless you say so: '
+            'load it with trust_code=True (venus-nb: --trust-code) if you trust the file')
+
+def judge_from_spec(spec:dict,
+                    trust_code:bool=False # import a judge saved by its dotted name (a file you trust: it runs that code)
+                   ):
+    "The judge that `judge_spec` wrote: an `LLMJudge` from its settings; a dotted callable only with `trust_code`"
+    if not isinstance(spec, dict) or len(spec) != 1 or not {'llm_judge', 'callable'} & set(spec):
+        raise ValueError(f"judge: a saved judge is 'em', 'f1', {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r:.200}")
+    if 'llm_judge' in spec:
+        if not isinstance(spec['llm_judge'], dict): raise ValueError(f"judge.llm_judge: expected a mapping of LLMJudge settings, got {spec['llm_judge']!r:.200}")
+        return LLMJudge(**spec['llm_judge'])
+    name = spec['callable']
+    if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)+', name):
+        raise ValueError(f'judge.callable: expected a dotted name module.function, got {name!r:.200}')
+    if not trust_code: raise ValueError(untrusted(f"the judge {{'callable': {name!r}}}"))
+    return imported(name)
+
+def trusted_judge(d:dict, # `IGPOConfig` settings, as read from a file
+                  trust_code:bool=False)->dict:
+    "`d` with a judge saved as a mapping made a judge now, a dotted callable imported only with `trust_code`"
+    return {**d, 'judge': judge_from_spec(d['judge'], trust_code)} if isinstance(d, dict) and isinstance(d.get('judge'), dict) else d
 
 def config_json(cfg:IGPOConfig)->dict:
     "The settings as JSON data, nested configs and the judge included"
@@ -133,9 +161,11 @@ def save(self:IGPOConfig, path)->Path:
     return save_config(self, path, config_json)
 
 @patch(cls_method=True)
-def load(cls:IGPOConfig, path)->IGPOConfig:
+def load(cls:IGPOConfig, path,
+         trust_code:bool=False # import a judge saved by its dotted name (only for a file you trust: it runs that code)
+        )->IGPOConfig:
     "Read settings written by `save` (unknown keys are an error; nested configs and the judge are rebuilt)"
-    return load_config(cls, path)
+    return load_config(cls, path, partial(trusted_judge, trust_code=trust_code))
 
 # %% ../nbs/26_igpo.ipynb #96be2ccc
 def loss_terms(logp, old_logp, ref_logp, advantages, cfg:IGPOConfig=IGPOConfig(),

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages, judge_fn, outcomes, aliases,
+from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages, judge_fn, outcomes, aliases, LLMJudge,
                               Probe, answer_probe, scored_boundaries, cached_logps, GTLogProbs, ig_from_logprobs)
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening
@@ -184,11 +184,18 @@ def _dotted(path):
     mod, name = path.rsplit('.', 1)
     return getattr(importlib.import_module(mod), name)
 
-def agent_judge(judge='em', # 'em', 'f1', a judge, or a dotted path to a judge or to a judge class
-                judge_kwargs:dict|None=None # arguments of the judge class, e.g. `LLMJudge`'s base_url and model
+_LLM_JUDGE = 'venus_nb.rewards.LLMJudge'   # the one dotted judge a YAML may name without `trust_code`
+
+def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.rewards.LLMJudge', a judge, or (with `trust_code`) another dotted path to a judge or a judge class
+                judge_kwargs:dict|None=None, # arguments of the judge class, e.g. `LLMJudge`'s base_url and model
+                trust_code:bool=False # import another dotted path (it runs the code the YAML names)
                ):
     "The agent loop's `(question, answer, gt)` judge from its YAML settings"
-    obj = _dotted(judge) if isinstance(judge, str) and '.' in judge else judge
+    named = isinstance(judge, str) and '.' in judge
+    if named and judge != _LLM_JUDGE and not trust_code:
+        raise ValueError(f'the judge {judge!r} names code to import and call; a config runs no code unless you say so: '
+                         "add `trust_code: true` to the agent loop's settings if you trust the file")
+    obj = LLMJudge if judge == _LLM_JUDGE else _dotted(judge) if named else judge
     if isinstance(obj, type): obj = obj(**dict(judge_kwargs or {}))
     elif judge_kwargs: raise ValueError(f'judge_kwargs need a judge class such as venus_nb.rewards.LLMJudge, got judge={judge!r}')
     return judge_fn(obj)
@@ -388,10 +395,10 @@ class VenusAgentLoopOutput(AgentLoopOutput):
 @register_agent_loop('venus_tool_agent')
 class VenusToolAgentLoop(ToolAgentLoop):
     "verl's tool agent loop with the official rollout end and the venus_nb reward hook"
-    def __init__(self, *args, judge='em', judge_kwargs=None, tools_in_system_prompt:bool=True, max_new_tokens:int=8192,
+    def __init__(self, *args, judge='em', judge_kwargs=None, trust_code:bool=False, tools_in_system_prompt:bool=True, max_new_tokens:int=8192,
                  turn_jitter:int=5, min_answer_tokens:int=256, **kwargs):
         super().__init__(*args, **kwargs)
-        self.cfg, self.judge = reward_config(self.config.get('algorithm', None)), agent_judge(judge, judge_kwargs)
+        self.cfg, self.judge = reward_config(self.config.get('algorithm', None)), agent_judge(judge, judge_kwargs, trust_code)
         self.tools_in_system_prompt, self.rng = tools_in_system_prompt, random.Random()  # verl builds one loop per rollout
         self.ends = RolloutConfig(max_turns=self.max_assistant_turns or 1, turn_jitter=turn_jitter, max_new_tokens=max_new_tokens,
                                   min_answer_tokens=min_answer_tokens, progress=False)
