@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_base.ipynb #b830c418
 from __future__ import annotations
-import codecs, itertools, json, os
+import codecs, itertools, json, os, re
 from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -15,7 +15,7 @@ __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_u
            'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'load_config']
 
 # %% ../nbs/00_base.ipynb #43da2838
-MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a .json file) longer than this is reported, never read into memory whole
+MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a record of a JSON array) longer than this is reported, never read into memory whole
 MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it later
 
 class BadRecord(ValueError):
@@ -111,17 +111,79 @@ def _is_array(path:Path)->bool:
         while not head.strip() and (more := f.read(1 << 16)): head = more
     return head.lstrip()[:1] == b'['
 
-def _array_records(path:Path)->list:
-    "`(position, record)` pairs of a JSON-array file, or a ValueError naming the file"
-    try: return list(enumerate(json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8).decode('utf-8'))))
-    except (ValueError, RecursionError) as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
+_SPACE, _TAIL = re.compile(r'[ \t\n\r]*'), 16   # JSON white space; a value ending this close to the end of what is read may go on
+
+class _Chunks:
+    "The text of a binary UTF-8 file read a chunk at a time: `buf[at:]` is what is not yet parsed, `base` the characters dropped before `buf`"
+    def __init__(self, f, max_bytes:int):
+        self.f, self.max_bytes, self.dec = f, max_bytes, codecs.getincrementaldecoder('utf-8-sig')()
+        self.buf, self.at, self.base, self.eof = '', 0, 0, False
+
+    def check(self, start:int, end:int):
+        "A `BadRecord` if `buf[start:end]` is longer than `max_bytes` as UTF-8"
+        n = end - start
+        if n > self.max_bytes or (n > self.max_bytes // 4 and not self.buf.isascii() and len(self.buf[start:end].encode()) > self.max_bytes):
+            raise BadRecord(f'record longer than {self.max_bytes:,} bytes (the rest of the array is not read)')
+
+    def more(self)->bool:
+        "Read on (as much again as is pending, so a long record costs a few reads); False at the end of the file"
+        if self.eof: return False
+        self.check(self.at, len(self.buf))
+        pending = self.buf[self.at:]
+        raw = self.f.read(max(1 << 16, len(pending)))
+        try: text = self.dec.decode(raw, final=not raw)
+        except UnicodeDecodeError as e: raise ValueError(f'not UTF-8: byte {e.object[e.start]:#04x}') from None
+        self.base += self.at; self.buf, self.at, self.eof = pending + text, 0, not raw
+        return True
+
+    def next(self, consume:bool=True)->str:
+        "The next character that is not JSON white space ('' at the end of the file)"
+        while (at := _SPACE.match(self.buf, self.at).end()) == len(self.buf):
+            self.at = at
+            if not self.more(): return ''
+        self.at = at + consume
+        return self.buf[at]
+
+    def value(self, decoder:json.JSONDecoder):
+        "The JSON value that starts here, consumed once the text read holds it whole"
+        while True:
+            try:
+                obj, end = decoder.raw_decode(self.buf, start := _SPACE.match(self.buf, self.at).end())
+                self.check(start, end)
+                if self.eof or end < len(self.buf) - _TAIL: self.at = end; return obj
+            except json.JSONDecodeError as e:
+                if self.eof or not (e.msg.startswith('Unterminated string') or e.pos >= len(self.buf) - _TAIL):
+                    raise ValueError(f'{e.msg} at character {self.base + e.pos:,}') from None
+            except RecursionError: raise ValueError('JSON nested deeper than Python can parse') from None
+            self.more()
+
+def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
+    "(position, record or the `BadRecord` that says why not) for each record of the JSON array in binary file `f`, read a chunk at a time; text that is not one JSON array is a ValueError"
+    text, decoder = _Chunks(f, max_bytes), json.JSONDecoder()
+    if (c := text.next()) != '[': raise ValueError(f"expected '[', found {c[:1]!r}")
+    if text.next(consume=False) == ']': text.next()
+    else:
+        for i in itertools.count():
+            try: rec = text.value(decoder)
+            except BadRecord as e: yield i, e; return
+            yield i, BadRecord(f'JSON nested deeper than {max_depth} levels') if _too_deep(rec, max_depth) else rec
+            if (c := text.next()) == ']': break
+            if c != ',': raise ValueError(f"expected ',' or ']' after record {i}, found {c[:1]!r}")
+    if (c := text.next()): raise ValueError(f'{c!r} after the end of the array')
+
+def _array_records(path:Path, max_bytes:int=MAX_RECORD_BYTES):
+    "`(position, record or BadRecord)` for each record of a JSON-array file, read as it goes; a ValueError naming the file if it is not one JSON array"
+    with open(path, 'rb') as f:
+        try: yield from _array_items(f, max_bytes)
+        except ValueError as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
 
 def read_records(path, parse:Callable|None=None, # (record, file, line or position) -> what to keep; None keeps the record
                  array:bool=False, # a file whose first character is `[` is one JSON array of records
-                 max_line_bytes:int=MAX_RECORD_BYTES)->tuple[list, list[LoadError]]:
+                 max_line_bytes:int=MAX_RECORD_BYTES # a longer JSONL line or JSON-array record is a `LoadError`
+                )->tuple[list, list[LoadError]]:
     "What `parse` makes of every record of a JSONL file (or a JSON array), and a `LoadError` for each one it could not read or parse"
     p = must_exist(path)
-    recs = _array_records(p) if array and _is_array(p) else jsonl_records(p, max_line_bytes)
+    recs = _array_records(p, max_line_bytes) if array and _is_array(p) else jsonl_records(p, max_line_bytes)
     return load_records(((str(p), n, r) for n, r in recs), parse)
 
 def _skipped(errors:list)->str:

@@ -1,0 +1,59 @@
+"""Files under hostile sizes and races: JSON arrays read within the record cap, cassettes appended (not rewritten) per
+request, and writes that two processes can race on without a torn file or an error."""
+import asyncio, json, multiprocessing as mp, os, time, tracemalloc, warnings
+from pathlib import Path
+import httpx, pytest
+from venus_nb.base import LoadError, MAX_RECORD_BYTES, atomic_open, read_records, write_atomic
+from venus_nb.corpus import load_corpus
+from venus_nb.web import Cassette
+from venus_nb.synth import SynthData, write_world
+
+MB = 1 << 20
+
+def sparse(path:Path, head:bytes, size:int)->Path:
+    "`path` holding `head`, then NUL bytes up to `size` that take no disk space"
+    with open(path, 'wb') as f: f.write(head); f.truncate(size)
+    return path
+
+def peak_mb(f)->tuple:
+    "What `f()` returns (or raises), and the most memory Python held while it ran, in MiB"
+    tracemalloc.start()
+    try:
+        try: out = f()
+        except Exception as e: out = e
+        return out, tracemalloc.get_traced_memory()[1] / MB
+    finally: tracemalloc.stop()
+
+# ---- JSON arrays are read a record at a time, each record within the cap
+
+def test_json_array_over_the_cap_is_never_read_whole(tmp_path):
+    big = sparse(tmp_path/'big.json', b'[{"id": "a", "title": "A", "text": "first"}, {"id": "b", "text": "', 4 * MAX_RECORD_BYTES)
+    out, peak = peak_mb(lambda: read_records(big, array=True))
+    assert isinstance(out, ValueError) and 'big.json: not a valid JSON array' in str(out), out
+    assert peak < 16, f'{peak:.0f} MiB held to read a {big.stat().st_size / MB:.0f} MiB array'
+    out, peak = peak_mb(lambda: load_corpus(big))
+    assert isinstance(out, ValueError) and 'big.json' in str(out) and peak < 16, (out, peak)
+
+def test_json_array_record_over_the_cap_is_a_load_error_naming_the_file_and_the_cap(tmp_path):
+    p = tmp_path/'long.json'
+    p.write_text(json.dumps([{'id': 'a', 'text': 'short'}, {'id': 'b', 'text': 'x' * 5000}, {'id': 'c', 'text': 'never read'}]))
+    kept, errors = read_records(p, array=True, max_line_bytes=1000)
+    assert kept == [{'id': 'a', 'text': 'short'}]
+    assert len(errors) == 1 and errors[0].source == str(p) and errors[0].index == 1 and '1,000 bytes' in errors[0].reason, errors
+
+def test_json_array_streamed_reads_like_json_loads(tmp_path):
+    recs = [{'n': i, 'text': 'café ☃ 😀 ' * (i % 7), 'f': [1.5e3, -2, None, True, False, {'x': 'a\\"b\\u00e9'}]} for i in range(3000)]
+    for i, text in enumerate([json.dumps(recs), json.dumps(recs, indent=3, ensure_ascii=False), '\n  ' + json.dumps(recs, separators=(',', ':'))]):
+        p = tmp_path/f'{i}.json'; p.write_bytes(text.encode())   # across many 64 KiB chunks, cut anywhere
+        assert read_records(p, array=True) == (recs, [])
+    for text in ['[]', ' [ ] \n', '[1, 2.5, "x", null, -0, 1e400]']:
+        (p := tmp_path/'s.json').write_text(text)
+        assert read_records(p, array=True) == (json.loads(text), [])
+    (p := tmp_path/'bom.json').write_bytes(b'\xef\xbb\xbf[{"n": 1}]')
+    assert read_records(p, array=True) == ([{'n': 1}], [])
+    (p := tmp_path/'deep.json').write_text('[{"n": 1}, ' + '[' * 150 + ']' * 150 + ', {"n": 2}]')
+    kept, errors = read_records(p, array=True)
+    assert kept == [{'n': 1}, {'n': 2}] and [e.index for e in errors] == [1] and 'deeper than 100' in errors[0].reason
+    for bad in ['[1, 2,]', '[1 2]', '[1, 2] 3', '[1, 2', '[{"n": 1}, tru', '["a\x00"]', '[1, 2]]']:
+        (p := tmp_path/'bad.json').write_text(bad)
+        with pytest.raises(ValueError, match='bad.json: not a valid JSON array'): read_records(p, array=True)
