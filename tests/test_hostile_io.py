@@ -57,3 +57,32 @@ def test_json_array_streamed_reads_like_json_loads(tmp_path):
     for bad in ['[1, 2,]', '[1 2]', '[1, 2] 3', '[1, 2', '[{"n": 1}, tru', '["a\x00"]', '[1, 2]]']:
         (p := tmp_path/'bad.json').write_text(bad)
         with pytest.raises(ValueError, match='bad.json: not a valid JSON array'): read_records(p, array=True)
+
+# ---- cassettes are appended one line per request
+
+def record(tape:Path, n:int):
+    "Record `n` requests (2 KiB bodies) through a `Cassette` into `tape`"
+    inner = httpx.MockTransport(lambda req: httpx.Response(200, content=b'w' * 2048, headers={'content-type': 'text/plain'}))
+    async def go():
+        async with httpx.AsyncClient(transport=Cassette(tape, inner=inner)) as c:
+            for i in range(n): await c.get(f'https://example.org/page/{i}')
+    asyncio.run(go())
+
+def written_bytes()->int:
+    "Bytes this process has handed to `write` so far"
+    return int(next(l for l in Path('/proc/self/io').read_text().splitlines() if l.startswith('wchar')).split()[1])
+
+@pytest.mark.skipif(not Path('/proc/self/io').exists(), reason='counts written bytes with /proc/self/io (Linux)')
+def test_cassette_recording_writes_each_request_once(tmp_path):
+    tape = tmp_path/'tape.jsonl'
+    before = written_bytes(); record(tape, 60); cost = written_bytes() - before
+    assert cost < 2 * tape.stat().st_size, f'{cost:,} bytes written for a {tape.stat().st_size:,}-byte cassette'
+
+def test_cassette_cut_last_line_then_recording_goes_on(tmp_path):
+    tape = tmp_path/'tape.jsonl'
+    record(tape, 3)
+    whole = tape.read_bytes(); tape.write_bytes(whole[:-40])   # killed while writing its last line
+    record(tape, 2)                                               # pages 0 and 1 again, on lines of their own
+    with pytest.warns(RuntimeWarning, match='1 unreadable line'): cas = Cassette(tape)
+    assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(3, 'not JSON')]
+    assert sorted((k.split()[1], len(v)) for k, v in cas.replies.items()) == [('https://example.org/page/0', 2), ('https://example.org/page/1', 2)]

@@ -257,11 +257,12 @@ def test_write_docs_is_whole_or_nothing(tmp_path):
     with pytest.raises(TypeError): write_docs([Doc('b', 'B', 'new'), Doc('c', 'C', object())], p)
     assert p.read_bytes() == before and [f.name for f in tmp_path.iterdir()] == ['c.jsonl']
 
-def test_cassette_and_config_writes_are_whole_or_nothing(server, tmp_path, failing_rename):
+def test_cassette_appends_and_config_writes_are_whole_or_nothing(server, tmp_path, failing_rename):
     tape, conf = tmp_path/'tape.jsonl', tmp_path/'tools.json'
     tape.write_text('{"earlier": "recording"}\n'); conf.write_text('{"top_k": 3}')
     obs = run(_visit_through(tape, f'{server.base}/page', cfg(), httpx.AsyncHTTPTransport()))
-    assert 'disk full' in obs and tape.read_text() == '{"earlier": "recording"}\n'
+    lines = tape.read_text().splitlines()   # a cassette is appended to (no rename to fail), the earlier line untouched
+    assert 'disk full' not in obs and len(lines) == 2 and lines[0] == '{"earlier": "recording"}' and json.loads(lines[1])['status'] == 200
     with pytest.raises(OSError, match='disk full'): save_config(ToolConfig(top_k=7), conf)
     assert conf.read_text() == '{"top_k": 3}' and sorted(f.name for f in tmp_path.iterdir()) == ['tape.jsonl', 'tools.json']
 

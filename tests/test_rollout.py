@@ -42,8 +42,10 @@ def check_tokens(t, tok):
         responses = ''.join(pieces[k + 1:k + len(turn.source)]); k += len(turn.source)
         if len(turn.source) == 1: assert span is None
         else: assert tok.decode(tk.ids[slice(*span)]) == responses
-    trained = {i for a, b in tk.assistant_spans for i in range(a, b)}
-    assert {i for i, m in enumerate(tk.loss_mask) if m} == trained
+    spans = {i for a, b in tk.assistant_spans for i in range(a, b)}
+    closed_by_loop = {b - 1 for a, b in tk.assistant_spans if not tk.loss_mask[b - 1]}   # an end-of-turn the engine never sampled
+    assert {i for i, m in enumerate(tk.loss_mask) if m} == spans - closed_by_loop
+    assert all(tk.ids[i] == tok.convert_tokens_to_ids(eot) for i in closed_by_loop)
     assert tok.decode(tk.ids[:tk.prompt_len]) == tok.apply_chat_template(t.prompt, tokenize=False)
     if tk.assistant_spans:
         gen_prompt = tok.apply_chat_template(t.prompt, tokenize=False, add_generation_prompt=True)[len(tok.decode(tk.ids[:tk.prompt_len])):]
@@ -146,6 +148,11 @@ def test_a_turn_cut_by_the_token_limit(smol_tok, world, qa, doc):
     assert 'token limit' in t.turns[0].observation and t.meta['tool_calls'] == 0
     assert t.tokens.assistant_spans[0][1] - t.tokens.assistant_spans[0][0] == 8 + 1   # 8 generated + the closing <|im_end|>
     check_all([t], smol_tok)
+    assert not any(closing_trained(t))   # every turn hit the 8-token limit: the loop closed each, and none of those closings is trained
+
+def closing_trained(t)->list:
+    "Whether each turn's closing end-of-turn token carries loss"
+    return [bool(t.tokens.loss_mask[b - 1]) for a, b in t.tokens.assistant_spans]
 
 class SlowSearch:
     "An async search backend that records how many calls are in flight"
@@ -191,6 +198,7 @@ def test_a_hallucinated_tool_response_is_cut_and_recorded(smol_tok, world, qa, d
     assert t.meta['cuts'] == [[0, '<tool_response>\nMade-up results.\n</tool_response><|im_end|>']]
     assert doc.link in t.turns[0].observation        # the real search ran on the cut turn's call
     check_all([t], smol_tok)
+    assert closing_trained(t) == [False, True]   # the cut turn's <|im_end|> came from the loop, not the policy: no loss on it
 
 def test_text_after_a_closed_call_is_kept_and_penalised(smol_tok, world, qa, doc):
     t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title) + '\nAnd then I will visit.', ANSWER]), qa[:1], world, cfg())[0]

@@ -146,8 +146,9 @@ def add_turn(self:Sequence, gen:list,
     closing = _encode(self.tok, close[:cut])
     lps = list(logps) if logps is not None else [math.nan] * len(gen)
     eot_lp = lps[len(body)] if ended else math.nan   # the end-of-turn token keeps its log-prob where the engine sampled it
-    closing_lps = [eot_lp if t == eot else math.nan for t in closing]
-    self._add(body + closing, 1, lps[:len(body)] + closing_lps)
+    sampled = [ended and t == eot for t in closing]   # the engine sampled the end-of-turn token, or the loop closed the turn
+    self._add(body, 1, lps[:len(body)])
+    for t, s in zip(closing, sampled): self._add([t], int(s), [eot_lp if s else math.nan])   # a closing the engine never sampled is not trained
     self.turn_spans.append((start, len(self.ids))); self.obs_spans.append(None)
     self._add(_encode(self.tok, close[cut:]))
     text = self.glue.opening + self.tok.decode(body, skip_special_tokens=False)

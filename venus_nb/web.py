@@ -4,7 +4,7 @@
 
 # %% ../nbs/21_web.ipynb #645810b1
 from __future__ import annotations
-import asyncio, base64, contextlib, email.utils, hashlib, ipaddress, json, os, random, re, shutil, socket, sqlite3, threading, time, warnings, zlib
+import asyncio, base64, contextlib, email.utils, hashlib, ipaddress, json, os, random, re, socket, sqlite3, threading, time, warnings, zlib
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from html import unescape
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
 from fastcore.basics import patch
-from .base import BadRecord, atomic_open, read_records, save_config, load_config, _skipped
+from .base import BadRecord, read_records, save_config, load_config, _skipped
 _all_ = ['save_config', 'load_config']   # the settings files of every config live in `base`; importable from here too
 
 # %% auto #0
@@ -539,12 +539,10 @@ def _load_cassette(path:Path)->tuple[dict, list]:
     return out, errors
 
 def _append_line(path:Path, line:bytes):
-    "`path` with `line` at its end, written whole: a copy with the line, renamed over it (a kill leaves the old file)"
-    with atomic_open(path, 'wb') as f:
-        if path.exists():
-            with open(path, 'rb') as old:
-                shutil.copyfileobj(old, f)
-                if old.tell() and not _ends_line(old): f.write(b'\n')
+    "`line` added at the end of `path` in one write, the lines before it left as they are; a last line cut short (a killed recording) is ended first, so it stays one bad line"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'a+b') as f:
+        if f.seek(0, os.SEEK_END) and not _ends_line(f): line = b'\n' + line
         f.write(line)
 
 def _ends_line(f)->bool:
