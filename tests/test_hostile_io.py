@@ -86,3 +86,63 @@ def test_cassette_cut_last_line_then_recording_goes_on(tmp_path):
     with pytest.warns(RuntimeWarning, match='1 unreadable line'): cas = Cassette(tape)
     assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(3, 'not JSON')]
     assert sorted((k.split()[1], len(v)) for k, v in cas.replies.items()) == [('https://example.org/page/0', 2), ('https://example.org/page/1', 2)]
+
+# ---- writes: unique temporary files, fsynced, renamed; two writers never tear a file
+
+SIZE = 256 * 1024
+
+def _writer(path, k, n, errors):
+    "Write `path` `n` times, each time whole with one byte repeated (the byte says which writer); errors go to `errors`"
+    for i in range(n):
+        try: write_atomic(path, bytes([65 + k]) * (SIZE + 4096 * (i % 7)))
+        except Exception as e: errors.put(f'{type(e).__name__}: {e}'); return
+
+@pytest.mark.skipif('fork' not in mp.get_all_start_methods(), reason='the writers are forked')
+def test_two_processes_writing_one_file_leave_one_whole_version(tmp_path):
+    path, ctx = tmp_path/'shared.bin', mp.get_context('fork')
+    errors = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(path, k, 150, errors)) for k in range(2)]
+    for p in procs: p.start()
+    seen = set()
+    while any(p.is_alive() for p in procs):
+        try: data = path.read_bytes()
+        except FileNotFoundError: continue
+        if data: seen.add((len(set(data)), (len(data) - SIZE) % 4096))
+    for p in procs: p.join()
+    errs = [errors.get(timeout=1) for _ in range(errors.qsize())]
+    data = path.read_bytes()
+    assert errs == [] and [p.exitcode for p in procs] == [0, 0], errs
+    assert len(set(data)) == 1 and (len(data) - SIZE) % 4096 == 0 and seen <= {(1, 0)}, seen
+    assert [f.name for f in tmp_path.iterdir()] == ['shared.bin']   # no temporary file left behind
+
+def test_atomic_open_fsyncs_before_the_rename_and_cleans_up(tmp_path, monkeypatch):
+    calls, real_replace, real_fsync = [], os.replace, os.fsync
+    monkeypatch.setattr(os, 'fsync', lambda fd: calls.append('fsync') or real_fsync(fd))
+    monkeypatch.setattr(os, 'replace', lambda a, b: calls.append('replace') or real_replace(a, b))
+    write_atomic(tmp_path/'a.txt', 'text')
+    assert calls[:2] == ['fsync', 'replace'] and (tmp_path/'a.txt').read_text() == 'text'
+    with pytest.raises(KeyError):
+        with atomic_open(tmp_path/'a.txt') as f: f.write('half'); raise KeyError('boom')
+    assert [f.name for f in tmp_path.iterdir()] == ['a.txt'] and (tmp_path/'a.txt').read_text() == 'text'
+
+def test_write_world_keeps_the_old_files_when_a_write_fails(tmp_path):
+    world = SynthData([{'id': 'd', 'text': 'a page'}], [{'id': 'q', 'question': 'q?', 'answer': 'a'}], [{'question': 'q?', 'n': i} for i in range(500)])
+    paths = write_world(world, tmp_path)
+    old = {n: p.read_bytes() for n, p in paths.items()}
+    world.records.insert(250, {'not': object()})   # json cannot write it: the write fails half way
+    with pytest.raises(TypeError): write_world(world, tmp_path)
+    assert {n: p.read_bytes() for n, p in paths.items()} == old
+    assert sorted(f.name for f in tmp_path.iterdir()) == sorted(p.name for p in paths.values())
+
+def test_write_verl_sft_keeps_the_old_files_when_a_write_fails(tmp_path, monkeypatch):
+    pytest.importorskip('verl', reason='verl is not installed: `make verl-test` runs this in .venv-verl')
+    import pandas as pd
+    from venus_nb import verl as vv
+    monkeypatch.setattr(vv, 'verl_sft_frame', lambda *a, **k: pd.DataFrame({'messages': [[{'role': 'user', 'content': 'q'}]]}))
+    monkeypatch.setattr(vv, 'sft_chat_template', lambda tok: '{{ messages }}')
+    out = vv.write_verl_sft([], tmp_path, None)
+    old = {n: (out/n).read_bytes() for n in ('train.parquet', 'sft.yaml')}
+    def half_then_fail(self, f, *a, **k): (open(f, 'wb') if isinstance(f, (str, Path)) else f).write(b'PAR1 half'); raise OSError('disk full')
+    monkeypatch.setattr(pd.DataFrame, 'to_parquet', half_then_fail)
+    with pytest.raises(OSError): vv.write_verl_sft([], tmp_path, None)
+    assert {n: (out/n).read_bytes() for n in old} == old

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_base.ipynb #b830c418
 from __future__ import annotations
-import codecs, itertools, json, os, re
+import codecs, itertools, json, os, re, secrets
 from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -192,16 +192,35 @@ def _skipped(errors:list)->str:
     return f'{len(errors)} unreadable line{"s" if len(errors) > 1 else ""} skipped (line {first.index}: {first.reason})'
 
 # %% ../nbs/00_base.ipynb #0c5642d3
+def _temp_beside(path:Path, mode:str):
+    "A new file of its own beside `path` (`.name.<random>.tmp`, never one another writer holds), opened with `mode`, and its path"
+    kw = {} if 'b' in mode else dict(encoding='utf-8')
+    while True:
+        tmp = path.with_name(f'.{path.name[:200]}.{secrets.token_hex(6)}.tmp')
+        try: return tmp, open(tmp, mode.replace('w', 'x'), **kw)
+        except FileExistsError: continue
+
+def _fsync_folder(folder:Path):
+    "Make a rename in `folder` last through a power cut, where the platform lets a folder be opened (not on Windows)"
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+        try: os.fsync(fd)
+        finally: os.close(fd)
+    except OSError: pass
+
 @contextmanager
 def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
                ):
-    "A file to write `path` through: a temporary file beside it, renamed over `path` once whole (a failure leaves `path` as it was)"
+    "A file to write `path` through: a temporary file of its own beside it, on disk and renamed over `path` once whole (a failure leaves `path` as it was)"
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.tmp')
+    tmp, f = _temp_beside(path, mode)
     try:
-        with open(tmp, mode, **({} if 'b' in mode else dict(encoding='utf-8'))) as f: yield f
+        with f:
+            yield f
+            f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally: tmp.unlink(missing_ok=True)
+    except BaseException: tmp.unlink(missing_ok=True); raise
+    _fsync_folder(path.parent)
 
 def write_atomic(path, data:str|bytes)->Path:
     "Write `data` to `path` whole or not at all"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
+from .base import atomic_open
 from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
 from . import tools
 
@@ -243,9 +244,9 @@ def generate(cfg:SynthConfig=SynthConfig())->SynthData:
 SAMPLE = SynthConfig(n=24, entities=20, lengths=((2, 20, 0.6), (21, 60, 0.3), (101, 110, 0.1)))
 
 def write_world(data:SynthData, folder)->dict:
-    "Write corpus.jsonl, qa.jsonl and trajectories.jsonl to `folder`"
-    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    "Write corpus.jsonl, qa.jsonl and trajectories.jsonl to `folder`, each whole or not at all"
+    folder = Path(folder)
     for name, rows in (('corpus', data.corpus), ('qa', data.qa), ('trajectories', data.records)):
-        with open(folder/f'{name}.jsonl', 'w', encoding='utf-8') as f:
+        with atomic_open(folder/f'{name}.jsonl') as f:
             for r in rows: f.write(json.dumps(r, ensure_ascii=False) + '\n')
     return {n: folder/f'{n}.jsonl' for n in ('corpus', 'qa', 'trajectories')}

@@ -14,6 +14,7 @@ from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advant
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening
 from .tools import TOOL_SCHEMAS, system_prompt
+from .base import atomic_open, write_atomic
 
 # %% auto #0
 __all__ = ['SLOT_CODES', 'UNSCORED', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards', 'decode_turn_rewards', 'pending_turns',
@@ -345,15 +346,15 @@ def verl_sft_frame(trajs:list, tokenizer, **template_kw):
                          'id': [str(t.meta.get('id', i)) for i, t in enumerate(trajs)]})
 
 def write_verl_sft(trajs:list, out_dir, tokenizer, max_length:int=200_000, **template_kw)->Path:
-    "Write `train.parquet` and `sft.yaml` (verl's SFT trainer config with the export's chat template) into `out_dir`"
+    "Write `train.parquet` and `sft.yaml` (verl's SFT trainer config with the export's chat template) into `out_dir`, each whole or not at all"
     import yaml
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
-    verl_sft_frame(trajs, tokenizer, **template_kw).to_parquet(out/'train.parquet')
+    out, frame = Path(out_dir), verl_sft_frame(trajs, tokenizer, **template_kw)
+    with atomic_open(out/'train.parquet', 'wb') as f: frame.to_parquet(f)
     cfg = {'hydra': {'searchpath': ['pkg://verl.trainer.config']}, 'defaults': ['sft_trainer_engine', '_self_'],
            'data': {'train_files': str((out/'train.parquet').resolve()), 'messages_key': 'messages', 'pad_mode': 'no_padding',
                     'max_length': max_length, 'truncation': 'error',
                     'apply_chat_template_kwargs': {'chat_template': sft_chat_template(tokenizer)}}}
-    (out/'sft.yaml').write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    write_atomic(out/'sft.yaml', yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return out
 
 # %% ../nbs/41_verl.ipynb #60dc6f40
