@@ -354,7 +354,7 @@ def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
 from contextlib import contextmanager
 from typing import NamedTuple
 import torch
-from .trajectory import generation_prompt, end_of_turn
+from .trajectory import generation_prompt, end_of_turn, literal_span, encode_text
 
 REPLY = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer>"
 
@@ -365,12 +365,18 @@ class Probe:
     gt_span: tuple  # [start, end) within ids
 
 # %% ../nbs/24_rewards.ipynb #49eb2e70
+def _literal_probe(tok, text:str, a:int, b:int)->Probe:
+    "The probe with the ground truth `text[a:b]` encoded as plain text (it holds a special token's string)"
+    head, gt = tok.encode(text[:a], add_special_tokens=False), encode_text(tok, text[a:b])
+    return Probe(head + gt + tok.encode(text[b:], add_special_tokens=False), (len(head), len(head) + len(gt)))
+
 def answer_probe(tokenizer, gt)->Probe:
     "The fake final reply (generation prompt + answer) that IG teacher-forces"
     gt = (aliases(gt) or [''])[0]
     gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
     text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + REPLY.format(gt=gt)
     start = text.rindex('<answer>\n') + len('<answer>\n')
+    if literal_span(tokenizer, gt): return _literal_probe(tokenizer, text + end_of_turn(tokenizer), start, start + len(gt))
     enc = tokenizer(text + end_of_turn(tokenizer), add_special_tokens=False, return_offsets_mapping=True)
     in_gt = [j for j, (a, b) in enumerate(enc['offset_mapping']) if a < start + len(gt) and b > start]
     if not in_gt: raise ValueError(f'ground truth {gt!r} has no tokens')

@@ -21,8 +21,8 @@ __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_b
            'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
            'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
            'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span', 'literal_span',
-           'encode_around', 'message_ids', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError', 'must_exist',
-           'decode_utf8', 'parse_json', 'jsonl_records', 'atomic_open', 'write_atomic']
+           'turn_markers', 'encode_around', 'message_ids', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError',
+           'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'atomic_open', 'write_atomic']
 
 # %% ../nbs/01_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -568,10 +568,19 @@ def own_text_span(content:str)->tuple[int, int]:
         return content.index('<tool_response>') + len('<tool_response>'), content.rindex('</tool_response>')
     return 0, len(content)
 
-def literal_span(tok, content:str)->tuple[int, int]|None:
+def literal_span(tok, content:str,
+                 triggers:list|None=None # the strings that make the text literal; default: every special token's
+                )->tuple[int, int]|None:
     "The span of `content` to encode as plain text: its own text, when that holds a special token's string (else None)"
     a, b = own_text_span(content)
-    return (a, b) if any(s in content[a:b] for s in special_tokens(tok)) else None
+    return (a, b) if any(s in content[a:b] for s in (special_tokens(tok) if triggers is None else triggers)) else None
+
+def turn_markers(tok)->list[str]:
+    "The special tokens the chat template writes around messages (`<|im_start|>`, `<|im_end|>` for ChatML)"
+    msgs = [{'role': 'system', 'content': 's'}, {'role': 'user', 'content': 'u'}]
+    try: shown = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    except Exception: shown = tok.apply_chat_template(msgs[1:], tokenize=False, add_generation_prompt=True)   # no system role
+    return [s for s in special_tokens(tok) if s in shown]
 
 def encode_around(tok, text:str, span:tuple[int, int]|None)->list[int]:
     "Token ids of `text` (template text, its special tokens real) whose `span` is encoded as plain text"
@@ -585,9 +594,9 @@ _STAND_IN = '\x00venus-nb text\x00'
 def _literal_span(tok, messages, k, full, **kw):
     "Where message k's own text lies in the full render, if it must be read as plain text; found by rendering a stand-in in its place"
     m = messages[k]
-    if m.get('role') in ('system', 'assistant') or not isinstance(m.get('content'), str): return None
-    c = m['content']
-    if (span := literal_span(tok, c)) is None: return None
+    if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return None
+    c = m['content']   # a system prompt may name tags the tokenizer reads as tokens; only a forged turn marker makes it text
+    if (span := literal_span(tok, c, turn_markers(tok) if m['role'] == 'system' else None)) is None: return None
     a, b = span
     alt = _render(tok, [*messages[:k], {**m, 'content': c[:a] + _STAND_IN + c[b:]}, *messages[k + 1:]], **kw)
     at = alt.find(_STAND_IN)
