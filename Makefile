@@ -12,7 +12,7 @@ CONSTRAINTS := $(VENV)/constraints.txt
 PYTEST_ARGS ?= -n 2 -rs
 STAMP := $(VENV)/.venus_nb-installed
 
-.PHONY: env demo test slow lab export clean-nbs nbtest readme
+.PHONY: env demo test slow lab export clean-nbs nbtest readme docs
 
 env: $(STAMP)
 
@@ -42,6 +42,9 @@ lab: env
 
 export: env
 	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean
+
+docs: env  ## the documentation site in _docs/ from the notebooks' saved outputs (nothing is executed; see docs/build.py)
+	$(PY) docs/build.py _docs
 
 readme: env  ## README.md from nbs/index.ipynb (nbdev_readme needs quarto, which is not installable here)
 	$(VENV)/bin/jupyter nbconvert --to markdown --execute nbs/index.ipynb --output-dir . --output README --log-level WARN
