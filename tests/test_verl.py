@@ -307,6 +307,28 @@ def test_lockstep_evens_out_forward_passes():
     assert [vv.lockstep(m, most) for m in ranks] == [5, 3, 0] and {m.calls for m in ranks} == {5}
     assert vv.most_over_ranks(4, 'cpu') == 4  # outside torch.distributed
 
+def _fsdp_worker_rank(job):
+    "One actor rank on CPU: the tiny model under FSDP2 (every forward pass all-gathers), scored by the worker method"
+    from venus_nb.ranks import fsdp_cpu
+    from venus_nb import verl as vv
+    model, passes = fsdp_cpu(tiny_model(seed=job['seed']).model), []
+    model.register_forward_pre_hook(lambda *a: passes.append(1))
+    return vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model), job), len(passes)
+
+def test_two_fsdp_ranks_with_unequal_shares_agree_before_the_first_forward():
+    "Two gloo ranks, FSDP2 on CPU, one rank with more forward passes to run: both finish, with one process's log-probs"
+    from venus_nb.ranks import gloo_ranks
+    model, tok = tiny_model(seed=4)
+    rng, cfg = random.Random(11), RewardConfig(scored='all_tools')
+    reqs = [{**r['plan'], 'ids': r['prompts'] + r['responses']} for r in (_as_verl(_random_traj(rng), tok, cfg) for _ in range(3))]
+    jobs = [{'requests': reqs[:2], 'temperature': 1.0, 'chunk': 16, 'seed': 4}, {'requests': reqs[2:], 'temperature': 1.0, 'chunk': 16, 'seed': 4}]
+    planned = [vv.planned_passes(j['requests'], 16) for j in jobs]
+    assert planned[0] != planned[1]
+    (lp0, n0), (lp1, n1) = gloo_ranks(_fsdp_worker_rank, jobs, timeout=240)
+    assert n0 == n1 == max(planned)
+    want = vv.rollout_logps(model, reqs, 1.0, 16)
+    for got, ref in zip(lp0 + lp1, want): assert _same(got, ref, 1e-5), (got, ref)
+
 def test_balanced_shards():
     shards = vv.balanced_shards([10, 1, 7, 3, 3, 9], 3)
     assert sorted(i for s in shards for i in s) == list(range(6))
@@ -408,6 +430,68 @@ def test_unscored_ig_is_an_error():
     with pytest.raises(ValueError, match='trainer_mode=venus_igpo'):
         vv.venus_igpo_advantages(row, m, ['u'], _algo())
     vv.venus_igpo_advantages(row, m, ['u'], _algo(estimator='grpo'))
+
+def _scalar_only(r):
+    "The rollout with its reward row rebuilt from the scalar score alone (at the last generated token): the marker codes lost"
+    row, runs = torch.zeros(len(r['response_mask'])), vv.assistant_runs(r['response_mask'])
+    row[runs[-1][1] - 1] = 1.0
+    return {**r, 'rm_scores': row}
+
+def test_a_plan_without_marker_codes_is_an_error_naming_the_row(caplog):
+    "A row whose plan scores turns but whose rm_scores holds only the scalar score: an error naming it, or (opted in) a counted, logged drop"
+    model, tok = tiny_model(seed=2)
+    rng, cfg = random.Random(3), RewardConfig(scored='all_tools')
+    good, bad = [_as_verl(_random_traj(rng), tok, cfg) for _ in range(2)]
+    bad = {**_scalar_only(bad), 'key': 'q7_1_0'}
+    assert bad['plan']['turns'][1:] and vv.pending_turns(bad['rm_scores'], bad['response_mask']) == []
+    score = lambda reqs: vv.rollout_logps(model, reqs)
+    with pytest.raises(ValueError, match=r'q7_1_0: the plan scores turns'):
+        vv.information_gain_rows([good, bad], score, cfg)
+    with caplog.at_level('WARNING'):
+        rows, stats = vv.information_gain_rows([good, bad], score, cfg, drop_unscored=True)
+    assert stats['venus/ig_dropped'] == 1 and stats['venus/ig_rollouts'] == 1 and 'q7_1_0' in caplog.text
+    assert vv.decode_turn_rewards(rows[1], bad['response_mask'])[0] == [None] * len(vv.assistant_runs(bad['response_mask']))
+
+def test_a_rollout_without_a_plan_is_an_error_unless_dropped_by_the_loop():
+    "No plan (no ground truth): an error naming the row; a rollout the agent loop dropped (opted in) is counted"
+    model, tok = tiny_model(seed=2)
+    r = _as_verl(_random_traj(random.Random(4)), tok, RewardConfig())
+    none = {**r, 'plan': None, 'rm_scores': vv.fill_ig(r['rm_scores'], r['response_mask'], [None] * len(vv.assistant_runs(r['response_mask'])))}
+    with pytest.raises(ValueError, match='row 0: no IG plan'):
+        vv.information_gain_rows([none], lambda reqs: [], RewardConfig())
+    assert vv.information_gain_rows([{**none, 'dropped': 'no ground truth'}], lambda reqs: [], RewardConfig())[1]['venus/ig_dropped'] == 1
+    pad = {**r, 'response_mask': [0] * len(r['response_mask']), 'rm_scores': torch.zeros(len(r['response_mask']))}  # verl's padding row
+    assert vv.information_gain_rows([pad], lambda reqs: [], RewardConfig())[1]['venus/ig_dropped'] == 0
+
+def test_agent_loop_refuses_a_rollout_without_ground_truth(qwen3_tok, monkeypatch):
+    "The agent loop names a rollout with no ground truth instead of planning no IG for it; opted in, it marks the drop"
+    loop = object.__new__(vv.VenusToolAgentLoop)
+    loop.tokenizer, loop.judge, loop.cfg = qwen3_tok, vv.agent_judge('em'), RewardConfig()
+    from venus_nb.trajectory import read_jsonl
+    t = read_jsonl(ROOT/'data/sample/trajectories.jsonl').trajectories[1]
+    tk = t.tokenize(qwen3_tok)
+    from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopMetrics
+    async def fake_run(self, sampling_params, **kw):
+        return AgentLoopOutput(prompt_ids=tk.ids[:tk.prompt_len], response_ids=tk.ids[tk.prompt_len:], response_mask=tk.loss_mask[tk.prompt_len:],
+                               metrics=AgentLoopMetrics(), extra_fields={})
+    monkeypatch.setattr(vv.ToolAgentLoop, 'run', fake_run)
+    import asyncio
+    kw = dict(reward_model={'ground_truth': None}, extra_info={'id': 'w-17', 'question': t.question})
+    loop.config = OmegaConf.create({'trainer': {'v1': {'venus_igpo': {}}}})
+    with pytest.raises(ValueError, match='rollout w-17'): asyncio.run(loop.run({}, **kw))
+    loop.config = OmegaConf.create({'trainer': {'v1': {'venus_igpo': {'drop_unscored': True}}}})
+    out = asyncio.run(loop.run({}, **kw))
+    assert out.extra_fields['venus_ig_dropped'] == 'no ground truth' and out.extra_fields['venus_ig'] is None
+
+def test_ig_is_scored_at_the_venus_temperature(venus_trainer):
+    "One IG temperature: algorithm.venus.temperature (local IGPO's), not the rollout's sampling temperature"
+    model, tok = tiny_model(seed=2)
+    r = _as_verl(_random_traj(random.Random(6)), tok, RewardConfig())
+    actors = _LocalActors(model, 2)
+    tr = _trainer(venus_trainer, actors, ['algorithm.venus.temperature=0.7', 'actor_rollout_ref.rollout.temperature=1.0'])
+    [lp] = tr._score_ig([{**r['plan'], 'ids': r['prompts'] + r['responses']}])
+    assert {j['temperature'] for j in actors.jobs[0]} == {0.7}
+    assert _same(lp, vv.rollout_logps(model, [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 0.7)[0], 1e-6)
 
 def test_trainer_swaps_in_the_venus_worker(venus_trainer):
     from verl.trainer.ppo.utils import Role

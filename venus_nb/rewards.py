@@ -15,8 +15,8 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES
            'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
            'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
            'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued',
-           'prompt_groups', 'cached_logps', 'GTLogProbs', 'gt_logprobs', 'ig_from_logprobs', 'information_gain',
-           'information_gain_naive', 'turn_rewards', 'Scored']
+           'prompt_groups', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
+           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -467,6 +467,19 @@ def _probe_logps(model, cache, bounds, probe, temperature):
     return [_mean_logp(logits[k * R:(k + 1) * R], probe, temperature) for k in range(len(bounds))]
 
 # %% ../nbs/24_rewards.ipynb #61c3ba3d
+def probe_group(bounds:list, # increasing token positions to score after
+                probe_len:int # tokens in the probe
+               )->int:
+    "Probes per pass: as many as keep the probe mask under about 2^25 entries"
+    return max(1, 2**25 // (probe_len * (bounds[-1] + probe_len)))
+
+def cached_passes(bounds:list, probe_len:int, chunk:int=8192, group:int|None=None,
+                  prefix_n:int=0 # tokens already in a cache (`Prefix.n`)
+                 )->int:
+    "How many forward passes `cached_logps` runs for these boundaries: the prefill's chunks, then one per group of probes"
+    if not bounds: return 0
+    return -(-max(0, bounds[-1] - prefix_n) // chunk) + -(-len(bounds) // (group or probe_group(bounds, probe_len)))
+
 def cached_logps(model, # a causal LM: a transformers model, or the module a trainer holds (e.g. verl's actor)
                  ids:list, # the token ids of one trajectory
                  bounds:list, # increasing token positions to score after
@@ -480,7 +493,7 @@ def cached_logps(model, # a causal LM: a transformers model, or the module a tra
     if prefix and prefix.n > bounds[0]: raise ValueError(f'the prefix ({prefix.n} tokens) runs past the first boundary ({bounds[0]})')
     with continued(prefix) as (n, cache):
         _prefill(model, ids[n:bounds[-1]], cache, chunk)
-        g = group or max(1, 2**25 // (len(probe.ids) * (bounds[-1] + len(probe.ids))))
+        g = group or probe_group(bounds, len(probe.ids))
         return [lp for i in range(0, len(bounds), g) for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
 
 def _cached_logps(model, ids, points, probe, temperature, chunk, group=None, prefix=None):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/41_verl.ipynb #5d8bef54
 from __future__ import annotations
-import re, json, random, asyncio, importlib, functools, contextlib
+import re, json, random, asyncio, importlib, functools, contextlib, logging
 from pathlib import Path
 import numpy as np
 import torch
@@ -15,17 +15,20 @@ from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening
 from .tools import TOOL_SCHEMAS, system_prompt
 from .base import atomic_open, write_atomic
+from .ranks import CountedModel, rollout_logps, planned_passes, most_over_ranks, lockstep, lockstep_logps
+
+log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['SLOT_CODES', 'UNSCORED', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards', 'decode_turn_rewards', 'pending_turns',
-           'reward_config', 'spread_to_tokens', 'venus_igpo_advantages', 'random_rollouts', 'turn_texts',
-           'rollout_turns', 'rollout_turn_rewards', 'agent_judge', 'rollout_question', 'generation_ids', 'verl_tokens',
-           'ig_plan', 'plan_slots', 'CountedModel', 'rollout_logps', 'lockstep', 'ig_from_plan', 'fill_ig',
-           'balanced_shards', 'unshard', 'information_gain_rows', 'limit_reason', 'sft_chat_template',
-           'verl_sft_messages', 'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'register_estimator',
-           'VenusAgentLoopOutput', 'VenusToolAgentLoop', 'no_sequence_parallel', 'autocast', 'attention',
-           'most_over_ranks', 'VenusActorRolloutRefWorker', 'tq_rollouts', 'trainer_information_gain',
-           'trainer_score_ig', 'venus_trainer_cls', 'VenusTool', 'load_verl_config', 'ig_setup']
+__all__ = ['log', 'SLOT_CODES', 'UNSCORED', 'NO_PLAN', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards',
+           'decode_turn_rewards', 'pending_turns', 'reward_config', 'spread_to_tokens', 'venus_igpo_advantages',
+           'random_rollouts', 'turn_texts', 'rollout_turns', 'rollout_turn_rewards', 'agent_judge', 'rollout_question',
+           'generation_ids', 'verl_tokens', 'ig_plan', 'plan_slots', 'ig_from_plan', 'fill_ig', 'balanced_shards',
+           'unshard', 'ig_trouble', 'information_gain_rows', 'limit_reason', 'sft_chat_template', 'verl_sft_messages',
+           'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'register_estimator', 'VenusAgentLoopOutput',
+           'VenusToolAgentLoop', 'no_sequence_parallel', 'autocast', 'attention', 'VenusActorRolloutRefWorker',
+           'tq_rollouts', 'drop_unscored', 'trainer_information_gain', 'trainer_score_ig', 'venus_trainer_cls',
+           'VenusTool', 'load_verl_config', 'ig_setup']
 
 # %% ../nbs/41_verl.ipynb #89153eca
 try:
@@ -240,25 +243,6 @@ def plan_slots(plan:dict|None, n_turns:int)->list:
     for t in (plan or {'turns': [None]})['turns'][1:]: ig[t] = 0.0
     return ig
 
-# %% ../nbs/41_verl.ipynb #86a278e7
-class CountedModel:
-    "A model whose forward passes are counted: under FSDP every rank must run the same number"
-    def __init__(self, model): self.model, self.calls = model, 0
-    def __call__(self, *args, **kwargs): self.calls += 1; return self.model(*args, **kwargs)
-    def __getattr__(self, name): return getattr(self.model, name)
-
-def rollout_logps(model, requests:list, # per rollout: `ids` (prompt + response) and its `ig_plan`
-                  temperature:float=1.0, chunk:int=8192)->list[list[float]]:
-    "Mean log p(gt) at every boundary of every rollout: `rewards.cached_logps`, the scorer of local IGPO"
-    return [cached_logps(model, r['ids'], r['bounds'], Probe(r['probe'], tuple(r['gt_span'])), temperature, chunk) for r in requests]
-
-@torch.no_grad()
-def lockstep(model:CountedModel, most:int)->int:
-    "Run 1-token passes until this rank has run `most` forward passes (the most any rank ran); returns how many it ran"
-    n, x = most - model.calls, torch.zeros((1, 1), dtype=torch.long, device=model.device)
-    for _ in range(n): model(input_ids=x, logits_to_keep=1)
-    return n
-
 # %% ../nbs/41_verl.ipynb #b9aed508
 def ig_from_plan(plan:dict, logps:list, # the actor's log-probs at the plan's boundaries
                  n_turns:int, cfg:RewardConfig=RewardConfig())->list:
@@ -290,26 +274,45 @@ def unshard(shards:list, results:list, n:int)->list:
 # %% ../nbs/41_verl.ipynb #25e2d2df
 def _ids(x)->list[int]: return [int(i) for i in torch.as_tensor(x).flatten().tolist()]
 
-def _request(r:dict)->dict:
-    "The actor's work for one rollout, after checking that its plan and its row agree"
-    want = pending_turns(r['rm_scores'], r['response_mask'])
-    if not r.get('plan') or r['plan']['turns'][1:] != want:
-        raise ValueError(f'pending IG slots at turns {want} but the plan scores {(r.get("plan") or {}).get("turns", [None])[1:]}')
-    return {**r['plan'], 'ids': _ids(r['prompts']) + _ids(r['responses'])}
+def _request(r:dict)->dict: return {**r['plan'], 'ids': _ids(r['prompts']) + _ids(r['responses'])}
 
-def information_gain_rows(rollouts:list, # dicts: prompts, responses, response_mask, rm_scores, plan (`ig_plan` or None)
+NO_PLAN = 'no IG plan (no ground truth, or an agent loop other than venus_tool_agent)'
+
+def ig_trouble(r:dict # a rollout as `information_gain_rows` takes it
+              )->str|None:
+    "Why a rollout cannot get the IG it should (no plan; planned turns without their pending marker codes), else None"
+    if not assistant_runs(r['response_mask']): return None  # verl's padding rows: nothing generated, nothing to score
+    plan, want = r.get('plan'), pending_turns(r['rm_scores'], r['response_mask'])
+    if plan is None: return r.get('dropped') or NO_PLAN
+    if plan['turns'][1:] != want:
+        return f'the plan scores turns {plan["turns"][1:]} but the reward row has pending IG slots at {want} (its marker codes were lost)'
+    return None
+
+def _name(r:dict, i:int)->str: return str(r.get('key') or f'row {i}')
+
+def information_gain_rows(rollouts:list, # dicts: prompts, responses, response_mask, rm_scores, plan (`ig_plan` or None), optional key, dropped
                           score, # fn(requests) -> log-probs per boundary per request: the actor worker group in a run
-                          cfg:RewardConfig=RewardConfig())->tuple[list, dict]:
+                          cfg:RewardConfig=RewardConfig(),
+                          drop_unscored:bool=False # train a rollout that cannot get its IG without it, counted and logged; False: an error
+                         )->tuple[list, dict]:
     "The trainer's IG step: score the rollouts with pending IG slots and write their IG; returns (rows, metrics)"
-    todo = [i for i, r in enumerate(rollouts) if pending_turns(r['rm_scores'], r['response_mask'])]
-    reqs = [_request(rollouts[i]) for i in todo]
+    trouble = {i: why for i, r in enumerate(rollouts) if (why := ig_trouble(r))}
+    unasked = [f'{_name(rollouts[i], i)}: {why}' for i, why in trouble.items() if not (drop_unscored or rollouts[i].get('dropped'))]
+    if unasked: raise ValueError('rollouts that would train without their IG: ' + '; '.join(unasked) +
+                                 ' (set trainer.v1.venus_igpo.drop_unscored=true to train them without IG, counted)')
+    if trouble: log.warning('IG dropped for %d rollouts: %s', len(trouble), '; '.join(f'{_name(rollouts[i], i)}: {w}' for i, w in trouble.items()))
+    todo = [i for i, r in enumerate(rollouts) if i not in trouble and pending_turns(r['rm_scores'], r['response_mask'])]
     rows = [torch.as_tensor(r['rm_scores'], dtype=torch.float32) for r in rollouts]
+    for i in trouble:  # no placeholder left for the estimator: format verdicts and outcome only
+        m = rollouts[i]['response_mask']
+        rows[i] = fill_ig(rollouts[i]['rm_scores'], m, [None] * len(assistant_runs(m)), cfg)
     igs = []
-    for i, lp in zip(todo, score(reqs) if reqs else []):
+    for i, lp in zip(todo, score([_request(rollouts[i]) for i in todo]) if todo else []):
         r = rollouts[i]
         ig = ig_from_plan(r['plan'], lp, len(assistant_runs(r['response_mask'])), cfg)
         rows[i], igs = fill_ig(r['rm_scores'], r['response_mask'], ig, cfg), igs + [v for v in ig if v is not None]
-    return rows, {'venus/ig_rollouts': len(todo), 'venus/ig_slots': len(igs), 'venus/ig_mean': float(np.mean(igs)) if igs else 0.0}
+    return rows, {'venus/ig_rollouts': len(todo), 'venus/ig_slots': len(igs), 'venus/ig_mean': float(np.mean(igs)) if igs else 0.0,
+                  'venus/ig_dropped': len(trouble)}
 
 # %% ../nbs/41_verl.ipynb #544b224e
 def limit_reason(turns:int, # assistant turns generated so far
@@ -447,6 +450,11 @@ async def run(self:VenusToolAgentLoop, sampling_params, **kwargs):
     "verl's rollout, then the reward hook: judge, IG plan, and the reward row with pending IG slots"
     out = await ToolAgentLoop.run(self, sampling_params, **kwargs)
     gt, question = (kwargs.get('reward_model') or {}).get('ground_truth'), rollout_question(kwargs)
+    if gt is None or not aliases(gt):
+        name = f"rollout {(kwargs.get('extra_info') or {}).get('id', '?')} ({question[:80]!r})"
+        if not drop_unscored(self.config): raise ValueError(f'{name} has no ground truth (reward_model.ground_truth): no outcome, no IG; '
+                                                            'set trainer.v1.venus_igpo.drop_unscored=true to train such rollouts without IG, counted')
+        out.extra_fields['venus_ig_dropped'] = 'no ground truth'
     turns = rollout_turns(self.tokenizer, out.response_ids, out.response_mask)
     [outcome] = await asyncio.to_thread(outcomes, [Trajectory(question, turns, gt)], self.judge)  # an LLM judge must not block the loop
     plan = ig_plan(self.tokenizer, verl_tokens(self.tokenizer, out.prompt_ids, out.response_ids, out.response_mask), turns, gt, self.cfg)
@@ -486,14 +494,6 @@ def attention(module, impl:str='sdpa'):
     finally: model.set_attn_implementation(old)
 
 # %% ../nbs/41_verl.ipynb #352c647e
-def most_over_ranks(n:int, device)->int:
-    "The largest `n` over all ranks (`n` itself outside torch.distributed)"
-    import torch.distributed as dist
-    if not (dist.is_available() and dist.is_initialized()): return n
-    t = torch.tensor([n], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t.item())
-
 class VenusActorRolloutRefWorker(ActorRolloutRefWorker):
     "verl's actor/rollout/ref worker plus `venus_gt_logprobs`: venus_nb's cached IG scorer on the actor's own module"
     @register_worker_method(dispatch_mode=Dispatch.DP_COMPUTE)
@@ -503,10 +503,7 @@ class VenusActorRolloutRefWorker(ActorRolloutRefWorker):
         engine = self.actor.engine
         dtype = getattr(engine, '_autocast_dtype', torch.bfloat16)  # what the engine computes in (its mixed precision)
         with engine.eval_mode(), no_sequence_parallel(), attention(engine.module), autocast(dtype):  # autocast casts the probes' mask too
-            model = CountedModel(engine.module)
-            out = rollout_logps(model, job['requests'], job['temperature'], job['chunk'])
-            lockstep(model, most_over_ranks(model.calls, model.device))
-        return out
+            return lockstep_logps(engine.module, job['requests'], job['temperature'], job['chunk'])  # passes agreed before the first
 
 # %% ../nbs/41_verl.ipynb #c8408b4d
 IG_FIELDS = ['prompts', 'responses', 'response_mask', 'rm_scores', 'extra_fields']
@@ -517,8 +514,13 @@ def _rows(x)->list: return list(x.unbind()) if getattr(x, 'is_nested', False) el
 def tq_rollouts(data)->list[dict]:
     "Per rollout: prompt, response, mask, reward row and IG plan, from the fields a v1 trainer reads out of TransferQueue"
     cols = [_rows(data[k]) for k in IG_FIELDS[:4]]
-    plans = [(e or {}).get('venus_ig') for e in _objects(data['extra_fields'])]
-    return [dict(zip(IG_FIELDS[:4], r), plan=p) for *r, p in zip(*cols, plans)]
+    extra = [e or {} for e in _objects(data['extra_fields'])]
+    return [dict(zip(IG_FIELDS[:4], r), plan=e.get('venus_ig'), dropped=e.get('venus_ig_dropped')) for *r, e in zip(*cols, extra)]
+
+def drop_unscored(config)->bool:
+    "Whether a run trains rollouts that cannot get their IG without it (counted, logged): `trainer.v1.venus_igpo.drop_unscored`"
+    v1 = (config.get('trainer') or {}).get('v1') or {}
+    return bool((v1.get('venus_igpo') or {}).get('drop_unscored', False))
 
 # %% ../nbs/41_verl.ipynb #f686a035
 def trainer_information_gain(self, batch, metrics:dict):
@@ -528,7 +530,8 @@ def trainer_information_gain(self, batch, metrics:dict):
     cfg = reward_config(self.config.algorithm)
     if cfg.estimator == 'grpo': return  # the named choice: no IG
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=IG_FIELDS)
-    rows, stats = information_gain_rows(tq_rollouts(data), self._score_ig, cfg)
+    rollouts = [{**r, 'key': k} for r, k in zip(tq_rollouts(data), batch.keys)]
+    rows, stats = information_gain_rows(rollouts, self._score_ig, cfg, drop_unscored(self.config))
     rm = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
     tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict({'rm_scores': rm}, batch_size=len(rows)))
     metrics.update(stats)
@@ -537,7 +540,8 @@ def trainer_score_ig(self, requests:list)->list:
     "The actor worker group's log-probs for `requests`, spread over its ranks by length"
     wg, opts = self.actor_rollout_wg, self.config.trainer.v1.get('venus_igpo', None) or {}
     shards = balanced_shards([len(r['ids']) for r in requests], wg.world_size)
-    job = lambda idx: {'requests': [requests[i] for i in idx], 'temperature': float(self.config.actor_rollout_ref.rollout.temperature),
+    temperature = reward_config(self.config.algorithm).temperature  # the IG temperature of local IGPO, whatever the rollout's
+    job = lambda idx: {'requests': [requests[i] for i in idx], 'temperature': float(temperature),
                        'chunk': int(opts.get('ig_chunk', 8192))}
     return unshard(shards, wg.venus_gt_logprobs([job(s) for s in shards]), len(requests))
 
