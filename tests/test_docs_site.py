@@ -28,12 +28,14 @@ def pipeline_order():
     rest = [n for n in notebooks() if n != 'index' and n not in numbered]
     return ['index'] + numbered + sorted(rest, key=lambda n: (not n.startswith('explanations/'), n != 'tutorials/recipe', n))
 
+SCRIPT = re.compile(r'(<script\b[^>]*>).*?</script>', re.S)
 ATTR = re.compile(r'<(\w+)\b[^>]*?\s(href|src|id|name)="([^"]*)"')
 
 def parse(page):
     "(links, ids) of an HTML page: every href and src (the first attribute a tag has), every id"
     links, ids = [], set()
-    for tag, attr, value in ATTR.findall(page.read_text(errors='replace')):
+    text = SCRIPT.sub(r'\1</script>', page.read_text(errors='replace'))  # markup inside inlined JavaScript is not a link
+    for tag, attr, value in ATTR.findall(text):
         if attr in ('id', 'name'): ids.add(unescape(value))
         else: links.append(unescape(value))
     return links, ids
