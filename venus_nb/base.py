@@ -12,7 +12,8 @@ from typing import Callable, NamedTuple
 
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
-           'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'load_config']
+           'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
+           'typed', 'config_kwargs', 'load_config']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a record of a JSON array) longer than this is reported, never read into memory whole
@@ -228,19 +229,91 @@ def write_atomic(path, data:str|bytes)->Path:
     return Path(path)
 
 # %% ../nbs/00_base.ipynb #ba751dc0
+import datetime, math
+from dataclasses import MISSING, is_dataclass
+
 def save_config(cfg, path, as_json:Callable=asdict # the settings as JSON data
                )->Path:
     "Write a settings dataclass (nested ones included) as indented JSON, whole or not at all"
     return write_atomic(path, json.dumps(as_json(cfg), indent=1))
 
+def read_config(path):
+    "The data of a settings file: JSON, or YAML when it is named `.yaml`/`.yml`; one that cannot be read as such is a ValueError naming it"
+    p, yaml_file = Path(path), Path(path).suffix.lower() in ('.yaml', '.yml')
+    if p.stat().st_size > MAX_RECORD_BYTES: raise ValueError(f'{p}: a settings file of {p.stat().st_size:,} bytes, over {MAX_RECORD_BYTES:,}')
+    import yaml
+    try:
+        text = p.read_bytes().decode('utf-8-sig')
+        return (yaml.safe_load(text) if text.strip() else None) if yaml_file else json.loads(text)
+    except (ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
+        raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} ({' '.join(str(e).split())[:200]})") from None
+
+def nested_config(f)->type|None:
+    "The config dataclass a field holds by default (`IGPOConfig.rollout` holds a `RolloutConfig`), if any"
+    default = f.default_factory() if f.default_factory is not MISSING else f.default
+    return type(default) if is_dataclass(default) else None
+
+_KINDS = {'int': 'a whole number', 'float': 'a finite number', 'str': 'a text', 'bool': 'true or false', 'tuple': 'a list',
+          'list': 'a list', 'dict': 'a mapping', 'None': 'null'}
+_NO = object()
+
+def _kinds(f)->list:
+    "The names in field `f`'s annotation: `int|None` is ['int', 'None']"
+    t = f.type if isinstance(f.type, str) else getattr(f.type, '__name__', str(f.type))
+    return [k.strip().replace('NoneType', 'None') for k in t.split('|')]
+
+def _short(v)->str:
+    try: return repr(v)[:80]
+    except ValueError: return f'a {type(v).__name__}'   # an int too long to print
+
+def _as(v, kind:str):
+    "`v` as `kind` (a key of _KINDS), or _NO: an int or a text like `1e-5` is a float, a number or a date a text, a list a tuple"
+    if kind == 'None': return None if v is None else _NO
+    if isinstance(v, bool) != (kind == 'bool'): return _NO   # true is no number, 1 no bool
+    if kind in ('int', 'bool'): return v if isinstance(v, int) else _NO
+    if kind == 'float':
+        try: x = float(v) if isinstance(v, (int, float, str)) else math.nan
+        except (ValueError, OverflowError): x = math.nan
+        return x if math.isfinite(x) else _NO
+    if kind == 'str': return str(v) if isinstance(v, (str, int, float, datetime.date)) else _NO
+    if kind in ('tuple', 'list'): return (tuple if kind == 'tuple' else list)(v) if isinstance(v, (list, tuple)) else _NO
+    return v if isinstance(v, dict) else _NO
+
+def _item_kind(f)->str|None:
+    "What a tuple field holds, as its default shows: `betas` floats, `target_modules` texts (None where it cannot tell)"
+    default = f.default_factory() if f.default_factory is not MISSING else f.default
+    kinds = {type(x).__name__ for x in default} if isinstance(default, (tuple, list)) else set()
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(_KINDS) else None
+
+def typed(value, f, where:str=''):
+    "`value` as field `f` is annotated (`int`, `float|None`, `tuple`, ...), else a ValueError naming the key; other annotations are the class's to check"
+    kinds = _kinds(f)
+    if not set(kinds) <= set(_KINDS): return value
+    for k in kinds:
+        if (v := _as(value, k)) is _NO: continue
+        if k not in ('tuple', 'list') or not (item := _item_kind(f)): return v
+        if (bad := next((i for i, x in enumerate(v) if _as(x, item) is _NO), None)) is not None:
+            raise ValueError(f'{where}{f.name}[{bad}]: expected {_KINDS[item]}, got {_short(v[bad])}')
+        return type(v)(_as(x, item) for x in v)
+    raise ValueError(f"{where}{f.name}: expected {' or '.join(_KINDS[k] for k in kinds)}, got {_short(value)}")
+
+def config_kwargs(cls, d, where:str='')->dict:
+    "Settings `d` checked against the fields of dataclass `cls`: an unknown key or a value of the wrong type is a ValueError naming it; nested configs are built"
+    if not isinstance(d, dict): raise ValueError(f"{where[:-1] + ': ' if where else ''}not a mapping of {cls.__name__} settings, got {_short(d)}")
+    names = {f.name for f in fields(cls)}
+    if unknown := [k for k in d if k not in names]: raise ValueError(f'unknown {cls.__name__} keys {sorted(where + str(k) for k in unknown)}')
+    kw = {}
+    for f in fields(cls):
+        if f.name not in d: continue
+        v, sub = d[f.name], nested_config(f)
+        kw[f.name] = (v if isinstance(v, sub) else sub(**config_kwargs(sub, v, f'{where}{f.name}.'))) if sub else typed(v, f, where)
+    return kw
+
 def load_config(cls, path, prepare:Callable|None=None # the settings read, made ready for `cls` (IGPO's judge from its saved spec)
                ):
-    "Settings of dataclass `cls` from a file `save_config` wrote, or from YAML (`.yaml`, `.yml`); unknown keys are an error"
-    text = Path(path).read_text()
-    if Path(path).suffix.lower() in ('.yaml', '.yml'):
-        import yaml
-        d = yaml.safe_load(text) or {}
-    else: d = json.loads(text)
+    "Settings of dataclass `cls` from a file `save_config` wrote, or from YAML (`.yaml`, `.yml`); an unknown key or a wrong value is a ValueError naming the file and the key"
+    d = read_config(path)
+    d = {} if d is None else d
     if not isinstance(d, dict): raise ValueError(f'{path}: not a mapping of {cls.__name__} settings')
-    if unknown := set(d) - {f.name for f in fields(cls)}: raise ValueError(f'{path}: unknown {cls.__name__} keys {sorted(unknown)}')
-    return cls(**(prepare(d) if prepare else d))
+    try: return cls(**config_kwargs(cls, prepare(d) if prepare else d))
+    except (TypeError, ValueError) as e: raise ValueError(f'{path}: {e}') from None

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, asdict, replace, is_dataclass, MISSING
 from pathlib import Path
 from typing import Callable
-from .base import write_atomic, atomic_open
+from .base import MAX_RECORD_BYTES, write_atomic, atomic_open, nested_config, typed as field_value
 from .trajectory import read_jsonl, write_jsonl, Loaded, Trajectory
 
 # %% auto #0
@@ -19,10 +19,10 @@ __all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 
            'error_rule', 'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
            'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
            'step_eval', 'change_line', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean',
-           'cmd_resample', 'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'nested_config',
-           'check_keys', 'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage',
-           'world_file', 'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout',
-           'run_eval', 'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
+           'cmd_resample', 'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'check_keys',
+           'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
+           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'run_eval',
+           'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
            'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/40_cli.ipynb #fcac21d9
@@ -356,7 +356,9 @@ def parse_sets(pairs:list|None)->dict:
         if not eq or not key.strip(): raise CLIError(f'--set {p}: expected key=value')
         *path, last = key.strip().split('.')
         d = out
-        for k in path: d = d.setdefault(k, {})
+        for i, k in enumerate(path):
+            d = d.setdefault(k, {})
+            if not isinstance(d, dict): raise CLIError(f"--set {p}: {'.'.join(path[:i + 1])} is set to a value, not to settings")
         d[last] = yaml_value(value)
     return out
 
@@ -369,18 +371,15 @@ def merged(base:dict, over:dict)->dict:
 def read_settings(path)->dict:
     "The settings in a YAML or JSON file (JSON is YAML too)"
     import yaml
-    try: d = yaml.safe_load(readable(path).read_text())
-    except yaml.YAMLError as e: raise CLIError(f'{path}: neither YAML nor JSON ({" ".join(str(e).split())})') from None
+    if (size := readable(path).stat().st_size) > MAX_RECORD_BYTES: raise CLIError(f'{path}: a settings file of {size:,} bytes, over {MAX_RECORD_BYTES:,}')
+    try: d = yaml.safe_load(Path(path).read_bytes().decode('utf-8-sig'))
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as e:   # a broken text, an int too long, nesting too deep
+        raise CLIError(f'{path}: neither YAML nor JSON ({" ".join(str(e).split())[:200]})') from None
     if d is None: return {}
     if not isinstance(d, dict): raise CLIError(f'{path}: expected `key: value` settings, found a {type(d).__name__}')
     return d
 
 # %% ../nbs/40_cli.ipynb #a5a8907b
-def nested_config(f)->type|None:
-    "The config dataclass a field holds by default (`IGPOConfig.rollout` holds a `RolloutConfig`), if any"
-    default = f.default_factory() if f.default_factory is not MISSING else f.default
-    return type(default) if is_dataclass(default) else None
-
 def check_keys(d:dict, cls, extra=(), where:str=''):
     "A CLIError naming every key of `d` that is neither a field of `cls` nor in `extra`, and the valid ones (nested configs too)"
     valid = list(extra) + [f.name for f in fields(cls)]
@@ -390,24 +389,19 @@ def check_keys(d:dict, cls, extra=(), where:str=''):
     for f in fields(cls):
         if isinstance(d.get(f.name), dict) and (sub := nested_config(f)): check_keys(d[f.name], sub, where=f'{where}{f.name}.')
 
-def typed(value, f):
-    "`value` as field `f` is annotated: a YAML list becomes a tuple, an int or a text like `1e-5` a float, a date a text"
-    t = str(f.type)
-    if value is None or isinstance(value, bool): return value
-    if t.startswith('tuple') and isinstance(value, list): return tuple(value)
-    if t.startswith('float') and isinstance(value, (int, str)):
-        try: return float(value)
-        except ValueError: raise CLIError(f'{f.name}: expected a number, got {value!r}') from None
-    if t.startswith('str') and isinstance(value, (int, float, datetime.date)): return str(value)
-    return value
+def typed(value, f, where:str=''):
+    "`value` as field `f` is annotated (`base.typed`: a YAML list a tuple, an int or a text like `1e-5` a float, a date a text), else a CLIError naming the key"
+    try: return field_value(value, f, where)
+    except ValueError as e: raise CLIError(str(e)) from None
 
-def build(cls, d:dict):
+def build(cls, d:dict, where:str=''):
     "A `cls` from checked settings, nested configs from their mappings; a value it refuses is one line naming it"
     kw = {}
     for f in fields(cls):
         if f.name not in d: continue
-        sub = nested_config(f)
-        kw[f.name] = build(sub, d[f.name]) if sub and isinstance(d[f.name], dict) else typed(d[f.name], f)
+        sub, v = nested_config(f), d[f.name]
+        if sub and not isinstance(v, (dict, sub)): raise CLIError(f'{where}{f.name}: expected a mapping of {sub.__name__} settings, got {v!r:.80}')
+        kw[f.name] = build(sub, v, f'{where}{f.name}.') if sub and isinstance(v, dict) else typed(v, f, where)
     try: return cls(**kw)
     except (TypeError, ValueError) as e: raise CLIError(str(e) if str(e).startswith(cls.__name__) else f'{cls.__name__}: {e}') from None
 

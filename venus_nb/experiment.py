@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, asdict, replace, is_dataclass
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .base import write_atomic, save_config, load_config
+from .base import write_atomic, save_config, load_config, config_kwargs
 from .eval import pass_at_k, tool_counts
 from .data import as_questions
 from .models import fast_dtype
@@ -214,7 +214,8 @@ class ExperimentConfig:
         if len(set(self.arms)) != len(self.arms): raise ValueError(f'arms repeat: {self.arms}')
         if self.eval_every is not None and self.eval_every < 1: raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
         from venus_nb.igpo import IGPOConfig
-        IGPOConfig(**self.igpo)   # checked now, not after the warm start: an unknown key, a wrong value, a judge that names code
+        self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')   # checked now, not after the warm start: an unknown key, a wrong
+        IGPOConfig(**self.igpo)                                      # value, a judge that names code
 
     @property
     def rollouts_per_run(self)->int: return self.steps * self.questions_per_step * self.G

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
-from .base import write_atomic, atomic_open, save_config, load_config
+from .base import write_atomic, atomic_open, save_config, load_config, config_kwargs
 from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
                               Prefix, prefilled, crop_to, prompt_groups,
@@ -57,7 +57,7 @@ class IGPOConfig:
     grad_clip: float = 1.0
     clip_low: float = 0.2
     clip_high: float = 0.2
-    dual_clip: float = 3.0                       # bounds the loss of negative-advantage tokens (None: off)
+    dual_clip: float|None = 3.0                  # bounds the loss of negative-advantage tokens (None: off)
     kl_coef: float = 0.001                       # k3 KL to the reference (0: no reference pass, no reference copy)
     tis_cap: float|None = 2.0                    # truncated importance sampling: the policy-gradient term × min(π_old/π_engine, cap) (None: off)
     ppo_epochs: int = 1
@@ -77,8 +77,8 @@ class IGPOConfig:
     base_dir: str|None = None                    # where the weights under the adapter are saved when nothing else loads them; None: output_dir/base
 
     def __post_init__(self):
-        if isinstance(self.rollout, dict): self.rollout = RolloutConfig(**self.rollout)
-        if isinstance(self.rewards, dict): self.rewards = RewardConfig(**self.rewards)
+        if isinstance(self.rollout, dict): self.rollout = RolloutConfig(**config_kwargs(RolloutConfig, self.rollout, 'rollout.'))
+        if isinstance(self.rewards, dict): self.rewards = RewardConfig(**config_kwargs(RewardConfig, self.rewards, 'rewards.'))
         if isinstance(self.judge, dict): self.judge = judge_from_spec(self.judge)
         self.betas, self.target_modules = tuple(self.betas), tuple(self.target_modules)
         if self.ppo_epochs < 1 or self.mini_batches < 1: raise ValueError('ppo_epochs and mini_batches must be >= 1')
@@ -138,8 +138,7 @@ def judge_from_spec(spec:dict,
     if not isinstance(spec, dict) or len(spec) != 1 or not {'llm_judge', 'callable'} & set(spec):
         raise ValueError(f"judge: a saved judge is 'em', 'f1', {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r:.200}")
     if 'llm_judge' in spec:
-        if not isinstance(spec['llm_judge'], dict): raise ValueError(f"judge.llm_judge: expected a mapping of LLMJudge settings, got {spec['llm_judge']!r:.200}")
-        return LLMJudge(**spec['llm_judge'])
+        return LLMJudge(**config_kwargs(LLMJudge, spec['llm_judge'], 'judge.llm_judge.'))
     name = spec['callable']
     if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)+', name):
         raise ValueError(f'judge.callable: expected a dotted name module.function, got {name!r:.200}')
