@@ -108,7 +108,9 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
     out = capsys.readouterr().out
     assert seen['cfg'].arms == ('GRPO',) and seen['cfg'].output_dir == str(tmp_path/'x')
-    assert 'grpo_silent_groups: 0.400' in out and 'report:' in out
+    assert 'report:' in out and 'silent_groups' not in out   # the signal density (IG over every check rollout) only when asked
+    main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x'), '--signal'])
+    assert 'grpo_silent_groups: 0.400' in capsys.readouterr().out
     seen.clear(); main(['experiment', '--signal-only']); assert 'cfg' not in seen
 
 

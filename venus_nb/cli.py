@@ -628,6 +628,7 @@ def _add_stages(sub):
     e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, held-out Pass@k with intervals, a report')
     e.add_argument('--config', type=Path, help='ExperimentConfig fields as JSON or YAML (default: the CPU preset)')
     e.add_argument('--out', type=Path, help="output folder (default: the config's output_dir, out/experiment)")
+    e.add_argument('--signal', action='store_true', help='first the signal density of the warm start rollouts (IG scored over every check rollout: minutes on a CPU)')
     e.add_argument('--signal-only', action='store_true', help='only the signal density of the warm start rollouts (no training)')
     e.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
 
@@ -659,13 +660,14 @@ def parser()->argparse.ArgumentParser:
     return p
 
 def cmd_experiment(args):
-    "Signal density of the warm start, then (unless --signal-only) every arm and seed of the experiment"
+    "Every arm and seed of the experiment; with --signal (or --signal-only) the signal density of the warm start first"
     from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
     cfg = ExperimentConfig.load(readable(args.config), args.trust_code) if args.config else ExperimentConfig.cpu()
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
-    density, _ = warm_signal(cfg.warm)   # the experiment's own start
-    _say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
-    if args.signal_only: return density
+    if args.signal or args.signal_only:
+        density, _ = warm_signal(cfg.warm)   # the experiment's own start
+        _say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
+        if args.signal_only: return density
     res = experiment(cfg, say=lambda s: _say('   ' + s))
     _say(f'## Held-out Pass@k ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
          + res.summary.round(3).to_string(index=False) + f"\n   report: {res.output_dir/'report.html'}")

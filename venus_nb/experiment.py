@@ -190,8 +190,9 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
                  w.rollouts())
 
 # %% ../nbs/32_experiment.ipynb #47f69254
-CPU_LEARN = dict(steps=12, eval_every=4,   # the 2-core configuration's budget and step size; lr provisional until `sweep` measures it:
-                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001))   # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
+CPU_LEARN = dict(steps=8, eval_every=None,   # the 2-core configuration: one 64 × 4 evaluation per run (about as long as four steps)
+                 arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),   # the fair baseline (IG the only difference) first
+                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2))   # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
 
 @dataclass
 class ExperimentConfig:
@@ -226,7 +227,7 @@ class ExperimentConfig:
     @classmethod
     def cpu_learn(cls, **kw):
         "The 2-core configuration sized to show learning: IGPO and both GRPO arms, one seed, 64 held-out questions × 4, the measured step size"
-        return cls(**dict(dict(arms=('IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'), seeds=(0,), steps=CPU_LEARN['steps'],
+        return cls(**dict(dict(arms=CPU_LEARN['arms'], seeds=(0,), steps=CPU_LEARN['steps'],
                                questions_per_step=4, G=4, eval_questions=64, eval_every=CPU_LEARN['eval_every'],
                                warm=dict(entities=80, held_out=64, rl=96), igpo=dict(CPU_LEARN['igpo']),
                                output_dir='out/experiment-learn'), **kw))
