@@ -88,11 +88,8 @@ def browser(tmp_path_factory):
         from test_replay_browser import _apt_install  # the replay test installs Debian's chromium as root
         why = _apt_install()
         if why or not (CHROMIUM.exists() and DRIVER.exists()): pytest.skip(f'headless Chromium unavailable: {why}')
-    from selenium.webdriver.chrome.service import Service
-    opts = wd.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    for a in FLAGS + [f'--user-data-dir={tmp_path_factory.mktemp("chromium")}']: opts.add_argument(a)
-    d = wd.Chrome(options=opts, service=Service(str(DRIVER)))
+    from test_replay_browser import start_chromium
+    d = start_chromium(wd, tmp_path_factory.mktemp('chromium'), FLAGS)
     yield d
     d.quit()
 

@@ -33,13 +33,17 @@ def webdriver():
             pytest.skip(f'headless Chromium unavailable: {why or "apt-get did not provide /usr/bin/chromium and /usr/bin/chromedriver"}')
     return wd
 
-@pytest.fixture
-def browser(webdriver, tmp_path):
+def start_chromium(webdriver, profile, flags=FLAGS):
+    "Headless Chromium (Debian's binary and driver) with its own profile folder"
     from selenium.webdriver.chrome.service import Service
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
-    for a in FLAGS + [f'--user-data-dir={tmp_path/"chromium-profile"}']: opts.add_argument(a)
-    d = webdriver.Chrome(options=opts, service=Service(str(DRIVER)))
+    for a in flags + [f'--user-data-dir={profile}']: opts.add_argument(a)
+    return webdriver.Chrome(options=opts, service=Service(str(DRIVER)))
+
+@pytest.fixture
+def browser(webdriver, tmp_path):
+    d = start_chromium(webdriver, tmp_path/'chromium-profile')
     yield d
     d.quit()
 
