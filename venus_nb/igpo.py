@@ -71,7 +71,7 @@ class IGPOConfig:
     output_dir: str = 'out/igpo'
     save_steps: int = 10
     seed: int = 0
-    report_to: tuple = ()                        # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
+    report_to: tuple|str = ()                    # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
     run_name: str|None = None                    # the TensorBoard run; None: '<estimator>-seed<seed>'
     logging_dir: str|None = None                 # the folder of TensorBoard runs; None: output_dir/runs
     base_dir: str|None = None                    # where the weights under the adapter are saved when nothing else loads them; None: output_dir/base

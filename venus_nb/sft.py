@@ -67,7 +67,7 @@ class SFTConfig:
     dtype: str|None = None            # weights (transformers backend); None: float32 on CPU (bf16 weights lose small updates), else the checkpoint's
     bf16: bool|None = None            # bf16 autocast over the weights; None: where a GPU supports it (on a CPU with AMX it is fast too)
     packing: bool = False             # Unsloth/TRL backend only
-    report_to: tuple = ()             # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
+    report_to: tuple|str = ()         # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
     run_name: str = 'sft'             # the TensorBoard run: output_dir/runs/<run_name>
 
     def __post_init__(self):
