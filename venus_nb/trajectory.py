@@ -595,8 +595,9 @@ def _literal_span(tok, messages, k, full, **kw):
     "Where message k's own text lies in the full render, if it must be read as plain text; found by rendering a stand-in in its place"
     m = messages[k]
     if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return None
-    c = m['content']   # a system prompt may name tags the tokenizer reads as tokens; only a forged turn marker makes it text
-    if (span := literal_span(tok, c, turn_markers(tok) if m['role'] == 'system' else None)) is None: return None
+    c = m['content']
+    if (span := literal_span(tok, c)) is None: return None   # no special token's string in it: the common case, no render
+    if m['role'] == 'system' and not literal_span(tok, c, turn_markers(tok)): return None   # tool-tag names stay tokens; a turn marker does not
     a, b = span
     alt = _render(tok, [*messages[:k], {**m, 'content': c[:a] + _STAND_IN + c[b:]}, *messages[k + 1:]], **kw)
     at = alt.find(_STAND_IN)
