@@ -4,10 +4,10 @@
 
 # %% ../nbs/40_cli.ipynb #a892222c
 from __future__ import annotations
-import argparse, contextlib, datetime, importlib, json, logging, os, re, sys, time, warnings
+import argparse, contextlib, importlib, json, logging, os, re, sys, time, warnings
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, asdict, replace, is_dataclass, MISSING
+from dataclasses import dataclass, fields, asdict, replace
 from pathlib import Path
 from typing import Callable
 from .base import MAX_RECORD_BYTES, write_atomic, atomic_open, nested_config, typed as field_value
