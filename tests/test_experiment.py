@@ -191,3 +191,8 @@ def test_a_folder_from_before_evaluations_along_the_run_still_reads(tmp_path):
     assert len(res.curve) == 0 and len(res.by_kind) == 0 and len(res.summary) == 3
     write_results(res)
     assert (tmp_path/'report.html').exists()
+    json.loads((tmp_path/'summary.json').read_text(), parse_constant=lambda c: pytest.fail(f'{c} in summary.json'))  # strict JSON
+
+def test_strict_json_makes_missing_values_null():
+    from venus_nb.experiment import strict_json
+    assert strict_json(dict(a=[1.0, float('nan'), (np.float32('inf'), 'x')], b=np.float64(2.5))) == dict(a=[1.0, None, [None, 'x']], b=2.5)

@@ -19,7 +19,7 @@ __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_CO
            'warm_start_point', 'ExperimentConfig', 'experiment_json', 'question_kind', 'checked_rollouts',
            'reference_rows', 'eval_steps', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment',
            'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
-           'pass_at_k_bars', 'report_html', 'write_results', 'sweep_row', 'sweep']
+           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -493,13 +493,19 @@ def report_html(res:ExperimentResult)->str:
             f'<h1>IGPO against GRPO</h1><pre>{json.dumps(asdict(res.cfg), indent=1)}</pre>'
             f'{res.summary.round(4).to_html(index=False)}{body}</body></html>')
 
+def strict_json(obj):
+    "`obj` with every NaN or infinite float made `None`, so that strict JSON readers (JavaScript, jq) accept it"
+    if isinstance(obj, (float, np.floating)): return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, dict): return {k: strict_json(v) for k, v in obj.items()}
+    return [strict_json(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
+
 def write_results(res:ExperimentResult)->list:
-    "summary.csv, summary.json and report.html in the experiment's folder"
+    "summary.csv, summary.json (strict JSON: a missing value is null) and report.html in the experiment's folder"
     out = res.output_dir
     meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs))
     return [write_atomic(out/'summary.csv', res.summary.to_csv(index=False)),
-            write_atomic(out/'summary.json', json.dumps(dict(meta, summary=res.summary.to_dict('records'), by_kind=res.by_kind.to_dict('records'),
-                                                             curve=res.curve.to_dict('records')), indent=1, default=float)),
+            write_atomic(out/'summary.json', json.dumps(strict_json(dict(meta, summary=res.summary.to_dict('records'), by_kind=res.by_kind.to_dict('records'),
+                                                             curve=res.curve.to_dict('records'))), indent=1, default=float, allow_nan=False)),
             write_atomic(out/'report.html', report_html(res))]
 
 # %% ../nbs/32_experiment.ipynb #c421a562
