@@ -89,6 +89,10 @@ def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     page = (tmp_path/'report.html').read_text()
     assert 'IGPO against GRPO' in page and 'https://cdn' not in page.split('<body>')[0]
     assert json.loads((tmp_path/'summary.json').read_text())['rollouts_per_run'] == 4
+    from venus_nb.experiment import eval_rollouts_path
+    from venus_nb.trajectory import read_jsonl
+    saved = read_jsonl(eval_rollouts_path(cfg, 'GRPO', 1, 2)).trajectories   # what each run did on the held-out questions, not only its score
+    assert len(saved) == 2 * 2 and sorted(p.name for p in (tmp_path/'rollouts').iterdir())[0] == 'grpo-seed0-step2.jsonl'
     said.clear(); again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
     assert said == [] and again.evals.equals(pd.read_csv(tmp_path/'evals.csv'))
     assert again.seconds == res.seconds > 0 and len(again.runs) == 6   # a resumed experiment keeps its runs' time

@@ -17,9 +17,9 @@ __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_CO
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
            'warm_start_point', 'ExperimentConfig', 'experiment_json', 'question_kind', 'checked_rollouts',
-           'reference_rows', 'eval_steps', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment',
-           'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
-           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'sweep_row', 'sweep']
+           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
+           'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves',
+           'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -274,9 +274,13 @@ def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.Da
     g = g.reset_index().rename(columns={'group': 'question'})
     return g.assign(arm=label, seed=seed, step=0, rollouts=0, kind=[kinds[q] if kinds else 'all' for q in g.question])[EVAL_COLUMNS]
 
-def _evaluate(generator, start:Start, label:str, seed:int, G:int)->pd.DataFrame:
+def _evaluate(generator, start:Start, label:str, seed:int, G:int,
+              save:Path|None=None # also write the rollouts here (JSONL), to read what the policy did and not only its score
+             )->pd.DataFrame:
     from venus_nb.rollout import rollout
+    from venus_nb.trajectory import write_jsonl
     trajs = rollout(generator, start.held_out, start.corpus, replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
+    if save: save.parent.mkdir(parents=True, exist_ok=True); write_jsonl(trajs, save)
     return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
 
 def checked_rollouts(start:Start, G:int)->list|None:
@@ -300,6 +304,12 @@ def eval_steps(cfg:ExperimentConfig)->list:
     every = cfg.eval_every or cfg.steps
     return sorted({*range(every, cfg.steps, every), cfg.steps})
 
+def _slug(label:str)->str: return ''.join(ch if ch.isalnum() else '-' for ch in label).strip('-').lower()
+
+def eval_rollouts_path(cfg:ExperimentConfig, arm:str, seed:int, step:int)->Path:
+    "Where a run's held-out rollouts after `step` are saved: `output_dir/rollouts/<arm>-seed<seed>-step<step>.jsonl`"
+    return Path(cfg.output_dir)/'rollouts'/f'{_slug(arm)}-seed{seed}-step{step}.jsonl'
+
 def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfig':
     "The `IGPOConfig` of one run: the arm of `ablation_grid`, the experiment's budget and overrides, its own folder and TensorBoard run"
     from venus_nb.igpo import IGPOConfig, ablation_grid
@@ -307,7 +317,7 @@ def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfi
                               report_to=('tensorboard',), rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
     grid = ablation_grid(base)
     if arm not in grid: raise ValueError(f'unknown arm {arm!r}; the arms are {list(grid)}')
-    slug = ''.join(ch if ch.isalnum() else '-' for ch in arm).strip('-').lower()
+    slug = _slug(arm)
     out = Path(cfg.output_dir)   # one TensorBoard run per arm and seed, side by side; one saved base for every run (they share a start)
     return replace(grid[arm], seed=seed, output_dir=str(out/'runs'/slug/f'seed{seed}'), logging_dir=str(out/'tb'),
                    run_name=f"{'-'.join(filter(None, slug.split('-')))}-seed{seed}", base_dir=str(out/'base'))
@@ -321,7 +331,7 @@ def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
     start.reset()
     res = igpo(start.make_policy(), start.train, start.corpus, replace(arm_config(cfg, start, arm, seed), steps=until),
                engine=start.engine, live=False)
-    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G)
+    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G, eval_rollouts_path(cfg, arm, seed, until))
     return res.metrics.assign(arm=arm, seed=seed), evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G)
 
 # %% ../nbs/32_experiment.ipynb #7bb4e6d6
@@ -509,8 +519,6 @@ def write_results(res:ExperimentResult)->list:
             write_atomic(out/'report.html', report_html(res))]
 
 # %% ../nbs/32_experiment.ipynb #c421a562
-def _slug(label:str)->str: return ''.join(ch if ch.isalnum() else '-' for ch in label).strip('-').lower()
-
 def _trend(y)->float:
     "Least-squares slope of a series over its steps (NaN under two points)"
     y = np.asarray(y, dtype=float)
