@@ -426,6 +426,11 @@ def test_kill_and_resume(tmp_path, lora_r):
     cols = ['step', 'accuracy', 'format_error_rate', 'turns', 'gen_tokens', 'trained_tokens', 'loss', 'kl']
     assert whole.resumed_from is None
     assert res.metrics[cols].equals(whole.metrics[cols]), (res.metrics[cols], whole.metrics[cols])
+    # every step's scored rollouts are on disk, the killed run's and the resumed run's alike, and read back as they scored
+    from venus_nb.replay import Scored
+    steps = [Scored.load(out/'rollouts'/f'step-{i}.jsonl') for i in range(1, 5)]
+    assert [sum(s.outcome) / len(s.outcome) for s in steps] == list(whole.metrics.accuracy)
+    assert steps[-1].ig == whole.last.ig and [t.question for t in steps[-1].trajs] == [t.question for t in whole.last.trajs]
     assert all(torch.equal(v.detach(), dict(whole.policy.model.named_parameters())[k].detach()) for k, v in mine.items())
     # and an earlier checkpoint differs from the last (training moved the adapter)
     early = rl_policy(tiny_model('llama'), cfg(out))

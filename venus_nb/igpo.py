@@ -70,6 +70,7 @@ class IGPOConfig:
     ig_dtype: str = 'float32'                    # IG scoring: 'float32', or 'train' (the training dtype, within a measured error)
     output_dir: str = 'out/igpo'
     save_steps: int = 10
+    save_rollouts: bool = True                   # each step's scored rollouts to output_dir/rollouts/step-N.jsonl (`Scored.load` reads them)
     seed: int = 0
     report_to: tuple|str = ()                    # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
     run_name: str|None = None                    # the TensorBoard run; None: '<estimator>-seed<seed>'
@@ -679,7 +680,7 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
     return fig.update_layout(height=260, margin=dict(t=40, b=30, l=30, r=10))
 
 # %% ../nbs/26_igpo.ipynb #9c04d8bd
-IGPO_FREE = ('steps', 'save_steps', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size',
+IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size',
              'report_to', 'run_name', 'logging_dir', 'base_dir')
 IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')   # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
 
@@ -739,6 +740,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
             rows.append(row); sync_engine(engine, pol.model, out/'adapter-latest'); track(row)
+            if cfg.save_rollouts: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
             if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
             if live is not False: handle = _live(rows, handle)
     save_final(pol, cfg, data, len(rows))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from fastcore.basics import patch
 import numpy as np
 
@@ -593,3 +594,23 @@ def from_logprobs(cls:Scored, trajs:list, # the rollouts
     outcome = [_exact(t) for t in trajs] if outcome is None else list(outcome)
     groups = [0] * len(trajs) if groups is None else list(groups)
     return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome, [lp.per_turn for lp in lps], cfg)
+
+# %% ../nbs/24_rewards.ipynb #11a90759
+@patch
+def save(self:Scored, path)->Path:
+    "The scored rollouts as trajectory JSONL, each record's `meta['scored']` holding its group, IG per turn, outcome and log p(gt) per turn"
+    from venus_nb.trajectory import write_jsonl
+    logp = self.logp or [None] * len(self.trajs)
+    return write_jsonl([replace(t, meta={**t.meta, 'scored': dict(group=g, ig=i, outcome=float(o), logp=lp)})
+                        for t, g, i, o, lp in zip(self.trajs, self.groups, self.ig, self.outcome, logp)], path)
+
+@patch(cls_method=True)
+def load(cls:Scored, path, cfg:RewardConfig=RewardConfig())->Scored:
+    "Scored rollouts written by `Scored.save`; an unreadable record, or one without its scores, is an error naming the file and line"
+    from venus_nb.trajectory import read_jsonl
+    trajs, errors = read_jsonl(path)
+    bad = errors + [f'{path}: rollout {i} has no scores' for i, t in enumerate(trajs) if 'scored' not in t.meta]
+    if bad: raise ValueError(f'{path}: not scored rollouts: {bad[0]}' + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''))
+    s = [t.meta['scored'] for t in trajs]
+    logp = [x['logp'] for x in s]
+    return cls(trajs, [x['group'] for x in s], [x['ig'] for x in s], [x['outcome'] for x in s], None if all(l is None for l in logp) else logp, cfg)
