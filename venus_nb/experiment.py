@@ -98,9 +98,13 @@ def sign_test(d)->float:
     if not n: return 1.0
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n)
 
-def verdict(lo:float, hi:float)->str:
-    "What an interval for a difference says: 'higher', 'lower', or 'no difference measured' where it touches 0"
-    return 'higher' if lo > 0 else 'lower' if hi < 0 else 'no difference measured'
+def verdict(lo:float, hi:float, # the difference's interval
+            p:float=0.0, # the exact test's p-value
+            alpha:float=0.05)->str:
+    "'higher' or 'lower' where the interval excludes 0 and the exact test agrees (p < alpha); else 'no difference measured'"
+    side = 'higher' if lo > 0 else 'lower' if hi < 0 else None
+    if side is None: return 'no difference measured'
+    return side if p < alpha else f'no difference measured (the interval excludes 0, the exact test does not: p = {p:.2g})'
 
 def paired_stats(d, # seeds × questions of one arm's score minus another's
                  level:float=0.95)->dict:
@@ -110,7 +114,7 @@ def paired_stats(d, # seeds × questions of one arm's score minus another's
     mean, lo, hi = bootstrap_mean(d, level=level)
     better, worse = int((per_q > 1e-12).sum()), int((per_q < -1e-12).sum())
     return dict(mean=mean, lo=lo, hi=hi, discordant=better + worse, better=better, worse=worse,
-                p_value=sign_test(per_q), verdict=verdict(lo, hi))
+                p_value=(p := sign_test(per_q)), verdict=verdict(lo, hi, p))
 
 # %% ../nbs/32_experiment.ipynb #eac6a30a
 def score_matrix(evals:pd.DataFrame, # one row per arm, seed and question: n samples, c correct
