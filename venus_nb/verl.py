@@ -12,7 +12,9 @@ import torch.nn.functional as F
 from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages, judge_fn, outcomes, aliases, LLMJudge,
                               Probe, answer_probe, scored_boundaries, cached_logps, GTLogProbs, ig_from_logprobs)
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
-from .trajectory import Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening
+from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening, special_tokens,
+                                 turn_markers, literal_span, encode_text)
+from .trajectory import _literal_span  # where a message's own text lies in a render: the local path's plain-text rule
 from .tools import TOOL_SCHEMAS, system_prompt
 from .base import atomic_open, write_atomic
 from .ranks import CountedModel, rollout_logps, planned_passes, most_over_ranks, lockstep, lockstep_logps
@@ -20,15 +22,17 @@ from .ranks import CountedModel, rollout_logps, planned_passes, most_over_ranks,
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'SLOT_CODES', 'UNSCORED', 'NO_PLAN', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards',
+__all__ = ['log', 'SLOT_CODES', 'UNSCORED', 'NO_PLAN', 'WORD_JOINER', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards',
            'decode_turn_rewards', 'pending_turns', 'reward_config', 'spread_to_tokens', 'venus_igpo_advantages',
            'random_rollouts', 'turn_texts', 'rollout_turns', 'rollout_turn_rewards', 'agent_judge', 'rollout_question',
            'generation_ids', 'verl_tokens', 'ig_plan', 'plan_slots', 'ig_from_plan', 'fill_ig', 'balanced_shards',
-           'unshard', 'ig_trouble', 'information_gain_rows', 'limit_reason', 'sft_chat_template', 'verl_sft_messages',
-           'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'register_estimator', 'VenusAgentLoopOutput',
-           'VenusToolAgentLoop', 'no_sequence_parallel', 'autocast', 'attention', 'VenusActorRolloutRefWorker',
-           'tq_rollouts', 'drop_unscored', 'trainer_information_gain', 'trainer_score_ig', 'venus_trainer_cls',
-           'VenusTool', 'load_verl_config', 'ig_setup']
+           'unshard', 'ig_trouble', 'information_gain_rows', 'limit_reason', 'escape_specials', 'unescape_specials',
+           'neutral_message', 'sft_chat_template', 'message_groups', 'turn_starts', 'chatml_message',
+           'verl_sft_messages', 'escaped_count', 'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'plain_text_ids',
+           'register_estimator', 'VenusAgentLoopOutput', 'VenusToolAgentLoop', 'text_stays_text',
+           'no_sequence_parallel', 'autocast', 'attention', 'VenusActorRolloutRefWorker', 'tq_rollouts',
+           'drop_unscored', 'trainer_information_gain', 'trainer_score_ig', 'venus_trainer_cls', 'VenusTool',
+           'load_verl_config', 'ig_setup']
 
 # %% ../nbs/41_verl.ipynb #89153eca
 try:
@@ -324,8 +328,40 @@ def limit_reason(turns:int, # assistant turns generated so far
     if cap is not None and turns >= cap - 1: return 'turns'
     return 'context' if room is None or room < max_new_tokens else None
 
+# %% ../nbs/41_verl.ipynb #5c134ee4
+WORD_JOINER = '\u2060'  # invisible; after a special token's first character it makes the string plain text
+
+def _specials_re(specials:list, joined:bool)->re.Pattern|None:
+    "Each special token's string with a run of word joiners after its first character (at least one if `joined`)"
+    run = WORD_JOINER + ('+' if joined else '*')
+    alts = [re.escape(s[0]) + run + re.escape(s[1:]) for s in sorted({s for s in specials if len(s) > 1}, key=len, reverse=True)]
+    return re.compile('|'.join(alts)) if alts else None
+
+def escape_specials(text:str, specials:list # the strings to neutralise, e.g. `trajectory.special_tokens(tokenizer)`
+                   )->str:
+    "`text` with one more word joiner after the first character of every special token's string in it: plain text to any tokenizer"
+    pat = _specials_re(specials, False)
+    out = pat.sub(lambda m: m[0][0] + WORD_JOINER + m[0][1:], text) if pat else text
+    if left := [s for s in specials if s in out]: raise ValueError(f'special-token strings that overlap cannot be escaped: {left}')
+    return out
+
+def unescape_specials(text:str, specials:list)->str:
+    "The text `escape_specials` was given"
+    pat = _specials_re(specials, True)
+    return pat.sub(lambda m: m[0][0] + m[0][2:], text) if pat else text
+
+# %% ../nbs/41_verl.ipynb #e39c9813
+def neutral_message(tokenizer, m:dict # a chat message
+                   )->dict:
+    "The message with its own text escaped where the local path reads it as plain text (user and tool text; system text with a turn marker)"
+    if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return m
+    c = m['content']
+    if (span := literal_span(tokenizer, c, turn_markers(tokenizer) if m['role'] == 'system' else None)) is None: return m
+    a, b = span
+    return {**m, 'content': c[:a] + escape_specials(c[a:b], special_tokens(tokenizer)) + c[b:]}
+
 # %% ../nbs/41_verl.ipynb #e68b2a15
-_CHATML = re.compile(r'<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n?', re.S)
+_START, _END = '<|im_start|>', '<|im_end|>'
 
 def sft_chat_template(tokenizer)->str:
     "ChatML template for verl's per-message SFT tokenisation: each message verbatim, the separator in front"
@@ -334,19 +370,52 @@ def sft_chat_template(tokenizer)->str:
             "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' }}{%- endfor %}"
             "{%- if add_generation_prompt %}{{- " + json.dumps('\n' + gen) + " }}{%- endif %}")
 
+def message_groups(messages:list)->list[list[dict]]:
+    "Messages as ChatML templates render them: consecutive tool messages share one chat message, every other message is its own"
+    groups = []
+    for m in messages:
+        if m.get('role') == 'tool' and groups and groups[-1][-1].get('role') == 'tool': groups[-1].append(m)
+        else: groups.append([m])
+    return groups
+
+# %% ../nbs/41_verl.ipynb #7df8671f
+def turn_starts(text:str)->list[int]:
+    "Where each `<|im_start|>` of a render is"
+    at = [text.find(_START)]
+    while at[-1] >= 0: at.append(text.find(_START, at[-1] + 1))
+    return at[:-1]
+
+def chatml_message(text:str, assistant:bool # whether the trajectory has a reply here
+                  )->dict:
+    "The ChatML message `<|im_start|>role\\n...<|im_end|>` (a newline after), checked against the trajectory: a reply where it has one"
+    body = text[:-1] if text.endswith(_END + '\n') else text
+    role, _, content = body[len(_START):-len(_END)].partition('\n')
+    if not (body.startswith(_START) and body.endswith(_END)) or (role == 'assistant') != assistant or (not assistant and _END in content):
+        raise ValueError(f'the chat template does not render this message as one ChatML message: {text[:80]!r}; the export supports ChatML templates')
+    return {'role': role, 'content': content}
+
 def verl_sft_messages(traj, tokenizer, **template_kw)->list[dict]:
-    "The trajectory's messages, each content as the tokenizer's chat template renders it in the whole conversation"
-    full = tokenizer.apply_chat_template(traj.to_messages(), tokenize=False, **template_kw)
-    hits = list(_CHATML.finditer(full))
-    if ''.join(h[0] for h in hits) != full: raise ValueError('the chat template does not render ChatML messages: the export supports ChatML templates')
-    return [{'role': h[1], 'content': h[2]} for h in hits]
+    "The trajectory's chat messages, each content as the chat template renders it in the whole conversation, questions and pages as text"
+    groups = message_groups([neutral_message(tokenizer, m) for m in traj.to_messages()])
+    full = tokenizer.apply_chat_template([m for g in groups for m in g], tokenize=False, **template_kw)
+    at = turn_starts(full)
+    if at[:1] != [0] or len(at) != len(groups):
+        raise ValueError(f'the chat template renders {len(at)} turn markers for the trajectory\'s {len(groups)} chat messages '
+                         '(a template that adds messages, or a reply holding a turn marker): the export needs one message per chat message')
+    return [chatml_message(full[a:b], g[0].get('role') == 'assistant') for g, a, b in zip(groups, at, at[1:] + [len(full)])]
 
 # %% ../nbs/41_verl.ipynb #1d1b78a5
+def escaped_count(messages:list, tokenizer)->int:
+    "Word joiners `neutral_message` added to exported messages"
+    sp = special_tokens(tokenizer)
+    return sum(len(m['content']) - len(unescape_specials(m['content'], sp)) for m in messages if m['role'] != 'assistant')
+
 def verl_sft_frame(trajs:list, tokenizer, **template_kw):
-    "One row per trajectory: `messages` for verl's `MultiTurnSFTDataset`, plus its id"
+    "One row per trajectory: `messages` for verl's `MultiTurnSFTDataset`, its id, and the word joiners that keep its text as text"
     import pandas as pd
-    return pd.DataFrame({'messages': [verl_sft_messages(t, tokenizer, **template_kw) for t in trajs],
-                         'id': [str(t.meta.get('id', i)) for i, t in enumerate(trajs)]})
+    msgs = [verl_sft_messages(t, tokenizer, **template_kw) for t in trajs]
+    return pd.DataFrame({'messages': msgs, 'id': [str(t.meta.get('id', i)) for i, t in enumerate(trajs)],
+                         'escaped': [escaped_count(m, tokenizer) for m in msgs]})
 
 def write_verl_sft(trajs:list, out_dir, tokenizer, max_length:int=200_000, **template_kw)->Path:
     "Write `train.parquet` and `sft.yaml` (verl's SFT trainer config with the export's chat template) into `out_dir`, each whole or not at all"
@@ -369,6 +438,17 @@ def verl_rl_frame(qa:list[dict], # {question, answer[, id]} records, e.g. `data/
                           'prompt': [{'role': 'system', 'content': system_prompt(date)}, {'role': 'user', 'content': r['question']}],
                           'reward_model': {'style': 'rule', 'ground_truth': str(r['answer'])},
                           'extra_info': {'id': str(r.get('id', i)), 'question': r['question'], 'index': i}} for i, r in enumerate(qa)])
+
+# %% ../nbs/41_verl.ipynb #f06c52f8
+def _live(tokenizer, text:str)->list[int]: return tokenizer.encode(text, add_special_tokens=False) if text else []
+
+def plain_text_ids(tokenizer, messages:list, **template_kw # `apply_chat_template` arguments: add_generation_prompt, tools, ...
+                  )->list[int]:
+    "Token ids of the chat-template render of `messages`, user, tool and system text read as plain text where `Trajectory.tokenize` reads it so"
+    full = tokenizer.apply_chat_template(messages, tokenize=False, **template_kw)
+    cuts = [x for k in range(len(messages)) if (s := _literal_span(tokenizer, messages, k, full, **template_kw)) for x in s]
+    edges = [0, *cuts, len(full)]
+    return [i for j, (a, b) in enumerate(zip(edges, edges[1:])) for i in (encode_text if j % 2 else _live)(tokenizer, full[a:b])]
 
 # %% ../nbs/41_verl.ipynb #5065251a
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
@@ -402,6 +482,7 @@ class VenusToolAgentLoop(ToolAgentLoop):
     def __init__(self, *args, judge='em', judge_kwargs=None, trust_code:bool=False, tools_in_system_prompt:bool=True, max_new_tokens:int=8192,
                  turn_jitter:int=5, min_answer_tokens:int=256, **kwargs):
         super().__init__(*args, **kwargs)
+        text_stays_text(self.continuous_token_builder)  # questions and tool responses encoded as the local path encodes them
         self.cfg, self.judge = reward_config(self.config.get('algorithm', None)), agent_judge(judge, judge_kwargs, trust_code)
         self.tools_in_system_prompt, self.rng = tools_in_system_prompt, random.Random()  # verl builds one loop per rollout
         self.ends = RolloutConfig(max_turns=self.max_assistant_turns or 1, turn_jitter=turn_jitter, max_new_tokens=max_new_tokens,
@@ -463,6 +544,20 @@ async def run(self:VenusToolAgentLoop, sampling_params, **kwargs):
     out.extra_fields.setdefault('venus_forced', None)
     score = row[runs[-1][1] - 1].item() if runs else 0.0
     return VenusAgentLoopOutput(**out.model_dump(exclude_unset=True), reward_score=score, turn_rewards=row.tolist())
+
+# %% ../nbs/41_verl.ipynb #d86e7c26
+from verl.utils.tokenizer.continuous_token import ContinuousTokenBuilder
+
+def text_stays_text(builder # the agent loop's `continuous_token_builder` (a text builder)
+                   ):
+    "verl's Continuous Token builder, rendering prompts and tool responses to ids as `plain_text_ids` does"
+    if type(builder)._render_tokens is not ContinuousTokenBuilder._render_tokens:
+        raise ValueError(f'{type(builder).__name__} renders its own tokens (a multimodal builder): venus_tool_agent keeps text as text with text builders')
+    kw = dict(builder.chat_template_kwargs)
+    def render(messages, *, add_generation_prompt:bool, tools=None)->list[int]:
+        return plain_text_ids(builder.tokenizer, messages, add_generation_prompt=add_generation_prompt, tools=tools, **kw)
+    builder._render_tokens = render
+    return builder
 
 # %% ../nbs/41_verl.ipynb #12990fc6
 import ray
