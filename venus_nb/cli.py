@@ -14,15 +14,15 @@ from .base import MAX_RECORD_BYTES, write_atomic, atomic_open, nested_config, ty
 from .trajectory import read_jsonl, write_jsonl, Loaded, Trajectory
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table', 'plain',
-           'in_terminal', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load',
+__all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table',
+           'plain', 'in_terminal', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load',
            'error_rule', 'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
            'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
            'step_eval', 'change_line', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean',
            'cmd_resample', 'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'check_keys',
            'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
-           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'run_eval',
-           'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
+           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
+           'run_eval', 'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
            'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/40_cli.ipynb #fcac21d9
@@ -519,19 +519,34 @@ def run_rollout(inputs:dict, cfg)->list:
     _say(rollout_line(trajs, engine.name, time.time() - t))
     return [write_jsonl(trajs, output_folder(inputs, cfg)/'trajectories.jsonl')]
 
+def eval_selectors(inputs:dict)->tuple[dict, object]:
+    "The selectors `--select` names and the verifier they need (its URL checked); a CLIError for an unknown one or a missing URL"
+    from venus_nb.select import selectors_of, LLMVerifier
+    if not inputs.get('select'): return {}, None
+    try:
+        sel = selectors_of(inputs['select'])
+        verifier = LLMVerifier(inputs.get('verifier')) if any('verifier' in s.needs for s in sel.values()) else None
+        if verifier is not None: verifier.url()
+    except ValueError as e: raise CLIError(f'--select: {e}') from None
+    return sel, verifier
+
 def run_eval(inputs:dict, cfg)->list:
-    "Pass@k of a policy on held-out questions: the rollouts, one score row per rollout, the Pass@k table"
+    "Pass@k of a policy on held-out questions: the rollouts, one score row per rollout, the Pass@k table; with --select, each selector's picks and scores"
     from venus_nb.rollout import rollout
-    from venus_nb.eval import evaluate_trajectories
+    from venus_nb.eval import evaluate_trajectories, KS
+    from venus_nb.select import as_policy, write_selection
+    select, verifier = eval_selectors(inputs)   # checked before anything loads
     questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
-    from venus_nb.eval import KS
     engine, t, ks = policy_engine(inputs), time.time(), inputs['ks'] or KS
     trajs = rollout(engine, questions, corpus, cfg)
     _say(rollout_line(trajs, engine.name, time.time() - t))
-    rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,), label=inputs['label'] or str(inputs['policy']))
+    scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None   # the policy's own weights score its answers
+    rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,), label=inputs['label'] or str(inputs['policy']),
+                                select=select or None, policy=scorer, verifier=verifier)
     _say(rep._repr_markdown_())
     out = output_folder(inputs, cfg)
-    return [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'), write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
+    files = [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'), write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
+    return files + (write_selection(out, rep.selection) if rep.selection is not None else [])
 
 # %% ../nbs/40_cli.ipynb #9cdf24a6
 @contextmanager
@@ -569,6 +584,10 @@ _ASKED = {'--questions': ('questions', 'JSONL of {question, answer} rows, or a w
           '--limit': ('limit', 'only the first N questions (default: all)'),
           '--engine': ('engine', "rollout engine: auto (vLLM when installed), vllm or transformers (default: auto)")}
 _ENGINE = dict(engine=('auto', 'vllm', 'transformers'))
+_SELECT = {'--select': ('select', 'also choose one answer per question from its G rollouts without the ground truth, and measure each choice '
+                                  'against Pass@1 and Pass@G: majority, confidence, evidence, weighted, verifier (comma-separated)'),
+           '--verifier': ('verifier', 'OpenAI-compatible base URL of the verifier LLM (default: $VENUS_NB_JUDGE_URL)')}
+METAVARS = {'limit': 'N', 'output_dir': 'DIR', 'select': 'NAME[,NAME]', 'verifier': 'URL'}   # any other input option takes a PATH
 
 def _asking(out:str)->dict:
     "The inputs of the commands that roll a policy out on questions"
@@ -587,7 +606,8 @@ def stages()->dict:
         'igpo': Stage('venus_nb.igpo.IGPOConfig', {k: v for k, v in _asking(None).items() if k != 'output_dir'}, dict([_POLICY, *_ASKED.items(), out]), run_igpo,
                       'stage-2 IGPO of a policy on training questions over a local corpus (IGPOConfig)', ('questions',), _ENGINE,
                       dict(rollout=dict(progress=True))),
-        'eval': Stage('venus_nb.rollout.RolloutConfig', _asking('out/eval') | dict(ks=None, score='em', label=None), dict([_POLICY, *_ASKED.items(), out]), run_eval,
+        'eval': Stage('venus_nb.rollout.RolloutConfig', _asking('out/eval') | dict(ks=None, score='em', label=None, select=None, verifier=None),
+                      dict([_POLICY, *_ASKED.items(), *_SELECT.items(), out]), run_eval,
                       'Pass@k of a policy on held-out questions (RolloutConfig for the samples: G per question)', ('questions',),
                       _ENGINE | dict(score=('em', 'f1')), dict(progress=True))}
 
@@ -644,7 +664,7 @@ def _add_training(sub):
         s.add_argument('--set', action='append', metavar='KEY=VALUE', help='one setting over the config file, read as YAML '
                        '(a dotted key for a nested one: rollout.G=4); repeat it for more')
         for flag, (key, text) in st.flags.items():
-            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar='N' if key == 'limit' else 'DIR' if flag == '--out' else 'PATH', help=text)
+            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar=METAVARS.get(key, 'PATH'), help=text)
         if name == 'igpo': s.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
 
 # %% ../nbs/40_cli.ipynb #7d639326

@@ -179,6 +179,7 @@ class EvalReport:
     summary: dict             # headline numbers (`summarise`)
     label: str = 'model'      # the name in figures
     notes: list = field(default_factory=list)
+    selection: object = None  # a `select.Measurement` when selectors were asked for: each one's pick per question and its accuracy against Pass@1 and Pass@K
 
     def per_question(self)->pd.DataFrame: return per_question(self.rows)
 
@@ -189,7 +190,8 @@ class EvalReport:
                 f"answered {s['answered']:.0%}, {s['mean_turns']:.1f} turns{toks} per trajectory")
         pk = ' · '.join(f'Pass@{k} {v:.1%}' for k, v in zip(self.pass_at_k.k, self.pass_at_k.pass_at_k))
         notes = ''.join(f'\n- {n}' for n in self.notes)
-        return f'{head}\n\n{pk}\n\n{markdown_table(self.browse.round(3))}\n{notes}'
+        sel = '' if self.selection is None else '\n\n' + self.selection._repr_markdown_()
+        return f'{head}\n\n{pk}\n\n{markdown_table(self.browse.round(3))}\n{notes}{sel}'
 
 # %% ../nbs/31_eval.ipynb #d92fbee4
 def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
@@ -197,24 +199,38 @@ def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
                           ks=KS, # the K of Pass@K
                           threshold:float|None=None, # score needed to be correct (see `threshold_of`)
                           label:str='model', # the name in tables and figures
-                          tokenizer=None # counts tokens of trajectories that carry none
+                          tokenizer=None, # counts tokens of trajectories that carry none
+                          select=None, # selectors that choose one answer per question without the ground truth ('majority,evidence', see `select.SELECTORS`)
+                          policy=None, # scores the answers for confidence, evidence and weighted: a `Policy` or (model, tokenizer)
+                          verifier=None # for the verifier selector: a `select.LLMVerifier` or an OpenAI-compatible base URL
                          )->EvalReport:
-    "Score trajectories and build the Pass@K, browse and summary tables"
+    "Score trajectories and build the Pass@K, browse and summary tables; with `select`, measure each selector against Pass@1 and Pass@K"
     df = score_trajectories(trajs, score, threshold, tokenizer)
     pk = pass_at_k_table(df, ks)
     missing = int(df['gt'].isna().sum())
     notes = pk.attrs['notes'] + ([f'{missing} trajectories have no ground truth (score NaN, counted incorrect)'] if missing else [])
-    return EvalReport(df, pk, browse_summary(df), summarise(df), label, notes)
+    return EvalReport(df, pk, browse_summary(df), summarise(df), label, notes, _selection(trajs, df, select, policy, verifier, ks, label))
+
+def _selection(trajs, df, select, policy, verifier, ks, label):
+    "The selectors measured on the rollouts (None without any); the ground truth only judges their picks, after they are made"
+    if not select: return None
+    from venus_nb.select import measure_selection
+    return measure_selection(trajs, df.correct, select, policy, verifier, ks, label=label)
 
 def evaluate(policy, # what `rollout` takes, e.g. `models.load_policy(...)`
              questions:list, # dicts with question, answer (str or aliases) and optional id
              tools, # a `tools.Toolbox` or `LocalCorpus`
              cfg=None, # a `rollout.RolloutConfig`; its G is the number of samples per question
-             score='em', ks=KS, threshold:float|None=None, label:str|None=None)->EvalReport:
-    "Roll out G samples per question with `rollout`, then `evaluate_trajectories`"
+             score='em', ks=KS, threshold:float|None=None, label:str|None=None,
+             select=None, # selectors to measure (see `evaluate_trajectories`)
+             verifier=None, # for the verifier selector
+             scorer=None # the `Policy` that scores answers for the policy's selectors; default `policy` when it is one
+            )->EvalReport:
+    "Roll out G samples per question with `rollout`, then `evaluate_trajectories` (and the selectors, with `select`)"
     from venus_nb.rollout import rollout, RolloutConfig
     trajs = rollout(policy, questions, tools, cfg or RolloutConfig())
-    return evaluate_trajectories(trajs, score, ks, threshold, label or getattr(policy, 'name', 'policy'))
+    scorer = scorer if scorer is not None else policy if hasattr(policy, 'model') and hasattr(policy, 'tokenizer') else None
+    return evaluate_trajectories(trajs, score, ks, threshold, label or getattr(policy, 'name', 'policy'), select=select, policy=scorer, verifier=verifier)
 
 # %% ../nbs/31_eval.ipynb #3371b1de
 PAPER_PASS_AT_K = {  # DR-Venus-4B Pass@K for K = 1, 2, 4, 8, 16, in % (method §5)
