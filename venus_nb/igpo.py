@@ -740,7 +740,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
             rows.append(row); sync_engine(engine, pol.model, out/'adapter-latest'); track(row)
-            if cfg.save_rollouts: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
+            if cfg.save_rollouts and last: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
             if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
             if live is not False: handle = _live(rows, handle)
     save_final(pol, cfg, data, len(rows))
