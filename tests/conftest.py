@@ -1,5 +1,6 @@
 "Shared fixtures: where the third-party data lives, and skips with a clear message when it is absent."
-import json, os
+import json, os, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 # Under pytest-xdist every worker gets an equal share of the cores for its math threads: two workers each running
@@ -10,6 +11,32 @@ import pytest, torch
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
+
+# --- a loopback chat-completions server (the LLM judge and verifier tests) ------------------------------------------
+
+class ChatHandler(BaseHTTPRequestHandler):
+    "An OpenAI-compatible endpoint on the loopback: a subclass answers `do_POST` and replies with `send_json`"
+    def request_json(self)->dict:
+        "The request's JSON body, recorded in `server.requests`"
+        body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+        self.server.requests.append(dict(path=self.path, headers=dict(self.headers), body=body))
+        return body
+
+    def send_json(self, code:int, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+
+    def reply(self, content:str): self.send_json(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
+    def log_message(self, *args): pass
+
+def chat_server(handler:type):
+    "A running `ThreadingHTTPServer` on a free loopback port with `requests` and `flaky` lists; a generator for a fixture"
+    srv = ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    srv.requests, srv.flaky = [], {}
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv
+    srv.shutdown(); srv.server_close()
 
 @pytest.fixture(scope='session')
 def world():

@@ -1,6 +1,7 @@
 "One judge signature everywhere: `LLMJudge` against a real OpenAI-compatible server on the loopback, `judge_fn`, `outcomes`, evaluation and the verl hook."
-import json, re, threading, warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import json, re, warnings
+from http.server import ThreadingHTTPServer
+from conftest import ChatHandler, chat_server
 import pytest
 from venus_nb.trajectory import Trajectory, Turn, ToolCall
 from venus_nb.rewards import LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes, exact_match
@@ -11,38 +12,23 @@ from venus_nb import eval as ev
 def _field(prompt, name):
     return re.search(rf'^\[{name}\]: (.*)$', prompt, re.M)[1]
 
-class Judge(BaseHTTPRequestHandler):
+class Judge(ChatHandler):
     """Says `correct: yes` when the response contains the first word of the correct answer. Special responses:
     `flaky` fails once with a 500, `down` always, `empty` replies nothing, `mumble` replies without a verdict."""
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-        srv = self.server
-        srv.requests.append(dict(path=self.path, headers=dict(self.headers), body=body))
-        prompt = body['messages'][0]['content']
+        srv, prompt = self.server, self.request_json()['messages'][0]['content']
         response, correct = _field(prompt, 'response'), _field(prompt, 'correct_answer')
         if response == 'down' or (response == 'flaky' and srv.flaky.setdefault(prompt, 0) < 1):
             srv.flaky[prompt] = srv.flaky.get(prompt, 0) + 1
-            return self._send(500, {'error': 'judge overloaded'})
+            return self.send_json(500, {'error': 'judge overloaded'})
         content = {'empty': '', 'mumble': 'These look alike to me.'}.get(response)
         if content is None:
             verdict = 'yes' if correct.split()[0].lower() in response.lower() else 'no'
             content = f'extracted_final_answer: {response}\nreasoning: compared.\ncorrect: {verdict}\nconfidence: 100'
-        self._send(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
-
-    def _send(self, code, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
-        self.end_headers(); self.wfile.write(data)
-
-    def log_message(self, *args): pass
+        self.reply(content)
 
 @pytest.fixture(scope='module')
-def server():
-    srv = ThreadingHTTPServer(('127.0.0.1', 0), Judge)
-    srv.requests, srv.flaky = [], {}
-    t = threading.Thread(target=srv.serve_forever, daemon=True); t.start()
-    yield srv
-    srv.shutdown(); srv.server_close()
+def server(): yield from chat_server(Judge)
 
 @pytest.fixture
 def sent(server):

@@ -1,6 +1,6 @@
 "Test-time selection: each selector on hand-made rollouts, evidence gain against naive IG, no ground truth read, the verifier on a loopback server, the measurement by hand, evaluate and the CLI."
-import json, math, re, threading, types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import json, math, re, types
+from conftest import ChatHandler, chat_server
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, write_jsonl
@@ -148,35 +148,19 @@ def test_no_selector_reads_the_ground_truth(tiny, server, sent):
 
 def _field(prompt, name): return re.search(rf'^\[{name}\]: (.*)$', prompt, re.M)[1]
 
-class Verifier(BaseHTTPRequestHandler):
+class Verifier(ChatHandler):
     """Says `correct: yes` when the response is written in the evidence. Responses `flaky` fail once with a 500, `mumble` gets no verdict."""
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-        srv = self.server
-        srv.requests.append(dict(path=self.path, headers=dict(self.headers), body=body))
-        prompt = body['messages'][0]['content']
+        srv, prompt = self.server, self.request_json()['messages'][0]['content']
         response, evidence = _field(prompt, 'response'), prompt.split('[evidence]:', 1)[1].split('Your judgement', 1)[0]
         if response == 'flaky' and srv.flaky.setdefault(prompt, 0) < 1:
             srv.flaky[prompt] += 1
-            return self._send(500, {'error': 'busy'})
-        content = 'I cannot tell.' if response == 'mumble' else \
-                  f"extracted_final_answer: {response}\nreasoning: read.\ncorrect: {'yes' if response.lower() in evidence.lower() else 'no'}"
-        self._send(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
-
-    def _send(self, code, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
-        self.end_headers(); self.wfile.write(data)
-
-    def log_message(self, *args): pass
+            return self.send_json(500, {'error': 'busy'})
+        self.reply('I cannot tell.' if response == 'mumble' else
+                   f"extracted_final_answer: {response}\nreasoning: read.\ncorrect: {'yes' if response.lower() in evidence.lower() else 'no'}")
 
 @pytest.fixture(scope='module')
-def server():
-    srv = ThreadingHTTPServer(('127.0.0.1', 0), Verifier)
-    srv.requests, srv.flaky = [], {}
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown(); srv.server_close()
+def server(): yield from chat_server(Verifier)
 
 @pytest.fixture
 def sent(server):
