@@ -30,6 +30,18 @@ class ChatHandler(BaseHTTPRequestHandler):
     def reply(self, content:str): self.send_json(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
     def log_message(self, *args): pass
 
+@pytest.fixture
+def sent(server):
+    "The requests the module's loopback `server` receives during one test"
+    server.requests.clear(); server.flaky.clear()
+    return server.requests
+
+@pytest.fixture
+def loopback_only(monkeypatch):
+    "No proxy, key or judge settings from the environment: requests go to the loopback server and nowhere else"
+    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'OPENAI_API_KEY', 'VENUS_NB_JUDGE_URL', 'VENUS_NB_JUDGE_MODEL'):
+        monkeypatch.delenv(k, raising=False)
+
 def chat_server(handler:type):
     "A running `ThreadingHTTPServer` on a free loopback port with `requests` and `flaky` lists; a generator for a fixture"
     srv = ThreadingHTTPServer(('127.0.0.1', 0), handler)

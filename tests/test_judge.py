@@ -30,16 +30,7 @@ class Judge(ChatHandler):
 @pytest.fixture(scope='module')
 def server(): yield from chat_server(Judge)
 
-@pytest.fixture
-def sent(server):
-    "The requests the server receives during one test"
-    server.requests.clear(); server.flaky.clear()
-    return server.requests
-
-@pytest.fixture(autouse=True)
-def loopback_only(monkeypatch):
-    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'OPENAI_API_KEY', 'VENUS_NB_JUDGE_URL', 'VENUS_NB_JUDGE_MODEL'):
-        monkeypatch.delenv(k, raising=False)
+pytestmark = pytest.mark.usefixtures('loopback_only')
 
 def judge_at(server, **kw):
     return LLMJudge(f'http://127.0.0.1:{server.server_port}/v1', backoff=0, **kw)

@@ -162,15 +162,7 @@ class Verifier(ChatHandler):
 @pytest.fixture(scope='module')
 def server(): yield from chat_server(Verifier)
 
-@pytest.fixture
-def sent(server):
-    server.requests.clear(); server.flaky.clear()
-    return server.requests
-
-@pytest.fixture(autouse=True)
-def loopback_only(monkeypatch):
-    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'OPENAI_API_KEY', 'VENUS_NB_JUDGE_URL', 'VENUS_NB_JUDGE_MODEL'):
-        monkeypatch.delenv(k, raising=False)
+pytestmark = pytest.mark.usefixtures('loopback_only')
 
 def verifier_at(server, **kw): return LLMVerifier(f'http://127.0.0.1:{server.server_port}/v1', backoff=0, **kw)
 

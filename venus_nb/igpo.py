@@ -29,13 +29,13 @@ __all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGP
            'learning_rate', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge', 'config_json',
            'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums',
            'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights',
-           'ig_precision', 'each_prompt_once', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
-           'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state',
-           'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card',
-           'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
-           'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult',
-           'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy',
-           'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
+           'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update',
+           'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
+           'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
+           'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine', 'signal_metrics',
+           'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure',
+           'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation',
+           'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .sft import trackers, need_tensorboard
@@ -270,22 +270,7 @@ def ig_precision(model, cfg:IGPOConfig):
     return train_precision(model) if cfg.ig_dtype == 'train' else float32_weights(model)
 
 # %% ../nbs/26_igpo.ipynb #597fdfb4
-from .rewards import Scored
-
-def each_prompt_once(model, tokens:list, # per sequence its `Tokenized` (or None: scored from scratch)
-                     max_len:int|None, # the window; a prompt longer than it is not prefilled
-                     score # (index, `Prefix` or None) -> the sequence's result
-                    )->list:
-    "`score` on every sequence, the prompt of each group that shares one run through `model` once (a KV cache)"
-    window = max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)
-    out = [None] * len(tokens)
-    for prompt, idx in prompt_groups(tokens).items():
-        # all but the prompt's last token: the first generated token's log-prob is computed from the position before it
-        prefix = prefilled(model, list(prompt[:-1])) if len(idx) > 1 and 1 < len(prompt) < window else None
-        for i in idx: out[i] = score(i, prefix)
-    for i, t in enumerate(tokens):
-        if t is None: out[i] = score(i, None)
-    return out
+from .rewards import Scored, each_prompt_once
 
 @torch.no_grad()
 def score_rollouts(model, tok, trajs:list, cfg:IGPOConfig=IGPOConfig(), judge=None)->Scored:

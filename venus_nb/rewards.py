@@ -16,8 +16,8 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES
            'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
            'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
            'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued',
-           'prompt_groups', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
-           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
+           'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs',
+           'gt_logprobs', 'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -455,6 +455,21 @@ def prompt_groups(token_lists:list)->dict:
     for i, t in enumerate(token_lists):
         if t is not None: groups.setdefault(tuple(t.ids[:t.prompt_len]), []).append(i)
     return groups
+
+def each_prompt_once(model, tokens:list, # per sequence its `Tokenized` (or None: scored from scratch)
+                     max_len:int|None, # the window; a prompt longer than it is not prefilled
+                     score # (index, `Prefix` or None) -> the sequence's result
+                    )->list:
+    "`score` on every sequence, the prompt of each group that shares one run through `model` once (a KV cache)"
+    window = max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)
+    out = [None] * len(tokens)
+    for prompt, idx in prompt_groups(tokens).items():
+        # all but the prompt's last token: the first generated token's log-prob is computed from the position before it
+        prefix = prefilled(model, list(prompt[:-1])) if len(idx) > 1 and 1 < len(prompt) < window else None
+        for i in idx: out[i] = score(i, prefix)
+    for i, t in enumerate(tokens):
+        if t is None: out[i] = score(i, None)
+    return out
 
 @torch.no_grad()
 def _probe_logps(model, cache, bounds, probe, temperature):

@@ -14,7 +14,7 @@ import numpy as np, pandas as pd
 from .base import write_atomic
 from .trajectory import Trajectory, read_jsonl
 from .rewards import (RewardConfig, LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict, answer_probe, gt_logprobs,
-                              ig_from_logprobs, scored_boundaries, prompt_groups, prefilled)
+                              ig_from_logprobs, scored_boundaries, each_prompt_once)
 from .eval import KS, PAPER_PASS_AT_K, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids
 from .experiment import bootstrap_mean, paired_stats
 
@@ -22,12 +22,11 @@ from .experiment import bootstrap_mean, paired_stats
 __all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS',
            'ROLLOUT_COLUMNS', 'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'answer_key', 'Candidate', 'vote',
            'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified', 'Selector', 'selectors_of',
-           'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens', 'as_policy', 'by_prompt',
-           'policy_scores', 'evidence_text', 'LLMVerifier', 'verifier_scores', 'blind', 'answer_rows',
-           'candidate_table', 'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets',
-           'selected_accuracy', 'gap_share', 'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row',
-           'selection_table', 'Measurement', 'selection_figure', 'measure', 'write_selection', 'usable',
-           'measure_selection', 'run_selection']
+           'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens', 'as_policy', 'policy_scores',
+           'evidence_text', 'LLMVerifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
+           'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
+           'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row', 'selection_table', 'Measurement',
+           'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'run_selection']
 
 # %% ../nbs/33_select.ipynb #c610264f
 def answer_key(answer)->str:
@@ -163,14 +162,6 @@ def as_policy(policy):
     from venus_nb.models import load_policy
     return load_policy(str(policy), dtype='float32')
 
-def by_prompt(model, trajs:list, score:Callable)->list:
-    "`score(i, prefix)` for each tokenised rollout, the prompt its question's rollouts share run through `model` once (a `rewards.Prefix`)"
-    out, window = [None] * len(trajs), getattr(model.config, 'max_position_embeddings', 1 << 30)
-    for prompt, idx in prompt_groups([t.tokens for t in trajs]).items():
-        prefix = prefilled(model, list(prompt[:-1])) if len(idx) > 1 and 1 < len(prompt) < window else None   # as IGPO scores a group
-        for i in idx: out[i] = score(i, prefix)
-    return out
-
 def policy_scores(trajs:list, # rollouts without their ground truth, tokenised
                   resources:dict # `policy`: (model, tokenizer)
                  )->pd.DataFrame:
@@ -180,7 +171,7 @@ def policy_scores(trajs:list, # rollouts without their ground truth, tokenised
     model, tok = resources['policy']
     trajs = [t if t.tokens is not None else replace(t, tokens=t.tokenize(tok)) for t in trajs]
     model.eval()
-    with torch.no_grad(): rows = by_prompt(model, trajs, lambda i, prefix: _policy_row(model, tok, trajs[i], prefix))
+    with torch.no_grad(): rows = each_prompt_once(model, [t.tokens for t in trajs], None, lambda i, prefix: _policy_row(model, tok, trajs[i], prefix))
     return pd.DataFrame(rows, columns=POLICY_COLUMNS)
 
 # %% ../nbs/33_select.ipynb #bfa9b1bf
