@@ -14,9 +14,10 @@ from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_j
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
-           'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench', 'load_browsecomp_zh', 'as_questions', 'CleanConfig',
-           'normal_args', 'clean_think', 'parse_search_results', 'step_normalise', 'step_prune', 'signatures',
-           'step_dedupe', 'step_validate', 'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
+           'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench', 'load_browsecomp_zh', 'as_questions', 'question_kind',
+           'by_kind', 'check_shares', 'kind_counts', 'CleanConfig', 'normal_args', 'clean_think',
+           'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe', 'step_validate',
+           'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
 
 # %% ../nbs/11_data.ipynb #b8ef6b1c
 def _json_files(folder:Path)->list:
@@ -148,6 +149,36 @@ def as_questions(x, # question dicts in a list, a QA loader's `Loaded`, or a `da
         if not isinstance(r, dict) or not isinstance(r.get('question'), str) or 'id' not in r:
             raise ValueError(f'question {i} is not a dict with a "question" text and an "id": {str(r)[:80]}')
     return rows
+
+# %% ../nbs/11_data.ipynb #eb0fcb44
+def question_kind(q:dict)->str:
+    "A question's kind: its `kind` field, else its hop count ('2-hop') where it records its hops, else 'all'"
+    if q.get('kind'): return str(q['kind'])
+    hops = q.get('hops')
+    return f'{hops if isinstance(hops, int) else len(hops)}-hop' if hops else 'all'
+
+def by_kind(questions:list)->dict:
+    "{kind: the questions of that kind, in their order}"
+    out = {}
+    for q in questions: out.setdefault(question_kind(q), []).append(q)
+    return out
+
+# %% ../nbs/11_data.ipynb #94211ab7
+def check_shares(shares:dict|None)->dict|None:
+    "`shares` ({kind: weight}) as given where it is None or non-negative numbers with a positive sum, else a ValueError"
+    ok = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+    if shares is not None and not (isinstance(shares, dict) and all(map(ok, shares.values())) and sum(shares.values()) > 0):
+        raise ValueError(f'kind shares map question kinds to non-negative numbers with a positive sum, got {shares!r}')
+    return shares
+
+def kind_counts(shares:dict, # {kind: weight}, normalised here
+                n:int)->dict:
+    "How many of `n` questions each kind gets: its share of `n`, rounded by largest remainder (ties to the kind named first)"
+    total = sum(shares.values())
+    exact = {k: n * v / total for k, v in shares.items()}
+    counts = {k: int(x) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: counts[k] - exact[k])[:n - sum(counts.values())]: counts[k] += 1
+    return counts
 
 # %% ../nbs/11_data.ipynb #5f6c3a48
 @dataclass

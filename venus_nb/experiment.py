@@ -9,17 +9,17 @@ from typing import Callable
 import numpy as np, pandas as pd
 from .base import write_atomic, save_config, load_config, config_kwargs
 from .eval import pass_at_k, tool_counts
-from .data import as_questions
+from .data import as_questions, question_kind
 from .models import fast_dtype
 
 # %% auto #0
 __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
-           'warm_start_point', 'ExperimentConfig', 'experiment_json', 'question_kind', 'checked_rollouts',
-           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
-           'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves',
-           'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'sweep_row', 'sweep']
+           'warm_start_point', 'ExperimentConfig', 'experiment_json', 'checked_rollouts', 'reference_rows',
+           'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment',
+           'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
+           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -263,12 +263,6 @@ def experiment_json(cfg:ExperimentConfig)->dict:
 # %% ../nbs/32_experiment.ipynb #e724b688
 EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a training step's seed
 EVAL_COLUMNS = ['arm', 'seed', 'step', 'rollouts', 'question', 'kind', 'n', 'c', 'turns', 'visits']
-
-def question_kind(q:dict)->str:
-    "A question's kind: its `kind` field, else its hop count ('2-hop') where it records its hops, else 'all'"
-    if q.get('kind'): return str(q['kind'])
-    hops = q.get('hops')
-    return f'{hops if isinstance(hops, int) else len(hops)}-hop' if hops else 'all'
 
 def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.DataFrame:
     "Per held-out question: samples `n`, correct samples `c`, mean turns and visits per rollout, and the question's kind"

@@ -32,13 +32,14 @@ __all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGP
            'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update',
            'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
            'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
-           'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine', 'signal_metrics',
-           'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure',
-           'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation',
-           'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
+           'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds',
+           'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult',
+           'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy',
+           'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .sft import trackers, need_tensorboard
+from .data import check_shares
 
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
 LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
@@ -48,6 +49,7 @@ class IGPOConfig:
     "Stage-2 settings; defaults are DR-Venus' (method §1.6, §2.4)"
     steps: int = 60
     questions_per_step: int = 16                  # prompts per step; each gets `rollout.G` rollouts
+    kind_shares: dict|None = None                # draw each step's questions by kind in these shares, e.g. {'2-hop': 3, '1-hop': 1} (kinds as `data.question_kind` names them); None: uniformly
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     rewards: RewardConfig = field(default_factory=RewardConfig)
     judge: str|Callable = 'em'                   # outcome: 'em', 'f1', an `LLMJudge` or a module-level function
@@ -84,6 +86,7 @@ class IGPOConfig:
         self.betas, self.target_modules = tuple(self.betas), tuple(self.target_modules)
         if self.ppo_epochs < 1 or self.mini_batches < 1: raise ValueError('ppo_epochs and mini_batches must be >= 1')
         if self.lora_r is not None and self.lora_r < 1: raise ValueError('lora_r must be >= 1, or None for full fine-tuning')
+        check_shares(self.kind_shares)
         if self.ig_dtype not in ('float32', 'train'): raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
         judge_fn(self.judge)   # 'em', 'f1' or a callable judge, else a ValueError or TypeError that says which
         self.report_to = trackers(self.report_to)
@@ -566,6 +569,23 @@ def sync_engine(engine, model, folder:Path):
     if how == 'lora': model.save_pretrained(folder); engine.load_lora(str(folder))
     if how == 'reload': merged_copy(model).save_pretrained(folder); engine.reload(str(folder))
 
+# %% ../nbs/26_igpo.ipynb #cd9b5a96
+from .data import by_kind, kind_counts
+
+def draw_batch(questions:list, cfg:IGPOConfig, rng:random.Random)->list:
+    "A step's questions: a uniform sample of `questions_per_step`, or that many drawn by kind in `cfg.kind_shares`"
+    n = min(cfg.questions_per_step, len(questions))
+    if not cfg.kind_shares: return rng.sample(questions, n)
+    kinds = by_kind(questions)
+    return [q for k, c in kind_counts(cfg.kind_shares, n).items() for q in rng.sample(kinds.get(k, []), c)]
+
+def check_kinds(questions:list, cfg:IGPOConfig):
+    "A ValueError, before training, where a kind in `cfg.kind_shares` has fewer questions than one step draws of it"
+    if not cfg.kind_shares: return
+    have = {k: len(v) for k, v in by_kind(questions).items()}
+    short = {k: c for k, c in kind_counts(cfg.kind_shares, min(cfg.questions_per_step, len(questions))).items() if have.get(k, 0) < c}
+    if short: raise ValueError(f'kind_shares draws {short} questions of these kinds per step; the questions hold {have}')
+
 # %% ../nbs/26_igpo.ipynb #76ffde3e
 def signal_metrics(scored:Scored)->dict:
     "Where a step's learning signal can come from: groups whose outcomes differ, and scored IG slots"
@@ -589,7 +609,7 @@ def batch_metrics(trajs:list, scored:Scored, details)->dict:
 def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig, step:int, rng:random.Random, judge=None)->tuple[dict, Scored]:
     "Rollouts → π_old scoring → advantages → update; returns the step's metrics and the scored rollouts"
     t0 = time.time()
-    batch = rng.sample(questions, min(cfg.questions_per_step, len(questions)))
+    batch = draw_batch(questions, cfg, rng)
     trajs = rollout(engine, batch, tools, replace(cfg.rollout, seed=cfg.seed * 100_003 + step))
     t1 = time.time(); scored = score_rollouts(policy.model, policy.tokenizer, trajs, cfg, judge)
     adv, details = advantages_of(scored)
@@ -719,7 +739,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
     _engine_follows(engine, pol.model); warn_rounding(engine, pol.model)   # an engine that cannot follow the policy stops here
     if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
-    cfg.save(out/'igpo_config.json'); data = f'{len(questions)} questions; tools: {type(tools).__name__}'
+    check_kinds(questions, cfg); cfg.save(out/'igpo_config.json'); data = f'{len(questions)} questions; tools: {type(tools).__name__}'
     if _is_lora(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
     with tracking(cfg, step) as track:
         for step in range(step, cfg.steps):
