@@ -442,3 +442,35 @@ def test_signal_metrics_counts_differing_groups_and_ig_slots():
     from venus_nb.replay import Scored
     s = Scored(trajs=[None] * 4, groups=[0, 0, 1, 1], ig=[[None, 0.2], [None], [0.1, None, -0.3], []], outcome=[1.0, 0.0, 0.0, 0.0])
     assert signal_metrics(s) == dict(groups=2, groups_differing=1, ig_slots=3)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Which questions a step draws
+
+def _kinds(n1=6, n2=10):
+    return [dict(id=f'a{i}', question=f'one {i}?', answer='x', hops=[('e', 'r', 'x')]) for i in range(n1)] + \
+           [dict(id=f'b{i}', question=f'two {i}?', answer='y', kind='2-hop') for i in range(n2)]
+
+def test_kind_shares_draw_fixed_counts_of_each_kind():
+    from venus_nb.igpo import draw_batch
+    from venus_nb.data import question_kind
+    qs, cfg = _kinds(), IGPOConfig(questions_per_step=4, kind_shares={'2-hop': 3, '1-hop': 1})
+    rng, seen = random.Random(1), set()
+    for _ in range(200):
+        b = draw_batch(qs, cfg, rng)
+        assert [question_kind(q) for q in b] == ['2-hop'] * 3 + ['1-hop'] and len({q['id'] for q in b}) == 4
+        seen |= {q['id'] for q in b}
+    assert seen == {q['id'] for q in qs}                       # every question of every kind comes up
+    only = IGPOConfig(questions_per_step=3, kind_shares={'2-hop': 1, '1-hop': 0})
+    assert {question_kind(q) for q in draw_batch(qs, only, rng)} == {'2-hop'}
+    # without shares the draw is the uniform one every earlier run made, so their batches (and resumes) stay as they were
+    assert draw_batch(qs, IGPOConfig(questions_per_step=4), random.Random(5)) == random.Random(5).sample(qs, 4)
+
+@pytest.mark.parametrize('shares', [{}, {'2-hop': -1}, {'2-hop': 0}, {'2-hop': True}, {'2-hop': '3'}, ['2-hop']])
+def test_kind_shares_are_checked(shares):
+    with pytest.raises(ValueError, match='non-negative numbers with a positive sum'): IGPOConfig(kind_shares=shares)
+
+def test_a_kind_with_too_few_questions_stops_before_training(tmp_path):
+    qs, world = _world()
+    cfg = replace(_cfg(tmp_path/'run', 16), kind_shares={'5-hop': 1, '2-hop': 1})
+    with pytest.raises(ValueError, match=r"\{'5-hop': 1\}"): igpo(tiny_model('llama'), qs, world, cfg, live=False)
+    assert not (tmp_path/'run'/'checkpoint-1').exists() and not (tmp_path/'run'/'rollouts').exists()
