@@ -18,7 +18,8 @@ import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
 from .base import write_atomic, atomic_open, save_config, load_config, config_kwargs
-from .sft import newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes, describe_changes
+from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes,
+                                  describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
 from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
                               Prefix, prefilled, crop_to, prompt_groups,
                               ig_from_logprobs)
@@ -38,7 +39,6 @@ __all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGP
            'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
-from .sft import trackers, need_tensorboard
 from .data import check_shares
 
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
@@ -232,8 +232,6 @@ def token_logps(model, ids:list, temperature:float=1.0,
     lp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, x[0, pos, None])[:, 0]
     return lp.new_zeros(len(ids)).index_put((pos,), lp)
 
-def _is_lora(model)->bool: return hasattr(model, 'peft_config')
-
 @contextmanager
 def adapter_off(model):
     "The same model with its LoRA adapter disabled"
@@ -243,7 +241,7 @@ def adapter_off(model):
 def reference(model):
     "π_ref: the frozen copy a full fine-tune keeps, else the same model with its LoRA adapter off"
     ref = getattr(model, 'venus_ref', None)
-    if ref is None and not _is_lora(model):
+    if ref is None and not is_adapter(model):
         raise ValueError('no reference policy: a fully fine-tuned policy keeps a frozen copy when `rl_policy` builds it with kl_coef > 0')
     with (nullcontext(ref) if ref is not None else adapter_off(model)) as m: yield m
 
@@ -435,7 +433,7 @@ def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:rand
     "Write `checkpoint-{step}`: the adapter (LoRA) or every weight (full fine-tuning) with a model card, optimiser, config, then state.json"
     d = Path(cfg.output_dir)/f'checkpoint-{step}'
     d.mkdir(parents=True, exist_ok=True)
-    save_weights(model, cfg, d/('adapter' if _is_lora(model) else 'model'), data, step)
+    save_weights(model, cfg, d/('adapter' if is_adapter(model) else 'model'), data, step)
     with atomic_open(d/'optimizer.pt', 'wb') as f: torch.save(opt.state_dict(), f)
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
@@ -485,7 +483,7 @@ def _load_weights(model, d:Path):
     "The adapter into a LoRA policy, or every weight into a full fine-tune"
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
-    kind = 'adapter' if _is_lora(model) else 'model'
+    kind = 'adapter' if is_adapter(model) else 'model'
     if not (d/kind).is_dir():
         raise ValueError(f"{d} has no {kind}/ folder: it was written with {'full fine-tuning' if kind == 'adapter' else 'LoRA'}; "
                          "resume with the `lora_r` of the run that wrote it")
@@ -516,7 +514,7 @@ def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`adapter
 
 def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
     "The adapter (naming its base) or every weight, the tokenizer when given, and a model card"
-    base = adapter_base(model, cfg, tokenizer) if _is_lora(model) else None
+    base = adapter_base(model, cfg, tokenizer) if is_adapter(model) else None
     model.save_pretrained(folder)
     if tokenizer is not None: tokenizer.save_pretrained(folder)
     write_atomic(Path(folder)/'README.md', rl_card(model, cfg, base, data, step))
@@ -534,14 +532,14 @@ def save_final(policy:Policy, cfg:IGPOConfig, data:str='', step:int|None=None)->
 def _engine_follows(engine, model)->str|None:
     "How an engine takes new weights: 'lora' (the adapter), 'reload' (the merged weights), None (it generates with the policy)"
     if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return None
-    if _is_lora(model) and getattr(engine, 'takes_lora', True): return 'lora'
+    if is_adapter(model) and getattr(engine, 'takes_lora', True): return 'lora'
     if hasattr(engine, 'reload'): return 'reload'
     raise NotImplementedError('this engine follows LoRA adapters only: train LoRA, or use `vllm_engine` (which reloads weights) '
                               'or the transformers engine (the default)')
 
 def merged_copy(model):
     "The policy as a plain model: a LoRA adapter merged into a float32 copy of the weights (nothing rounds in the merge); a full fine-tune as it is"
-    return cast_params(copy.deepcopy(model), torch.float32).merge_and_unload() if _is_lora(model) else model
+    return cast_params(copy.deepcopy(model), torch.float32).merge_and_unload() if is_adapter(model) else model
 
 def engine_dtype(engine)->torch.dtype|None:
     "The dtype a vLLM engine computes in (None for other engines)"
@@ -558,7 +556,7 @@ def merge_kept(w, delta, dtype=torch.bfloat16)->dict:
 def warn_rounding(engine, model):
     "Warn where a LoRA update would be merged into an engine computing in half precision (it rounds away)"
     dt = engine_dtype(engine)
-    if _engine_follows(engine, model) == 'reload' and _is_lora(model) and dt not in (None, torch.float32):
+    if _engine_follows(engine, model) == 'reload' and is_adapter(model) and dt not in (None, torch.float32):
         warnings.warn(f'the engine computes in {dt}: a LoRA update merged into its weights rounds away; build it with '
                       '`vllm_engine(..., enable_lora=True)` so it serves the adapter (the step metrics logp_mismatch_* show the gap)')
 
@@ -667,8 +665,7 @@ class IGPOResult:
                 f'KL {m.kl.iloc[-1]:.4f}; saved to `{self.output_dir}`')
 
 def _live(rows, handle):
-    from venus_nb.sft import _in_notebook
-    if not _in_notebook(): return handle
+    if not in_notebook(): return handle
     from IPython.display import display
     fig = metrics_figure(pd.DataFrame(rows))
     if handle is None: return display(fig, display_id=True)
@@ -740,7 +737,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     _engine_follows(engine, pol.model); warn_rounding(engine, pol.model)   # an engine that cannot follow the policy stops here
     if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
     check_kinds(questions, cfg); cfg.save(out/'igpo_config.json'); data = f'{len(questions)} questions; tools: {type(tools).__name__}'
-    if _is_lora(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
+    if is_adapter(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
     with tracking(cfg, step) as track:
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)

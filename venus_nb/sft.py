@@ -11,30 +11,14 @@ import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
 from .base import write_atomic, save_config, load_config
+from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
+                                  config_changes, describe_changes, is_adapter, in_notebook)
 from .trajectory import as_trajectories
 
 # %% auto #0
-__all__ = ['TRACKERS', 'SFT_FREE', 'trackers', 'need_tensorboard', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data',
-           'show_mask', 'LossLog', 'pad_collate', 'with_lora', 'QuietProgress', 'quiet_progress', 'unsloth_policy',
-           'adapter_base', 'sft_card', 'follow_tensorboard', 'SFTResult', 'checkpoint_folders', 'one_line',
-           'first_problem', 'newest_whole', 'check_torch_file', 'check_safetensors', 'file_checks', 'check_json',
-           'sft_checkpoint_problem', 'last_checkpoint', 'config_changes', 'describe_changes', 'sft']
-
-# %% ../nbs/13_sft.ipynb #740b3a82
-TRACKERS = ('tensorboard',)   # the offline, local trackers the stages log to, named as TRL names them
-
-def trackers(report_to # a tracker name, a list of them, or 'none' / None / [] for none
-            )->tuple:
-    "`report_to` as a tuple of tracker names, checked"
-    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
-    names = tuple(dict.fromkeys(n for n in names if n != 'none'))
-    if bad := [n for n in names if n not in TRACKERS]:
-        raise ValueError(f"report_to: unknown tracker {bad[0]!r}; venus_nb logs offline to {list(TRACKERS)} ('none' for no tracker)")
-    return names
-
-def need_tensorboard():
-    "A clear ImportError when TensorBoard is not installed"
-    if not has_module('tensorboard'): raise ImportError("report_to=['tensorboard'] needs TensorBoard: pip install tensorboard")
+__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'pad_collate',
+           'with_lora', 'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base', 'sft_card',
+           'follow_tensorboard', 'SFTResult', 'sft_checkpoint_problem', 'last_checkpoint', 'sft']
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
@@ -144,13 +128,9 @@ def _args_dict(cfg:SFTConfig)->dict:
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback, PrinterCallback
 
-def _in_notebook():
-    try: return get_ipython().__class__.__name__ == 'ZMQInteractiveShell'  # noqa: F821
-    except NameError: return False
-
 class LossLog(TrainerCallback):
     "Records logged losses, and writes the config and model card into each checkpoint; in a notebook, redraws a live loss curve"
-    def __init__(self, cfg:SFTConfig, live:bool|None=None): self.cfg, self.rows, self.live, self.handle = cfg, [], _in_notebook() if live is None else live, None
+    def __init__(self, cfg:SFTConfig, live:bool|None=None): self.cfg, self.rows, self.live, self.handle = cfg, [], in_notebook() if live is None else live, None
     def on_log(self, args, state, control, logs=None, **kw):
         if logs and 'loss' in logs: self.rows.append(dict(step=state.global_step, loss=logs['loss'], lr=logs.get('learning_rate')))
         if self.live and self.rows: self._draw()
@@ -233,11 +213,9 @@ def _unsloth_trainer(policy, examples, cfg, log):
 # %% ../nbs/13_sft.ipynb #4f7b1066
 from .models import weights_source, name_base, model_card
 
-def _is_adapter(model)->bool: return hasattr(model, 'peft_config')
-
 def adapter_base(model, output_dir, tokenizer=None)->str|None:
     "Name the base of an SFT adapter: the weights' Hub name or folder, else the base saved once to output_dir/base (None: a full fine-tune)"
-    if not _is_adapter(model): return None
+    if not is_adapter(model): return None
     return name_base(model, weights_source(model.get_base_model()), Path(output_dir)/'base', tokenizer)
 
 def sft_card(policy:Policy, cfg:SFTConfig, data:SFTData, base:str|None):
@@ -271,58 +249,7 @@ class SFTResult:
         return f'SFT with {self.policy.backend}: {int(l.step.max()) if len(l) else 0} steps, loss {first:.3f} → {last:.3f}; saved to `{self.output_dir}`'
 
 
-# %% ../nbs/13_sft.ipynb #f51bdd4b
-def checkpoint_folders(output_dir)->list[Path]:
-    "The `checkpoint-N` folders of `output_dir`, newest (largest N, not lexical order) first"
-    found = [p for p in Path(output_dir).glob('checkpoint-*') if p.is_dir() and p.name.split('-')[-1].isdigit()]
-    return sorted(found, key=lambda p: int(p.name.split('-')[-1]), reverse=True)
-
-def one_line(e:BaseException, limit:int=240)->str:
-    "An exception as one short line: its type and message"
-    return ' '.join(f'{type(e).__name__}: {e}'.split())[:limit]
-
-def first_problem(checks:dict # name -> a function that raises when that part is broken
-                 )->str|None:
-    "'name: reason' of the first check that raises, or None when every part reads"
-    for name, check in checks.items():
-        try: check()
-        except Exception as e: return f'{name}: {one_line(e)}'
-    return None
-
-def newest_whole(output_dir, problem # folder -> why it would not load, or None
-                )->Path|None:
-    "The newest checkpoint that loads whole; warns about each newer one it skips, and why"
-    for d in checkpoint_folders(output_dir):
-        if (why := problem(d)) is None: return d
-        warnings.warn(f'resume skips {d}: {why}', stacklevel=2)
-    return None
-
 # %% ../nbs/13_sft.ipynb #2b345390
-def check_torch_file(path):
-    "Load a torch file as resume does: tensors and numbers only (and numpy's, as the trainer allows), memory-mapped"
-    from transformers.trainer_pt_utils import safe_globals
-    with safe_globals(): torch.load(path, map_location='cpu', weights_only=True, mmap=True)
-
-def check_safetensors(path):
-    "A `.safetensors` file opens whole (a truncated one does not: its header no longer covers the file)"
-    from safetensors import safe_open
-    with safe_open(str(path), 'pt'): pass
-
-def _no_weights(folder): raise FileNotFoundError(f'no .safetensors file in {folder}')
-
-def file_checks(folder)->dict:
-    "A check per weights file (at least one) and torch file of `folder`, by file name"
-    found = sorted(Path(folder).glob('*.safetensors'))
-    checks = {p.name: (lambda p=p: check_safetensors(p)) for p in found} or {'weights': lambda: _no_weights(folder)}
-    return checks | {p.name: (lambda p=p: check_torch_file(p)) for p in sorted(Path(folder).glob('*.pt*'))}
-
-def check_json(path, *keys)->dict:
-    "A JSON object holding `keys`"
-    d = json.loads(Path(path).read_text())
-    if not isinstance(d, dict): raise ValueError(f'{Path(path).name} is not a JSON object')
-    if missing := [k for k in keys if k not in d]: raise ValueError(f'{Path(path).name} lacks {missing}')
-    return d
-
 def sft_checkpoint_problem(d:Path)->str|None:
     "Why the trainer could not resume from `d` (None: every part reads)"
     checks = {'trainer_state.json': lambda: check_json(d/'trainer_state.json', 'global_step'),
@@ -337,24 +264,6 @@ def last_checkpoint(output_dir)->str|None:
 # %% ../nbs/13_sft.ipynb #9114e248
 SFT_FREE = ('output_dir', 'save_steps', 'save_total_limit', 'logging_steps', 'max_steps', 'epochs', 'backend', 'model',
             'gradient_checkpointing', 'report_to', 'run_name')   # settings that may change on resume
-
-def _flat(d:dict, prefix:str='')->dict:
-    "Nested settings as one level, `outer.inner` keys"
-    out = {}
-    for k, v in d.items(): out |= _flat(v, f'{prefix}{k}.') if isinstance(v, dict) and v else {f'{prefix}{k}': v}
-    return out
-
-def config_changes(saved:dict, # the settings a checkpoint was trained with (as JSON)
-                   now:dict, # the settings of this run (as JSON)
-                   free=() # settings that may differ
-                  )->dict:
-    "{setting: [saved, now]} of every setting that differs, nested ones as `outer.inner`"
-    a, b = _flat(json.loads(json.dumps(saved))), _flat(json.loads(json.dumps(now)))   # tuples and lists compare alike
-    return {k: [a.get(k), b.get(k)] for k in dict.fromkeys([*b, *a]) if k not in free and a.get(k) != b.get(k)}
-
-def describe_changes(changes:dict)->str:
-    "One line: `lr 1e-05 → 0.0001, ...`"
-    return ', '.join(f'{k} {a!r} → {b!r}' for k, (a, b) in changes.items())
 
 def _same_settings(ckpt:Path, cfg:SFTConfig):
     "Refuse to resume `ckpt` with settings that matter changed"
@@ -378,6 +287,6 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
     run = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(cfg.output_dir); policy.tokenizer.save_pretrained(cfg.output_dir); write_atomic(Path(cfg.output_dir)/'README.md', log.card())
-    if not _is_adapter(trainer.model): trainer.model.config._name_or_path = str(Path(cfg.output_dir).resolve())   # its weights now load from there
+    if not is_adapter(trainer.model): trainer.model.config._name_or_path = str(Path(cfg.output_dir).resolve())   # its weights now load from there
     trained = Policy(trainer.model, policy.tokenizer, policy.name, backend)
     return SFTResult(trained, pd.DataFrame(log.rows, columns=['step', 'loss', 'lr']), data, Path(cfg.output_dir), resume, run.metrics.get('train_runtime'))
