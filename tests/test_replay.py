@@ -172,3 +172,16 @@ def test_real_dr_venus_trajectories():
         assert 'more characters' in r.transcript.value or len(t.turns[r.turn].observation or '') <= 800
     links = credit_links(sc.table().query('rollout == 0'))
     assert links and all(trajs[0].turns[s].kind != 'visit' or ty != 'ig' for _, s, ty in links)
+
+def test_picks_of_a_selection_show_in_the_group_widget_and_page(group):
+    trajs, sc = group
+    picks = {'majority': 2, 'confidence': 0, 'evidence': 2}
+    s = group_summary(sc.table(), dict(enumerate(trajs)), picks=picks)
+    assert s.picked_by.to_dict() == {0: 'confidence', 1: '', 2: 'majority, evidence', 3: ''}
+    assert 'picked_by' not in group_summary(sc.table(), dict(enumerate(trajs)))   # no selection, no column
+    r = Replay(None, sc, picks=picks)
+    labels = dict((v, k) for k, v in r.group.pick.options)
+    assert labels[2].endswith('picked by majority, evidence') and 'picked by' not in labels[1]
+    assert '<td>majority, evidence</td>' in r.group.view.value
+    page = replay_html(trajs, sc, rollout=1, picks=picks)
+    assert '<th>picked_by</th>' in page and '<td>majority, evidence</td>' in page

@@ -97,6 +97,15 @@ def test_picks_record_empty_questions_without_a_crash(tiny):
     assert judged.picks.set_index(['group', 'selector']).loc[(4, 'confidence'), 'correct'] == False
     assert 'Selection' in judged._repr_markdown_()
 
+def test_picked_names_the_row_each_selector_chose_for_a_replay(tiny):
+    trajs = hand()
+    sel = select(trajs, list(SELECTORS)[:4], policy=tiny)
+    p = sel.picks.set_index(['group', 'selector'])
+    assert sel.picked(1) == {s: int(p.loc[(1, s), 'row']) for s in list(SELECTORS)[:4]}
+    assert all(trajs[r].meta['group'] == 1 for r in sel.picked(1).values())   # rows are positions in the rollouts given
+    assert trajs[sel.picked(0)['majority']].turns[-1].answer in ('Rhine', 'the Rhine')
+    assert sel.picked(4) == {}   # nobody answered: no selector picked a rollout
+
 # --- evidence gain is IG with the own answer as the target ----------------------------------------------------------
 
 @torch.no_grad()

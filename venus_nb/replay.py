@@ -21,8 +21,8 @@ _all_ = ['Scored']   # `Scored` lives in `rewards` (no plotly there); importable
 # %% auto #0
 __all__ = ['KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE', 'SORTS', 'SELECTOR_JS', 'random_logprobs', 'pair_rollouts',
            'rewards_table', 'rollout_rows', 'credit_links', 'replay_figure', 'redraw_advantages', 'highlight', 'clip',
-           'turn_html', 'header_html', 'group_summary', 'summary_html', 'GroupView', 'Replay', 'chart_width',
-           'replay_html', 'write_replay', 'Scored']
+           'turn_html', 'header_html', 'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay',
+           'chart_width', 'replay_html', 'write_replay', 'Scored']
 
 # %% ../nbs/30_replay.ipynb #f7a2de56
 def _is_scored(turn, last, cfg):
@@ -280,12 +280,18 @@ def _rollout_summary(r, traj, rows):
                 format_errors=len(traj.format_errors()), outcome=_outcome_of(rows),
                 advantage=float(_num(rows['advantage']).mean()), answer=str(traj.turns[-1].answer or '')[:40])
 
+def picked_by(picks:dict|None, # {selector: rollout id} (`select.Selection.picked`)
+              r:int)->str:
+    "The selectors that picked rollout `r`, comma-separated ('' for none)"
+    return ', '.join(n for n, p in (picks or {}).items() if p == r)
+
 def group_summary(table:pd.DataFrame, # `TurnRewards` rows of the rollouts
                   trajs:dict, # {rollout id: trajectory}
-                  by:str='outcome' # sort key: 'outcome', 'advantage' or 'visits' (descending)
+                  by:str='outcome', # sort key: 'outcome', 'advantage' or 'visits' (descending)
+                  picks:dict|None=None # {selector: rollout id} of a selection: adds a `picked_by` column
                  )->pd.DataFrame:
-    "One row per rollout: turns, searches, visits, format errors, outcome, mean advantage and answer"
-    rows = [_rollout_summary(r, t, rollout_rows(table, r)) for r, t in trajs.items()]
+    "One row per rollout: turns, searches, visits, format errors, outcome, mean advantage and answer (and who picked it)"
+    rows = [_rollout_summary(r, t, rollout_rows(table, r)) | ({'picked_by': picked_by(picks, r)} if picks else {}) for r, t in trajs.items()]
     return pd.DataFrame(rows).sort_values(SORTS[by], ascending=False, kind='stable').set_index('rollout')
 
 def _cell(v): return f'{v:.3f}' if isinstance(v, float) else html.escape(str(v))
@@ -303,7 +309,9 @@ def summary_html(summary:pd.DataFrame, # from `group_summary`
     return f'<table class="venus-group"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 # %% ../nbs/30_replay.ipynb #c069e5fa
-def _label(r, row): return f'rollout {r} · outcome {row.outcome:g} · adv {row.advantage:+.2f} · {row.visits} visits'
+def _label(r, row):
+    picked = f" · picked by {row['picked_by']}" if row.get('picked_by') else ''
+    return f'rollout {r} · outcome {row.outcome:g} · adv {row.advantage:+.2f} · {row.visits} visits{picked}'
 
 class GroupView(widgets.VBox):
     "The G rollouts of one question side by side, sortable by outcome, advantage or number of visits"
@@ -312,8 +320,9 @@ class GroupView(widgets.VBox):
     def __init__(self, trajs:dict, # {rollout id: trajectory}, the rollouts of one question
                  table:pd.DataFrame, # their `TurnRewards` rows
                  by:str='outcome', # initial sort key: 'outcome', 'advantage' or 'visits'
-                 rollout:int|None=None): # the rollout picked first
-        self.trajs, self.table, self._quiet = trajs, table, False
+                 rollout:int|None=None, # the rollout picked first
+                 picks:dict|None=None): # {selector: rollout id} of a selection, shown beside each rollout
+        self.trajs, self.table, self.picks, self._quiet = trajs, table, picks, False
         self.sort = widgets.Dropdown(options=list(SORTS), value=by, description='sort by')
         self.pick, self.view = widgets.Dropdown(description='rollout', layout=dict(width='28em')), widgets.HTML()
         super().__init__([widgets.HBox([self.sort, self.pick]), self.view])
@@ -328,7 +337,7 @@ class GroupView(widgets.VBox):
 def update(self:GroupView, table:pd.DataFrame|None=None):
     "Recompute the summary (from a new table, e.g. after a credit variant changed) and redraw"
     if table is not None: self.table = table
-    self.summary = group_summary(self.table, self.trajs, self.sort.value)
+    self.summary = group_summary(self.table, self.trajs, self.sort.value, self.picks)
     self._show()
 
 @patch
@@ -350,8 +359,9 @@ class Replay(widgets.VBox):
     def __init__(self, traj, # a `Trajectory`, a list (one per rollout of `rewards`), or None with a `Scored`
                  rewards, # its `TurnRewards` rows, or a `Scored` (then credit variants can be toggled)
                  rollout:int|None=None, # rollout to start with
-                 limit:int=1500): # characters of each text shown before the expand control
-        self.rewards, self.limit = rewards, limit
+                 limit:int=1500, # characters of each text shown before the expand control
+                 picks:dict|None=None): # {selector: rollout id} of a selection (`select.Selection.picked`), shown in the group
+        self.rewards, self.limit, self.picks = rewards, limit, picks
         self.trajs, self.rollout = pair_rollouts(traj, rewards, rollout)
         self.table = rewards_table(rewards, self.trajs)
         self._build()
@@ -380,7 +390,7 @@ def _build(self:Replay):
     self.credit, self.penalty = _variant_buttons(self.rewards)
     self.head, self.transcript = widgets.HTML(), widgets.HTML(layout=dict(flex='1 1 360px', max_height='640px', overflow='auto'))
     self.chart, self.fig = widgets.Box(layout=dict(flex='0 0 auto')), None
-    self.group = GroupView(self.trajs, self.table, rollout=self.rollout) if len(self.trajs) > 1 else None
+    self.group = GroupView(self.trajs, self.table, rollout=self.rollout, picks=self.picks) if len(self.trajs) > 1 else None
 
 # %% ../nbs/30_replay.ipynb #f177f0ff
 @patch
@@ -491,14 +501,15 @@ def _page(title, body):
 def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
                 rewards, # its `TurnRewards` rows, or a `Scored`
                 rollout:int|None=None, # the rollout to show
-                limit:int=1500 # characters of each text shown before the expand control
+                limit:int=1500, # characters of each text shown before the expand control
+                picks:dict|None=None # {selector: rollout id} of a selection (`select.Selection.picked`), shown in the group
                )->str:
     "The replay of one rollout as a self-contained HTML page: plotly.js inlined, no network"
     trajs, r = pair_rollouts(traj, rewards, rollout)
     table = rewards_table(rewards, trajs)
     tr, rows = trajs[r], rollout_rows(table, r)
     chart = replay_figure(rows, tr).to_html(full_html=False, include_plotlyjs=True, div_id='venus-chart')
-    group = summary_html(group_summary(table, trajs), r) if len(trajs) > 1 else ''
+    group = summary_html(group_summary(table, trajs, picks=picks), r) if len(trajs) > 1 else ''
     steps = f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr)}</select> <button id="venus-next">▶</button></p>'
     left = f'<div class="venus-left">{steps}{_sections(tr, rows, limit)}</div>'
     body = f'{header_html(tr, rows)}{group}<div class="venus-panes">{left}<div class="venus-right">{chart}</div></div>'
@@ -508,7 +519,8 @@ def write_replay(path, # the .html file to write (folders are created)
                  traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
                  rewards, # its `TurnRewards` rows, or a `Scored`
                  rollout:int|None=None, # the rollout to show
-                 limit:int=1500 # characters of each text shown before the expand control
+                 limit:int=1500, # characters of each text shown before the expand control
+                 picks:dict|None=None # {selector: rollout id} of a selection, shown in the group
                 )->Path:
     "Write `replay_html` to `path`, whole or not at all, and return the path"
-    return write_atomic(path, replay_html(traj, rewards, rollout, limit))
+    return write_atomic(path, replay_html(traj, rewards, rollout, limit, picks))

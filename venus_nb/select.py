@@ -317,6 +317,11 @@ class Selection:
         "Share of questions each selector answered correctly (after `judged`)"
         return self.picks.groupby('selector', sort=False).correct.mean()
 
+    def picked(self, group)->dict:
+        "{selector: the candidate row it picked} for one question (a selector that picked nothing left out): the rollout ids of a replay of these rollouts"
+        p = self.picks[(self.picks.group == group) & self.picks.row.notna()]
+        return {s: int(r) for s, r in zip(p.selector, p.row)}
+
     def _repr_markdown_(self):
         p, head = self.picks, f'**Selection**: {self.candidates.group.nunique()} questions × {len(self.candidates) / max(1, self.candidates.group.nunique()):.3g} rollouts'
         t = p.groupby('selector', sort=False).agg(questions=('group', 'size'), unanswered=('row', lambda r: int(r.isna().sum())), mean_votes=('votes', 'mean'))
