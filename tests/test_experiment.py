@@ -1,6 +1,6 @@
 "The experiment: signal density on a hand-made batch, bootstrap intervals, equal budgets, and a resumable run on a tiny model."
 from dataclasses import replace
-import json
+import json, re
 import numpy as np, pandas as pd, pytest
 from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix, ExperimentConfig,
                                  Start, arm_config, experiment, sign_test, paired_stats, kind_table, eval_steps, heldout_curve,
@@ -200,3 +200,18 @@ def test_a_folder_from_before_evaluations_along_the_run_still_reads(tmp_path):
 def test_strict_json_makes_missing_values_null():
     from venus_nb.experiment import strict_json
     assert strict_json(dict(a=[1.0, float('nan'), (np.float32('inf'), 'x')], b=np.float64(2.5))) == dict(a=[1.0, None, [None, 'x']], b=2.5)
+
+def test_a_variant_is_an_arm_of_its_own(tmp_path):
+    from venus_nb.experiment import arm_config, experiment_pairs, Start
+    from venus_nb.rollout import RolloutConfig
+    mix = {'IGPO, 3:1 two-hop': dict(arm='GRPO', kind_shares={'2-hop': 3, '1-hop': 1}, rewards=dict(gamma=0.9))}
+    cfg = ExperimentConfig(arms=('GRPO', 'IGPO, 3:1 two-hop'), variants=mix, igpo=dict(lr=3e-6))
+    a = arm_config(cfg, Start(lambda: None, [], [], None, RolloutConfig()), 'IGPO, 3:1 two-hop', 0)
+    assert a.kind_shares == {'2-hop': 3, '1-hop': 1} and a.lr == 3e-6
+    assert (a.rewards.gamma, a.rewards.estimator) == (0.9, 'grpo')   # a nested dict changes only the keys it names
+    assert experiment_pairs(cfg)[-2:] == (('IGPO, 3:1 two-hop', 'start'), ('IGPO, 3:1 two-hop', 'GRPO'))
+    assert ExperimentConfig.load(cfg.save(tmp_path/'c.json')) == cfg
+    for bad, said in [(dict(arm='nope'), "needs 'arm'"), (dict(arm='GRPO', lr='x'), 'variants.v.lr'), (dict(arm='GRPO', bogus=1), 'variants.v.bogus')]:
+        with pytest.raises(ValueError, match=re.escape(said)): ExperimentConfig(arms=('v',), variants={'v': bad})
+    with pytest.raises(ValueError, match='name of an arm'): ExperimentConfig(variants={'GRPO': dict(arm='GRPO')})
+    with pytest.raises(ValueError, match=re.escape("unknown arms ['v']")): ExperimentConfig(arms=('GRPO', 'v'))

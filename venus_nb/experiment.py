@@ -16,10 +16,11 @@ from .models import fast_dtype
 __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
-           'warm_start_point', 'ExperimentConfig', 'experiment_json', 'checked_rollouts', 'reference_rows',
-           'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult', 'read_experiment',
-           'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
-           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'sweep_row', 'sweep']
+           'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'checked_rollouts',
+           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
+           'read_experiment', 'experiment_pairs', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
+           'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
+           'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
@@ -194,6 +195,21 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
                  w.rollouts())
 
 # %% ../nbs/32_experiment.ipynb #47f69254
+def check_variant(label:str, v:dict, igpo:dict):
+    "A ValueError where variant `label` does not name an `ablation_grid` arm, or changes a field `IGPOConfig` lacks or rejects"
+    from venus_nb.igpo import IGPOConfig, ablation_grid
+    arms = list(ablation_grid())
+    if label in arms: raise ValueError(f'variant {label!r} has the name of an arm of ablation_grid; give it a name of its own')
+    if not isinstance(v, dict) or v.get('arm') not in arms: raise ValueError(f"variant {label!r} needs 'arm': one of {arms}")
+    IGPOConfig(**config_kwargs(IGPOConfig, igpo | _changes(v), f'variants.{label}.'))
+
+def _changes(v:dict)->dict: return {k: x for k, x in v.items() if k != 'arm'}
+
+def varied(cfg:'IGPOConfig', changes:dict)->'IGPOConfig':
+    "`cfg` with `changes`; a dict for a nested settings field (`rewards`, `rollout`) changes only the keys it names"
+    nested = lambda k, x: asdict(getattr(cfg, k)) | x if isinstance(x, dict) and is_dataclass(getattr(cfg, k)) else x
+    return replace(cfg, **{k: nested(k, x) for k, x in changes.items()})
+
 CPU_LEARN = dict(steps=8, eval_every=None,   # the 2-core configuration: one 64 × 4 evaluation per run (about as long as four steps)
                  arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),   # the fair baseline (IG the only difference) first
                  igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2))   # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
@@ -211,6 +227,7 @@ class ExperimentConfig:
     ks: tuple = (1, 4)
     warm: dict = field(default_factory=dict)    # `WarmConfig` fields of the starting policy
     igpo: dict = field(default_factory=lambda: dict(dtype=fast_dtype()))  # `IGPOConfig` fields for every arm (bf16 where it is fast)
+    variants: dict = field(default_factory=dict)   # arms of your own: label -> {'arm': an `ablation_grid` key, **the `IGPOConfig` fields it changes}
     output_dir: str = 'out/experiment'
 
     def __post_init__(self):
@@ -221,6 +238,10 @@ class ExperimentConfig:
         from venus_nb.igpo import IGPOConfig
         self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')   # checked now, not after the warm start: an unknown key, a wrong
         IGPOConfig(**self.igpo)                                      # value, a judge that names code
+        for label, v in self.variants.items(): check_variant(label, v, self.igpo)
+        from venus_nb.igpo import ablation_grid
+        if unknown := [a for a in self.arms if a not in {**ablation_grid(), **self.variants}]:
+            raise ValueError(f'unknown arms {unknown}: name keys of ablation_grid {list(ablation_grid())} or of variants')
 
     @property
     def rollouts_per_run(self)->int: return self.steps * self.questions_per_step * self.G
@@ -314,6 +335,7 @@ def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfi
     base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step, save_steps=cfg.eval_every or cfg.steps,
                               report_to=('tensorboard',), rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
     grid = ablation_grid(base)
+    grid |= {label: varied(grid[v['arm']], _changes(v)) for label, v in cfg.variants.items()}
     if arm not in grid: raise ValueError(f'unknown arm {arm!r}; the arms are {list(grid)}')
     slug = _slug(arm)
     out = Path(cfg.output_dir)   # one TensorBoard run per arm and seed, side by side; one saved base for every run (they share a start)
@@ -346,7 +368,7 @@ class ExperimentResult:
     @property
     def by_kind(self)->pd.DataFrame:
         "The summary for each kind of question"
-        return kind_table(self.evals, self.cfg.ks)
+        return kind_table(self.evals, self.cfg.ks, experiment_pairs(self.cfg))
 
     @property
     def curve(self)->pd.DataFrame:
@@ -382,9 +404,13 @@ def read_experiment(folder,
     out = Path(folder)
     if not (out/'config.json').exists(): raise FileNotFoundError(f'{out}: no config.json, not an experiment folder')
     cfg, (steps, evals, runs) = ExperimentConfig.load(out/'config.json', trust_code), _done(out)
-    return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, runs)
+    return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs)
 
 # %% ../nbs/32_experiment.ipynb #3053437d
+def experiment_pairs(cfg:ExperimentConfig)->tuple:
+    "The differences a summary reports: `PAIRS`, then each variant against the start and against the arm it varies"
+    return PAIRS + tuple(p for label, v in cfg.variants.items() for p in ((label, 'start'), (label, v['arm'])))
+
 def _runs(cfg:ExperimentConfig)->list:
     "(label, seed, step) of every evaluation: the starting policy first (step 0), then each arm at each of its `eval_steps`"
     return [('start', s, 0) for s in cfg.seeds] + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)]
@@ -435,7 +461,7 @@ def experiment(cfg:ExperimentConfig|None=None,
         steps, evals, runs = _merge_steps(steps, s, label, seed), *[pd.concat([a, b], ignore_index=True) for a, b in ((evals, e), (runs, run))]
         _save_rows(out, steps, evals, runs)
         say(_say_eval(e, label, seed, step, run.seconds[0]))
-    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks), out, runs)
+    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs)
     write_results(res)
     return res
 
