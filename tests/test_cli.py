@@ -1,10 +1,10 @@
-"The `venus-nb` command: help on every option, plain text, grouped format errors, config layers and round trips"
+"The `venus-nb` command: help on every option, plain text, config layers and round trips"
 import argparse, json, re
 from pathlib import Path
 import pytest
-import pandas as pd
 from venus_nb import __version__
-from venus_nb.cli import main, parser, plain, error_rule, rule_counts, stages, CLIError, check_keys
+from venus_nb.cli import main, parser, stages, check_keys
+from venus_nb.terminal import plain, CLIError
 from venus_nb.trajectory import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,14 +41,6 @@ def test_cheap_commands_print_plain_text(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'kept' in out and f'wrote {tmp_path/"sft.jsonl"}' in out   # the counts and where each output went
     assert not MARKDOWN.search(out), MARKDOWN.search(out)
-
-def test_format_errors_are_grouped_by_rule():
-    assert error_rule('tool call is not valid JSON: <string>:1 Unexpected """ at column 35') == 'tool call is not valid JSON'
-    assert error_rule('expected one <answer>, found 2') == error_rule('expected one <answer>, found 3')
-    sample = read_jsonl(ROOT/'data/sample/world/trajectories.jsonl').trajectories
-    raw = {r for t in sample for _, r in t.format_errors() if 'JSON' in r}
-    assert len(raw) == 2   # two positions in the sample...
-    assert rule_counts(sample)['tool call is not valid JSON'] == 2 and len(rule_counts(sample)) == 2   # ...one rule
 
 def test_settings_layers_defaults_file_flags_set(tmp_path):
     st = stages()['igpo']
@@ -140,17 +132,9 @@ def test_saved_settings_read_back_the_same(command, tmp_path):
     assert again == first and first.get('date', '2026-01-02') == '2026-01-02'
 
 def test_quiet_libraries_turns_vllms_loading_bar_off_in_a_log_and_back():
-    from venus_nb.cli import quiet_libraries, in_terminal
+    from venus_nb.cli import quiet_libraries
+    from venus_nb.terminal import in_terminal
     from venus_nb.rollout import ENGINE_KW
     assert not in_terminal() and 'use_tqdm_on_load' not in ENGINE_KW
     with quiet_libraries(): assert ENGINE_KW == {'use_tqdm_on_load': False}
     assert ENGINE_KW == {}
-
-def test_demo_change_line_says_what_four_questions_can_show():
-    import types
-    from venus_nb.cli import change_line
-    report = lambda label, acc: types.SimpleNamespace(label=label, summary=dict(samples_per_question=4),
-        per_question=lambda: pd.DataFrame(dict(question=['a', 'b', 'c', 'd'], accuracy=acc)))
-    line = change_line(report('warm start', [0.5, 0.25, 0.0, 0.5]), report('IGPO', [0.0, 0.25, 0.0, 0.25]))
-    assert 'IGPO − warm start, Pass@1: -0.19' in line and 'on 4 questions × 4 samples' in line and '2 questions differ' in line
-    assert 'sign test p = 0.50' in line and 'no difference measured' in line and 'noise, not a result' in line

@@ -9,7 +9,8 @@ from venus_nb.base import load_config
 from venus_nb.cli import CLIError, parse_sets, stages, merged, main
 from venus_nb.igpo import IGPOConfig
 from venus_nb.rollout import RolloutConfig
-from venus_nb.rewards import RewardConfig, LLMJudge
+from venus_nb.rewards import RewardConfig
+from venus_nb.judges import LLMJudge
 from venus_nb.experiment import ExperimentConfig
 
 CLASSES = [IGPOConfig, RolloutConfig, ExperimentConfig, RewardConfig]

@@ -2,9 +2,9 @@
 import json
 import pytest
 import yaml
-from venus_nb.igpo import IGPOConfig, judge_from_spec, judge_spec
+from venus_nb.igpo import IGPOConfig
 from venus_nb.experiment import ExperimentConfig, read_experiment
-from venus_nb.rewards import LLMJudge, em_judge
+from venus_nb.judges import LLMJudge, em_judge, judge_from_spec, judge_spec
 from venus_nb.cli import main
 
 HOSTILE = ['os.execl', 'shutil.copyfile']

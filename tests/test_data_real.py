@@ -30,7 +30,7 @@ def test_expected_outcomes_on_real_sets():
     assert not fa.kept.any() and (fa.step == 'validate').all()      # ReAct text is not the DR-Venus format
 
 def test_correctness_filter_on_webdancer_with_a_callable_judge():
-    from venus_nb.rewards import normalize_answer, aliases
+    from venus_nb.judges import normalize_answer, aliases
     contains = lambda q, a, gt: float(any(normalize_answer(g) in normalize_answer(a) for g in aliases(gt)))  # answers are sentences
     trajs = load_webdancer(shared_file('webdancer/sample_traj.jsonl')).trajectories
     kept, report = clean(trajs, CleanConfig(judge=contains))

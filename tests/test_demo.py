@@ -1,8 +1,11 @@
 """`make demo`'s whole path (stage 1, the warm start, then rollouts, IGPO, evaluation and the rollout replay) in a fresh
-output folder, and what stage 2 must show: IGPO steps that carry a learning signal."""
-import csv, os, subprocess, sys
+output folder, and what stage 2 must show: IGPO steps that carry a learning signal; the demo's cheap steps on their own."""
+import csv, os, subprocess, sys, types
 from pathlib import Path
 import pytest
+import pandas as pd
+from venus_nb.demo import error_rule, rule_counts, change_line
+from venus_nb.trajectory import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,3 +28,18 @@ def test_demo_end_to_end(tmp_path):
     page = (out/'replay_rollouts.html').read_text()
     assert 'credit: visit' in page   # IG slots drawn, with the arcs of the searches that share their credit
     assert {r['model'] for r in csv.DictReader(open(out/'eval_pass_at_k.csv'))} == {'warm start', 'IGPO'}
+
+def test_format_errors_are_grouped_by_rule():
+    assert error_rule('tool call is not valid JSON: <string>:1 Unexpected """ at column 35') == 'tool call is not valid JSON'
+    assert error_rule('expected one <answer>, found 2') == error_rule('expected one <answer>, found 3')
+    sample = read_jsonl(ROOT/'data/sample/world/trajectories.jsonl').trajectories
+    raw = {r for t in sample for _, r in t.format_errors() if 'JSON' in r}
+    assert len(raw) == 2   # two positions in the sample...
+    assert rule_counts(sample)['tool call is not valid JSON'] == 2 and len(rule_counts(sample)) == 2   # ...one rule
+
+def test_demo_change_line_says_what_four_questions_can_show():
+    report = lambda label, acc: types.SimpleNamespace(label=label, summary=dict(samples_per_question=4),
+        per_question=lambda: pd.DataFrame(dict(question=['a', 'b', 'c', 'd'], accuracy=acc)))
+    line = change_line(report('warm start', [0.5, 0.25, 0.0, 0.5]), report('IGPO', [0.0, 0.25, 0.0, 0.25]))
+    assert 'IGPO − warm start, Pass@1: -0.19' in line and 'on 4 questions × 4 samples' in line and '2 questions differ' in line
+    assert 'sign test p = 0.50' in line and 'no difference measured' in line and 'noise, not a result' in line

@@ -232,7 +232,7 @@ def test_an_over_long_line_is_reported_not_read(tmp_path):
 # 6. a ground-truth list: any item is correct
 
 def test_a_gt_list_means_any_item(tmp_path):
-    from venus_nb.rewards import exact_match, f1_score
+    from venus_nb.judges import exact_match, f1_score
     from venus_nb.eval import evaluate_trajectories
     rec = dict(RECORDS[0], gt=['a', 'b'])
     rec['messages'] = rec['messages'][:-1] + [{'role': 'assistant', 'content': '<think>\nso\n</think>\n<answer>b</answer>'}]

@@ -243,7 +243,8 @@ def test_read_only_output_is_one_error_line(tmp_path, capsys, monkeypatch):
     _one_error(*_cli(['resample', WORLD/'trajectories.jsonl', '--out', tmp_path/'ro'/'sft.jsonl'], capsys)[::2], 'Read-only file system')
 
 def test_traceback_flag_shows_the_error(tmp_path):
-    from venus_nb.cli import main, CLIError
+    from venus_nb.cli import main
+    from venus_nb.terminal import CLIError
     with pytest.raises(CLIError, match='no such file'): main(['--traceback', 'clean', str(tmp_path/'nope.jsonl'), '--out', str(tmp_path/'o')])
 
 def test_demo_with_a_mistyped_data_path_is_an_error(tmp_path, capsys):

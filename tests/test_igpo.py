@@ -5,12 +5,13 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
-from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss, token_logps, judge_fn, outcomes, score_rollouts,
+from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss, token_logps, score_rollouts,
                            advantages_of, Piece, pieces, fill_old_and_ref, policy_update, rl_policy, make_optimizer, save_checkpoint,
                            last_igpo_checkpoint, load_checkpoint, igpo, turn_logps, learning_rate, reference, sync_engine,
-                           judge_spec, FULL_LR, LORA_LR)
+                           FULL_LR, LORA_LR)
 from venus_nb.models import tiny_model
-from venus_nb.rewards import RewardConfig, LLMJudge, em_judge, prefilled
+from venus_nb.judges import LLMJudge, em_judge, judge_fn, outcomes, judge_spec
+from venus_nb.rewards import RewardConfig, prefilled
 from venus_nb.rollout import RolloutConfig
 from venus_nb.trajectory import read_jsonl
 
@@ -281,7 +282,7 @@ def test_config_saves_the_judge(tmp_path):
     with pytest.raises(ValueError, match='saved judge'): IGPOConfig(judge={'name': 'x'})
 
 def test_judge_and_outcomes():
-    "igpo re-exports the judges of `rewards`: (question, answer, gt) -> score, and legacy (answer, gt) callables"
+    "The judges igpo scores outcomes with (`judges`): (question, answer, gt) -> score, and legacy (answer, gt) callables"
     with pytest.raises(ValueError, match="'em', 'f1' or a callable"): judge_fn('x')
     f3, f = (lambda q, a, gt: 0.25), (lambda a, gt: 0.25)
     assert judge_fn(f3) is f3 and judge_fn(f)('q', 'a', 'gt') == 0.25 and judge_fn('em')('q', '1926', '1926') == 1

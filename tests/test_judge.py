@@ -4,7 +4,7 @@ from http.server import ThreadingHTTPServer
 from conftest import ChatHandler, chat_server
 import pytest
 from venus_nb.trajectory import Trajectory, Turn, ToolCall
-from venus_nb.rewards import LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes, exact_match
+from venus_nb.judges import LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes, exact_match
 from venus_nb import eval as ev
 
 # --- a tiny chat-completions server --------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_evaluation_through_the_server(server, sent):
 def test_verl_hook_asks_the_same_judge(server, sent, request):
     vv = pytest.importorskip('venus_nb.verl', exc_type=ImportError)
     qwen3_tok = request.getfixturevalue('qwen3_tok')
-    j = vv.agent_judge('venus_nb.rewards.LLMJudge', {'base_url': f'http://127.0.0.1:{server.server_port}/v1', 'backoff': 0})
+    j = vv.agent_judge('venus_nb.judges.LLMJudge', {'base_url': f'http://127.0.0.1:{server.server_port}/v1', 'backoff': 0})
     tk = _rollout('the river Sael').tokenize(qwen3_tok)
     resp, mask = tk.ids[tk.prompt_len:], tk.loss_mask[tk.prompt_len:]
     row = vv.rollout_turn_rewards(qwen3_tok, resp, mask, 'Sael', None, j, question=Q)

@@ -72,6 +72,30 @@ def test_grpo_and_joint():
     vals = [0.1, 1.0, 0.9, 0.0]; m = 0.5; var = sum((v - m) ** 2 for v in vals) / 4
     assert j.scale == 1.0 and [j.normed[0][0], j.normed[0][1]] == pytest.approx([Z(0.1 - m, var), Z(1.0 - m, var)])
 
+def test_a_registered_estimator_is_used(monkeypatch):
+    "A function added to ESTIMATORS under a new name is a valid `estimator` and makes the advantages; the rest of the details stay IGPO's"
+    from venus_nb.rewards import ESTIMATORS
+    seen = []
+    def by_group(slots, rewards, slot_adv, groups, cfg):
+        seen.append((groups, cfg))
+        return [[float(g)] * (s.turns[-1] + 1) for s, g in zip(slots, groups)]
+    monkeypatch.setitem(ESTIMATORS, 'by_group', by_group)
+    kinds, ig, fo = [['visit', 'answer'], [], ['search', 'visit', 'answer']], [[0.1, None], [], [None, 0.9, None]], [ok(2), [], ok(3)]
+    cfg = RewardConfig(estimator='by_group')
+    d = reward_details(kinds, ig, fo, [1.0, 0.0, 0.0], [3, 5, 3], cfg)
+    assert d.advantages == [[3.0, 3.0], [], [3.0, 3.0, 3.0]] and seen == [([3, 3], cfg)]   # only rollouts with turns reach it
+    igpo = reward_details(kinds, ig, fo, [1.0, 0.0, 0.0], [3, 5, 3])
+    assert (d.slots, d.normed, d.scale, d.rewards, d.slot_adv) == (igpo.slots, igpo.normed, igpo.scale, igpo.rewards, igpo.slot_adv)
+
+def test_estimator_names_are_checked_against_the_table(monkeypatch):
+    from venus_nb.rewards import ESTIMATORS, grpo_advantages
+    with pytest.raises(ValueError, match=r"estimator must be one of \('igpo', 'grpo'\), got 'ppo'"): RewardConfig(estimator='ppo')
+    for bad in (None, 3, ['igpo'], {}):
+        with pytest.raises(ValueError, match='estimator'): RewardConfig(estimator=bad)
+    monkeypatch.setitem(ESTIMATORS, 'ppo', grpo_advantages)
+    args = [['visit', 'answer']] * 2, [[0.1, None], [0.9, None]], [ok(2)] * 2, [1.0, 0.0], [0, 0]
+    assert turn_advantages(*args, RewardConfig(estimator='ppo')) == turn_advantages(*args, RewardConfig(estimator='grpo'))
+
 def test_gamma_counts_rewarded_turns_only():
     d = reward_details([['search'] * 5 + ['visit', 'answer']] * 2, [[None] * 5 + [0.0, None], [None] * 5 + [1.0, None]], [ok(7)] * 2, [1.0, 0.0], [0, 0], RewardConfig(gamma=0.5))
     assert d.advantages[0][0] == pytest.approx(d.rewards[0][0] + 0.5 * d.rewards[0][1])
@@ -96,7 +120,7 @@ def test_token_advantages_only_on_trained_tokens():
     tk = Tokenized(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [(2, 4), (6, 9)], [(4, 6), None], 2)
     assert token_advantages(tk, [0.5, -1.0]) == [0, 0, 0.5, 0.5, 0, 0, -1.0, -1.0, -1.0, 0]
 
-# --- one answer normaliser: rewards.normalize_answer (str.translate) is SQuAD's, and eval.norm_text is the same function ---
+# --- one answer normaliser: judges.normalize_answer (str.translate) is SQuAD's, and eval.norm_text is the same function ---
 
 def squad_normalize(s):
     "The official SQuAD v1.1 `normalize_answer`, as written in its evaluation script (character by character)"
@@ -115,13 +139,13 @@ TRICKY = ['The Sael', 'the  sael.', '"Sael", river!', 'An apple a day', 'theatre
           'tab\tand\nnewline', '\u00a0nbsp\u00a0', 'zero\u200bwidth', '', '   ', '.', 'a', 'an the a', 'the_the', '🙂 smile', 42, None]
 
 def test_normalize_answer_is_squads_on_tricky_strings():
-    from venus_nb.rewards import normalize_answer
+    from venus_nb.judges import normalize_answer
     for s in TRICKY: assert normalize_answer(s) == squad_normalize(s), repr(s)
 
 def test_exact_match_and_f1_are_unchanged():
     "EM and F1 through the one normaliser equal the same scores computed with the official SQuAD normalisation"
     from collections import Counter
-    from venus_nb.rewards import exact_match, f1_score, aliases
+    from venus_nb.judges import exact_match, f1_score, aliases
     def f1(p, g):
         p, g = squad_normalize(p).split(), squad_normalize(g).split()
         common = sum((Counter(p) & Counter(g)).values())
@@ -134,5 +158,5 @@ def test_exact_match_and_f1_are_unchanged():
 
 def test_eval_norm_text_is_the_one_normaliser():
     from venus_nb.eval import norm_text
-    from venus_nb.rewards import normalize_answer
+    from venus_nb.judges import normalize_answer
     assert norm_text is normalize_answer

@@ -591,8 +591,8 @@ def test_prepare_data(tmp_path, qwen3_tok):
 def test_the_agent_loop_yaml_runs_no_judge_code_unless_trusted():
     for bad in ('os.execl', 'shutil.copyfile'):
         with pytest.raises(ValueError, match='trust_code: true'): vv.agent_judge(bad)
-    assert type(vv.agent_judge('venus_nb.rewards.LLMJudge', {'model': 'm'})).__name__ == 'LLMJudge'
-    assert vv.agent_judge('venus_nb.rewards.f1_score', trust_code=True)('q', 'river Sael', 'Sael') == pytest.approx(2 / 3)
+    assert type(vv.agent_judge('venus_nb.judges.LLMJudge', {'model': 'm'})).__name__ == 'LLMJudge'
+    assert vv.agent_judge('venus_nb.judges.f1_score', trust_code=True)('q', 'river Sael', 'Sael') == pytest.approx(2 / 3)
 
 # --- text stays text: pages and questions reach verl as characters, never as chat-format tokens
 

@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
            'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
-           'typed', 'config_kwargs', 'load_config']
+           'typed', 'config_kwargs', 'load_config', 'moved']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a record of a JSON array) longer than this is reported, never read into memory whole
@@ -317,3 +317,16 @@ def load_config(cls, path, prepare:Callable|None=None # the settings read, made 
     if not isinstance(d, dict): raise ValueError(f'{path}: not a mapping of {cls.__name__} settings')
     try: return cls(**config_kwargs(cls, prepare(d) if prepare else d))
     except (TypeError, ValueError) as e: raise ValueError(f'{path}: {e}') from None
+
+# %% ../nbs/00_base.ipynb #6f5331be
+import importlib, warnings
+
+def moved(module:str, # the old home, `__name__` of the module that calls this
+          homes:dict # name -> the `venus_nb` module it lives in now
+         )->Callable:
+    "A module `__getattr__` that answers each moved name from its new home, with a DeprecationWarning naming that home"
+    def __getattr__(name:str):
+        if name not in homes: raise AttributeError(f'module {module!r} has no attribute {name!r}')
+        warnings.warn(f'{module}.{name} moved: import it from venus_nb.{homes[name]}', DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f'venus_nb.{homes[name]}'), name)
+    return __getattr__

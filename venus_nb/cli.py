@@ -4,309 +4,45 @@
 
 # %% ../nbs/40_cli.ipynb #a892222c
 from __future__ import annotations
-import argparse, contextlib, importlib, json, logging, os, re, sys, time, warnings
+import argparse, contextlib, importlib, json, logging, os, sys, time, warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, asdict, replace
 from pathlib import Path
 from typing import Callable
-from .base import MAX_RECORD_BYTES, write_atomic, atomic_open, nested_config, typed as field_value
-from .trajectory import read_jsonl, write_jsonl, Loaded, Trajectory
+from .base import MAX_RECORD_BYTES, write_atomic, nested_config, typed as field_value
+from .trajectory import write_jsonl, Loaded, Trajectory
+from .terminal import say, in_terminal, CLIError, readable, writable_folder, writable_file, write_csv, step_bar, IGPO_COLUMNS
+from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA', 'IGPO_COLUMNS', 'METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'text_table',
-           'plain', 'in_terminal', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'step_load',
-           'error_rule', 'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize', 'step_warm_start',
-           'step_rewards', 'stage_two_engine', 'step_rollouts', 'step_meaning', 'demo_igpo_config', 'step_igpo',
-           'step_eval', 'change_line', 'stage_one', 'turn_rewards_page', 'stage_two', 'demo', 'cmd_synth', 'cmd_clean',
-           'cmd_resample', 'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'check_keys',
-           'typed', 'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
-           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
-           'run_eval', 'step_bar', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
-           'quiet_libraries', 'error_line', 'main']
+__all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'cmd_clean', 'cmd_resample',
+           'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'check_keys', 'typed', 'build',
+           'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions',
+           'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval',
+           'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries',
+           'error_line', 'main']
 
-# %% ../nbs/40_cli.ipynb #fcac21d9
-def _cells(line:str)->list: return [c.strip() for c in line.strip().strip('|').split('|')]
-
-def _is_rule(line:str)->bool: return bool(re.fullmatch(r'\|?(\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*', line.strip()))
-
-def text_table(lines:list)->list:
-    "Markdown table rows as aligned text columns (the `|---|` rule row dropped)"
-    rows = [_cells(l) for l in lines if not _is_rule(l)]
-    widths = [max(len(r[j]) if j < len(r) else 0 for r in rows) for j in range(max(map(len, rows)))]
-    return ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-
-def _plain_line(line:str)->str:
-    line = re.sub(r'^#{1,6}\s+', '', line)                  # headings: the text alone
-    line = re.sub(r'\*\*(.+?)\*\*|__(.+?)__', lambda m: m.group(1) or m.group(2), line)   # bold
-    return re.sub(r'`([^`]*)`', r'\1', line).rstrip()      # code spans; the two-space line breaks
-
-def plain(md:str)->str:
-    "Markdown as terminal text: no heading marks, emphasis or code spans; tables as aligned columns"
-    out, table = [], []
-    for line in md.split('\n'):
-        if line.lstrip().startswith('|'): table.append(line); continue
-        if table: out += text_table(table); table = []
-        out.append(_plain_line(line))
-    return '\n'.join(out + (text_table(table) if table else []))
-
-# %% ../nbs/40_cli.ipynb #3a9356e7
-DEFAULT_DATA = Path('data/sample/world/trajectories.jsonl')
-
-def _say(*args): print(*(plain(str(a)) for a in args), flush=True)
-
-def in_terminal()->bool:
-    "Whether progress bars have a terminal to draw on (in a log file they would be noise)"
-    return sys.stderr.isatty()
-
-class CLIError(Exception):
-    "A problem `venus-nb` reports as one line, `venus-nb: error: ...`"
-
-def readable(path)->Path:
-    "`path` if it is there and can be read (a file is opened once, so a locked one fails here, not halfway through)"
-    p = Path(path)
-    if not p.exists(): raise CLIError(f'{p}: no such file or folder')
-    if p.is_file(): open(p, 'rb').close()
-    return p
-
-def writable_folder(path)->Path:
-    "`path` as a folder to write into: made if need be, and writable"
-    p = Path(path)
-    if p.exists() and not p.is_dir(): raise CLIError(f'{p}: is a file, not a folder')
-    p.mkdir(parents=True, exist_ok=True)
-    if not os.access(p, os.W_OK): raise CLIError(f'{p}: the folder is not writable')
-    return p
-
-def writable_file(path)->Path:
-    "`path` as a file to write: not a folder, in a folder that can be written"
-    p = Path(path)
-    if p.is_dir(): raise CLIError(f'{p}: is a folder; give a file name')
-    writable_folder(p.parent); return p
-
-def write_csv(df, path)->Path:
-    "A table as CSV, whole or not at all"
-    return write_atomic(path, df.to_csv(index=False))
-
-def step_load(path:Path|None=None # trajectories JSONL; None: the committed sample, generated when its file is absent
-             ):
-    "Read trajectories: a file named explicitly must exist; only the default sample is generated when absent"
-    from venus_nb.synth import generate, SAMPLE
-    if path is not None and not Path(path).exists():
-        raise CLIError(f'--data {path}: no such file (leave --data out to use the built-in sample)')
-    if path is None and not DEFAULT_DATA.exists():
-        loaded, path = Loaded(generate(SAMPLE).trajectories(), []), 'generate(SAMPLE)'
-    else: loaded, path = read_jsonl(readable(path or DEFAULT_DATA)), path or DEFAULT_DATA
-    _say(f'## 1. Load  {path}: {len(loaded.trajectories)} trajectories, {len(loaded.errors)} unreadable records')
-    for e in loaded.errors: _say(f'   - {e}')
-    return loaded
-
-# %% ../nbs/40_cli.ipynb #da5ecaae
-def error_rule(reason:str)->str:
-    "The rule a format verdict names, without its particulars (the JSON parser's position, a count found)"
-    return re.sub(r'\d+', 'N', reason.split(': ', 1)[0])
-
-def rule_counts(trajs:list)->Counter:
-    "Format errors of the set counted by rule: `not valid JSON ... column 35` and `... column 34` are one rule"
-    return Counter(error_rule(r) for t in trajs for _, r in t.format_errors())
-
-def step_check(trajs:list):
-    "Turn kinds and the DR-Venus format verdicts (method §2.2), summed over the set"
-    kinds, errs = Counter(k for t in trajs for k in (x.kind for x in t.turns)), rule_counts(trajs)
-    _say(f'## 2. Parse and format-check: {sum(kinds.values()):,} turns {dict(kinds)}')
-    _say('   format errors: ' + (', '.join(f'{r} ×{n}' for r, n in errs.most_common(5)) or 'none'))
-    return trajs
-
-def step_clean(trajs:list|Loaded, out:Path, judge='em'): # trajectories, or a `Loaded` whose unreadable records the report counts
-    "The DR-Venus cleaning with its report (method §3)"
-    from venus_nb.data import clean, CleanConfig
-    kept, report = clean(trajs, CleanConfig(judge=judge))
-    _say(f'## 3. Clean ({judge} correctness filter): {report._repr_markdown_()}')
-    for (step, reason), n in report.reasons().head(5).items(): _say(f'   - dropped at {step}: {reason} ×{n}')
-    return kept, [write_jsonl(kept, out/'cleaned.jsonl'), write_csv(report, out/'clean_report.csv')]
-
-# %% ../nbs/40_cli.ipynb #84488ee4
-def step_resample(kept:list, out:Path):
-    "Turn-aware resampling (×1 ≤ 50 turns, ×2 51–100, ×5 > 100)"
-    from venus_nb.resample import resample, resample_table
-    rows = resample(kept)
-    _say(f'## 4. Resample: {len(kept)} -> {len(rows)} SFT rows\n' + resample_table(kept, rows).to_string())
-    return rows, [write_jsonl(rows, out/'sft.jsonl')]
-
-def step_tokenize(trajs:list, model:str):
-    "Tokenise with the policy's chat template: exact per-turn spans and the assistant-only loss mask"
-    from venus_nb.models import resolve
-    from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(resolve(model))
-    toks = [t.tokenize(tok) for t in trajs]
-    _say(f'## 5. Tokenise with {model}: {sum(map(len, toks)):,} tokens, {sum(t.n_trained for t in toks):,} trained (assistant only), '
-         f'longest {max(map(len, toks)):,}')
-    return toks
-
-# %% ../nbs/40_cli.ipynb #a270c604
-def step_warm_start(model:str, force:bool=False):
-    "Stage-1 SFT of the embedded policy on the warm world until it writes DR-Venus turns (made once, then cached)"
-    from venus_nb.warm_start import WarmConfig, warm_start
-    t = time.time(); warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
-    r = warm.report
-    how = f'from the cache ({time.time() - t:.0f}s)' if warm.cached else f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s"
-    _say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "
-         f"over {r['rollouts']} rollouts ({r['engine']}); {'ready for RL' if warm.passed else 'NOT ready for RL'}\n   {warm.path}")
-    return warm
-
-def step_rewards(trajs:list, policy_dir:str, n:int=3):
-    "Score log p(gt) and IG after every visit on the n shortest trajectories (one group), judge them, build TurnRewards"
-    from venus_nb.models import load_policy
-    from venus_nb.rewards import gt_logprobs
-    from venus_nb.replay import Scored
-    pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
-    _say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories, scored as one group')
-    scored = Scored.from_logprobs(trajs, [gt_logprobs(pol.model, pol.tokenizer, t) for t in trajs])
-    table = scored.table()
-    _say(table.drop(columns=['group']).round(3).to_string(index=False))
-    return scored, table
-
-# %% ../nbs/40_cli.ipynb #bb842039
-def stage_two_engine(warm):
-    "One engine for all of stage 2: vLLM on the warm start (when installed; it reloads IGPO's merged weights each step), else transformers"
-    from venus_nb.warm_start import engine_for_folder
-    return engine_for_folder(warm.path, warm.config.engine)
-
-def step_rollouts(engine, warm, questions:list, corpus, out:Path):
-    "G rollouts per question of the warm-started policy (its check's, when the warm start kept them)"
-    from venus_nb.warm_start import rollout_config, well_formed
-    from venus_nb.rollout import rollout, rollout_table
-    asked, t1 = {q['question'] for q in questions}, time.time()
-    trajs = [t for t in warm.rollouts() or [] if t.question in asked]
-    made = f"the warm start's check, {len(trajs)} rollouts" if trajs else ''
-    trajs = trajs or rollout(engine, questions, corpus, replace(rollout_config(warm.config), progress=in_terminal()))
-    _say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({made or f"{time.time() - t1:.0f}s for {len(trajs)} rollouts"}, '
-         f'{sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
-         + _rollout_rows(trajs).to_string(index=False))
-    return trajs, [write_jsonl(trajs, out/'rollouts_warm.jsonl')]
-
-def _rollout_rows(trajs:list):
-    "The rollout table; rollouts read back from a file have no token ids or timings to show"
-    from venus_nb.rollout import rollout_table
-    t = rollout_table(trajs)
-    return t if trajs and trajs[0].tokens is not None else t.drop(columns=['tokens', 'seconds'], errors='ignore')
-
-def step_meaning(row:dict)->str:
-    "One plain sentence on what an IGPO step's numbers mean"
-    signal = 'no group had differing outcomes, so only IG moved the policy' if not row.get('groups_differing') else \
-             f"{row['groups_differing']:.0f} of {row['groups']:.0f} groups had differing outcomes"
-    return (f"   step {row['step']:.0f}: {row['accuracy']:.0%} of rollouts answered correctly; {signal}; {row['ig_slots']:.0f} visits were scored "
-            f"for information gain (mean {row['mean_ig']:+.3f}); {row['format_error_rate']:.0%} of turns were malformed; the update "
-            f"(loss {row['loss']:+.4f}, gradient norm {row['grad_norm']:.3f}) raised the turns with positive advantage and lowered the rest.")
-
-def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
-    "The demo's IGPO: official defaults (LoRA at its calibrated lr), 2 questions x G rollouts a step, the warm start's turns"
-    from venus_nb.igpo import IGPOConfig
-    from venus_nb.warm_start import rollout_config
-    from venus_nb.models import fast_dtype
-    # the frozen base in bf16 where bf16 is fast (the adapter trains in float32, IG is scored in float32): the update
-    # runs ~2x faster on a CPU with bf16 kernels; elsewhere bf16 matmuls crawl, so float32
-    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1, dtype=fast_dtype(),
-                      rollout=replace(rollout_config(warm.config), progress=in_terminal()))
-
-def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
-    "A few IGPO steps from the warm start; a vLLM engine follows the adapter after every step"
-    from venus_nb.igpo import igpo
-    from venus_nb.rollout import HFEngine
-    cfg = demo_igpo_config(warm, out, steps)
-    # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
-    with step_bar(cfg): res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
-    write_csv(res.metrics, out/'igpo_metrics.csv')
-    cols = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
-    _say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[cols].round(4).to_string(index=False))
-    for row in res.metrics.to_dict('records'): _say(step_meaning(row))
-    return res, [out/'igpo_metrics.csv', res.output_dir]
-
-# %% ../nbs/40_cli.ipynb #b4717a00
-def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that generates with it
-              questions:list, corpus, out:Path, warm):
-    "Pass@K and browse statistics of the warm start's rollouts and of the IGPO policy's rollouts on the same questions"
-    from venus_nb.eval import evaluate_trajectories, evaluate
-    from venus_nb.warm_start import rollout_config
-    import pandas as pd
-    cfg = replace(rollout_config(warm.config), seed=1, progress=in_terminal())
-    reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
-    table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
-    write_csv(table, out/'eval_pass_at_k.csv')
-    _say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False) + '\n' + change_line(*reports))
-    return reports, [out/'eval_pass_at_k.csv']
-
-def change_line(before, after)->str:
-    "After − before Pass@1 on the same questions: the paired interval, the discordant questions, the sign test and what it means"
-    from venus_nb.experiment import paired_stats
-    a, b = (r.per_question().set_index('question').accuracy for r in (before, after))
-    d = (b - a.reindex(b.index)).dropna().to_numpy()[None]
-    s, n = paired_stats(d), after.summary['samples_per_question']
-    return (f"   {after.label} − {before.label}, Pass@1: {s['mean']:+.2f} [{s['lo']:+.2f}, {s['hi']:+.2f}] on {d.shape[1]} questions × {n} "
-            f"samples; {s['discordant']} questions differ (sign test p = {s['p_value']:.2f}): {s['verdict']}. A change inside that "
-            "interval is noise, not a result: the experiment (`venus-nb experiment`) compares policies on 64 questions.")
-
-# %% ../nbs/40_cli.ipynb #bfa4bb54
-def _write_tokens(trajs, toks, path):
-    with atomic_open(path) as f:
-        for t, tk in zip(trajs, toks):
-            f.write(json.dumps({'id': t.meta.get('id'), 'ids': tk.ids, 'loss_mask': tk.loss_mask,
-                                'assistant_spans': tk.assistant_spans, 'observation_spans': tk.observation_spans}) + '\n')
-    return path
-
-def stage_one(data, out, model):
-    "Load, check, clean, resample and tokenise expert trajectories; returns the kept ones and the files written"
-    loaded = step_load(data); step_check(loaded.trajectories)
-    kept, files = step_clean(loaded, out)
-    rows, more = step_resample(kept, out)
-    toks = step_tokenize(kept, model)
-    return kept, files + more + [_write_tokens(kept, toks, out/'tokens.jsonl')]
-
-def turn_rewards_page(kept:list, warm, out:Path)->list:
-    "IG and advantages of a few cleaned trajectories under the warm-started policy, as a table and a replay page"
-    from venus_nb.replay import write_replay
-    scored, table = step_rewards(kept, warm.path)
-    write_csv(table, out/'turn_rewards.csv')
-    page = write_replay(out/'replay.html', scored.trajs, scored)
-    _say('## One trajectory, turn by turn\n' + scored.trajs[0]._repr_markdown_())
-    return [out/'turn_rewards.csv', page]
-
-def stage_two(warm, out, eval_questions:int=4):
-    "Warm-start rollouts, IGPO steps, evaluation, and a replay of the last IGPO step's rollouts"
-    from venus_nb.warm_start import warm_world
-    from venus_nb.replay import write_replay
-    from venus_nb.rollout import HFEngine
-    world, t = warm_world(warm.config), time.time()
-    held = world.held_out[:eval_questions]
-    engine = stage_two_engine(warm)
-    _say(f'## Stage 2 on {engine.name} ({time.time() - t:.0f}s to start)')
-    warm_trajs, files = step_rollouts(engine, warm, held, world.corpus, out)
-    res, more = step_igpo(engine, warm, world.rl, world.corpus, out)
-    rl = res.policy if isinstance(engine, HFEngine) else engine   # the vLLM engine holds the last weights
-    reports, evals = step_eval(warm_trajs, rl, held, world.corpus, out, warm)
-    pages = [write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)] if res.last else []   # none when resumed at the end
-    return files + more + evals + pages
-
-def demo(data:Path|None=None, out:Path=Path('out'), model:str='smollm2-135m', rl:bool=True):
-    "Run the recipe on `data` (None: the committed sample) and write the outputs to `out` (`rl=False`: stage 1 and the turn rewards only)"
-    start, out = time.time(), writable_folder(out)
-    kept, files = stage_one(data, out, model)
-    warm = step_warm_start(model)
-    files += [warm.path] + turn_rewards_page(kept, warm, out)
-    if rl: files += stage_two(warm, out)
-    _say(f'## Outputs ({time.time() - start:.1f}s)\n' + '\n'.join(f'   - {f}' for f in files))
-    return files
+# %% ../nbs/40_cli.ipynb #7f06283c
+from .base import moved
+# names that lived here before moving to demo, terminal: their old import path still works, with a DeprecationWarning
+__getattr__ = moved(__name__, {**dict.fromkeys('''CLIError IGPO_COLUMNS in_terminal plain readable step_bar text_table writable_file writable_folder
+    write_csv'''.split(), 'terminal'),
+    **dict.fromkeys('''DEFAULT_DATA change_line demo demo_igpo_config error_rule rule_counts stage_one stage_two
+    stage_two_engine step_check step_clean step_eval step_igpo step_load step_meaning step_resample
+    step_rewards step_rollouts step_tokenize step_warm_start turn_rewards_page'''.split(), 'demo')})
 
 # %% ../nbs/40_cli.ipynb #96790ac9
 def cmd_synth(args):
     from venus_nb.synth import generate, write_world, SynthConfig
     files = write_world(generate(SynthConfig(n=args.n, seed=args.seed)), args.out)
-    _say('\n'.join(f'{k}: {v}' for k, v in files.items()))
+    say('\n'.join(f'{k}: {v}' for k, v in files.items()))
 
 def _load(path, fmt)->Loaded:
     "The trajectories of a file and its unreadable records (each reported with its line); a CLIError when none can be read"
     from venus_nb import data
     loaded = {'dr-venus': data.load_dr_venus, 'webdancer': data.load_webdancer, 'react': data.load_react}[fmt](readable(path))
-    for e in loaded.errors: _say(f'unreadable: {e}')
+    for e in loaded.errors: say(f'unreadable: {e}')
     if not loaded.trajectories: raise CLIError(f'{path}: no readable trajectory ({len(loaded.errors)} unreadable records, --format {fmt})')
     return loaded
 
@@ -314,13 +50,13 @@ def _load(path, fmt)->Loaded:
 def cmd_clean(args):
     judge, out = None if args.judge == 'none' else args.judge, writable_folder(args.out)
     kept, files = step_clean(_load(args.input, args.format), out, judge)
-    _say('\n'.join(f'wrote {f}' for f in files))
+    say('\n'.join(f'wrote {f}' for f in files))
 
 def cmd_resample(args):
     from venus_nb.resample import ResampleConfig, resample, resample_table
     out, trajs = writable_file(args.out), _load(args.input, 'dr-venus').trajectories
     rows = resample(trajs, ResampleConfig(seed=args.seed))
-    _say(resample_table(trajs, rows).to_string()); _say(f'wrote {write_jsonl(rows, out)}')
+    say(resample_table(trajs, rows).to_string()); say(f'wrote {write_jsonl(rows, out)}')
 
 # %% ../nbs/40_cli.ipynb #3819e520
 def pick(trajs:list, index:int, path)->Trajectory:
@@ -339,7 +75,7 @@ def cmd_replay(args):
     traj = pick(_load(args.input, args.format).trajectories, args.index, args.input).shorten(args.max_chars)
     pol = load_policy(args.model, dtype='float32')
     page = write_replay(out, traj, Scored.from_logprobs([traj], [gt_logprobs(pol.model, pol.tokenizer, traj)]))
-    _say(f'wrote {page}')
+    say(f'wrote {page}')
 
 # %% ../nbs/40_cli.ipynb #e04b6a5f
 def yaml_value(text:str):
@@ -408,10 +144,8 @@ def build(cls, d:dict, where:str=''):
 # %% ../nbs/40_cli.ipynb #0c03dcb3
 def settings_of(inputs:dict, cfg)->dict:
     "What a run used, as plain data: its inputs, then every field of its config (IGPO's judge as its saved spec)"
-    if type(cfg).__name__ == 'IGPOConfig':
-        from venus_nb.igpo import config_json
-        d = config_json(cfg)
-    else: d = asdict(cfg)
+    igpo = sys.modules.get('venus_nb.igpo')   # loaded wherever `cfg` is an IGPOConfig: the other stages import nothing more
+    d = igpo.config_json(cfg) if igpo and isinstance(cfg, igpo.IGPOConfig) else asdict(cfg)
     return json.loads(json.dumps({**inputs, **d}, default=str))
 
 def save_settings(path, command:str, settings:dict)->Path:
@@ -463,7 +197,7 @@ def run_stage(name:str, stage:Stage, d:dict)->list:
     inputs, cfg = stage.resolve(d)
     saved = save_settings(output_folder(inputs, cfg)/'config.yaml', name, settings_of(inputs, cfg))
     files = [saved] + stage.run(inputs, cfg)
-    _say('\n'.join(f'wrote {f}' for f in files))
+    say('\n'.join(f'wrote {f}' for f in files))
     return files
 
 # %% ../nbs/40_cli.ipynb #318ab0d8
@@ -478,7 +212,7 @@ def read_questions(path, limit:int|None=None)->list:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise CLIError(f'limit: expected a positive whole number, got {limit!r}')
     qa = load_qa_jsonl(readable(world_file(path, 'qa.jsonl')))
-    for e in qa.errors: _say(f'   unreadable: {e}')
+    for e in qa.errors: say(f'   unreadable: {e}')
     if not qa.trajectories: raise CLIError(f'{path}: no readable question ({len(qa.errors)} unreadable rows)')
     return qa.trajectories[:limit]
 
@@ -507,7 +241,7 @@ def run_sft(inputs:dict, cfg)->list:
     from venus_nb.sft import sft
     trajs = _load(inputs['data'], 'dr-venus').trajectories
     res = sft(trajs, cfg, live=False)
-    _say(res._repr_markdown_() + f' ({len(res.data.examples)} examples)')
+    say(res._repr_markdown_() + f' ({len(res.data.examples)} examples)')
     return [res.output_dir]
 
 def run_rollout(inputs:dict, cfg)->list:
@@ -516,7 +250,7 @@ def run_rollout(inputs:dict, cfg)->list:
     questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
     engine, t = policy_engine(inputs), time.time()
     trajs = rollout(engine, questions, corpus, cfg)
-    _say(rollout_line(trajs, engine.name, time.time() - t))
+    say(rollout_line(trajs, engine.name, time.time() - t))
     return [write_jsonl(trajs, output_folder(inputs, cfg)/'trajectories.jsonl')]
 
 def eval_selectors(inputs:dict)->tuple[dict, object]:
@@ -539,33 +273,16 @@ def run_eval(inputs:dict, cfg)->list:
     questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
     engine, t, ks = policy_engine(inputs), time.time(), inputs['ks'] or KS
     trajs = rollout(engine, questions, corpus, cfg)
-    _say(rollout_line(trajs, engine.name, time.time() - t))
+    say(rollout_line(trajs, engine.name, time.time() - t))
     scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None   # the policy's own weights score its answers
     rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,), label=inputs['label'] or str(inputs['policy']),
                                 select=select or None, policy=scorer, verifier=verifier)
-    _say(rep._repr_markdown_())
+    say(rep._repr_markdown_())
     out = output_folder(inputs, cfg)
     files = [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'), write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
     return files + (write_selection(out, rep.selection) if rep.selection is not None else [])
 
 # %% ../nbs/40_cli.ipynb #9cdf24a6
-@contextmanager
-def step_bar(cfg):
-    "A progress bar over IGPO steps in a terminal (the library's `igpo` shows a live figure in a notebook instead)"
-    from tqdm.auto import tqdm
-    from venus_nb import igpo as lib
-    ckpt = lib.last_igpo_checkpoint(cfg.output_dir)
-    bar, step = tqdm(total=cfg.steps, initial=lib.read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step', disable=None), lib.igpo_step
-    def counted(*args, **kw):
-        row, scored = step(*args, **kw)
-        bar.update(); bar.set_postfix(accuracy=f"{row['accuracy']:.2f}", loss=f"{row['loss']:+.4f}")
-        return row, scored
-    lib.igpo_step = counted
-    try: yield bar
-    finally: lib.igpo_step = step; bar.close()
-
-IGPO_COLUMNS = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
-
 def run_igpo(inputs:dict, cfg)->list:
     "Stage-2 IGPO of a policy on training questions with the corpus as its tools"
     from venus_nb.igpo import igpo
@@ -574,7 +291,7 @@ def run_igpo(inputs:dict, cfg)->list:
     engine = None if inputs['engine'] == 'transformers' else policy_engine(inputs)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
     with step_bar(cfg): res = igpo(inputs['policy'], questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
-    _say(res._repr_markdown_() + '\n' + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
+    say(res._repr_markdown_() + '\n' + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
     return [write_csv(res.metrics, res.output_dir/'metrics.csv'), res.output_dir]
 
 # %% ../nbs/40_cli.ipynb #00574dd1
@@ -686,10 +403,10 @@ def cmd_experiment(args):
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
     if args.signal or args.signal_only:
         density, _ = warm_signal(cfg.warm)   # the experiment's own start
-        _say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
+        say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
         if args.signal_only: return density
-    res = experiment(cfg, say=lambda s: _say('   ' + s))
-    _say(f'## Held-out Pass@k ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
+    res = experiment(cfg, say=lambda s: say('   ' + s))
+    say(f'## Held-out Pass@k ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
          + res.summary.round(3).to_string(index=False) + f"\n   report: {res.output_dir/'report.html'}")
     return res
 
@@ -703,7 +420,7 @@ def cmd_stage(args):
     st = stages()[args.cmd]
     d = st.settings(args.config, {key: getattr(args, key) for key, _ in st.flags.values()}, args.set)
     if getattr(args, 'trust_code', False):
-        from venus_nb.igpo import trusted_judge
+        from venus_nb.judges import trusted_judge
         d = trusted_judge(d, trust_code=True)
     unsloth_first(args.cmd, d)
     return run_stage(args.cmd, st, d)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace, field
 from pathlib import Path
 import pandas as pd
 from .base import LoadError, BadRecord, MAX_RECORD_BYTES, read_records, parse_json, decode_utf8, must_exist
+from .judges import judge_fn
 from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_jsonl, render_turn_text, observation_message,
                                  load_each, between, as_loaded, is_dataset, to_dataset)
 
@@ -334,18 +335,11 @@ def step_validate(traj:Trajectory, cfg:CleanConfig):
     return (None, err) if err else (traj, [])
 
 # %% ../nbs/11_data.ipynb #7e4c6844
-def _judge_fn(judge):
-    from venus_nb.rewards import exact_match, f1_score
-    if callable(judge): return judge
-    fns = {'em': lambda q, a, g: exact_match(a, g), 'f1': lambda q, a, g: f1_score(a, g)}
-    if judge not in fns: raise ValueError(f"judge must be 'em', 'f1' or a callable, got {judge!r}")
-    return fns[judge]
-
 def step_correct(traj:Trajectory, cfg:CleanConfig):
     "Step 5 (optional): keep trajectories whose final answer the judge accepts"
     if cfg.judge is None: return traj, []
     if traj.gt is None: return None, 'no ground truth to judge against'
-    score = _judge_fn(cfg.judge)(traj.question, traj.turns[-1].answer or '', traj.gt)
+    score = judge_fn(cfg.judge)(traj.question, traj.turns[-1].answer or '', traj.gt)
     return (traj, []) if score >= cfg.min_score else (None, f'judged incorrect (score {score:.2f}): {traj.turns[-1].answer!r} vs {traj.gt!r}')
 
 # %% ../nbs/11_data.ipynb #41221881

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from .base import BadRecord, read_records
 from .trajectory import Trajectory, Turn, ToolCall, between
-from .rewards import exact_match, f1_score, aliases, judge_fn, normalize_answer
+from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
 from .corpus import parse_r1_passage, r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
 _all_ = ['parse_r1_passage', 'r1_passages', 'passage_docs']   # R1-Searcher's passages are read in `corpus`; importable from here too
 
@@ -41,7 +41,7 @@ def final_answer(traj:Trajectory)->str|None:
     "The last `<answer>` given in the trajectory, or None"
     return next((t.answer for t in reversed(traj.turns) if t.answer is not None), None)
 
-scorer = judge_fn  # the judge of an evaluation is the judge of training: `rewards.judge_fn`
+scorer = judge_fn  # the judge of an evaluation is the judge of training: `judges.judge_fn`
 
 # %% ../nbs/31_eval.ipynb #f94308c1
 THRESHOLDS = {'em': 1.0, 'f1': 0.5}
@@ -101,7 +101,7 @@ def _score_one(judge, traj:Trajectory, answer)->float:
     return 0.0 if answer is None or not str(answer).strip() else float(judge(traj.question, answer, traj.gt))
 
 def score_trajectories(trajs:list, # `Trajectory` objects with `.gt` (rollouts: with their meta)
-                       score='em', # 'em' | 'f1' | a `(question, answer, gt)` judge such as `LLMJudge` (see `rewards.judge_fn`)
+                       score='em', # 'em' | 'f1' | a `(question, answer, gt)` judge such as `LLMJudge` (see `judges.judge_fn`)
                        threshold:float|None=None, # score needed to be correct; default 1.0 for em, 0.5 otherwise
                        tokenizer=None # counts tokens of trajectories that carry none
                       )->pd.DataFrame:
@@ -195,7 +195,7 @@ class EvalReport:
 
 # %% ../nbs/31_eval.ipynb #d92fbee4
 def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
-                          score='em', # 'em' | 'f1' | a callable judge (see `rewards.judge_fn`)
+                          score='em', # 'em' | 'f1' | a callable judge (see `judges.judge_fn`)
                           ks=KS, # the K of Pass@K
                           threshold:float|None=None, # score needed to be correct (see `threshold_of`)
                           label:str='model', # the name in tables and figures
@@ -383,7 +383,7 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
     return qs, LocalCorpus(passage_docs(passages), name='r1-searcher:' + '+'.join(_names(sets)))
 
 # %% ../nbs/31_eval.ipynb #bca21c0e
-norm_text = normalize_answer   # the name this module gave it before: one SQuAD normalisation, `rewards.normalize_answer`
+norm_text = normalize_answer   # the name this module gave it before: one SQuAD normalisation, `judges.normalize_answer`
 
 def _has_answer(texts:list, gt)->bool:
     golds = [f' {g} ' for g in map(normalize_answer, aliases(gt)) if g]

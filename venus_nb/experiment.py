@@ -22,6 +22,11 @@ __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_CO
            'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
            'sweep_row', 'sweep']
 
+# %% ../nbs/32_experiment.ipynb #3de3649e
+from .base import moved
+# names that lived here before moving to data: their old import path still works, with a DeprecationWarning
+__getattr__ = moved(__name__, dict.fromkeys('''question_kind'''.split(), 'data'))
+
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `replay.Scored` batch
                      **changes # `RewardConfig` fields to change, e.g. estimator='grpo'

@@ -4,10 +4,10 @@
 
 # %% ../nbs/26_igpo.ipynb #690de7aa
 from __future__ import annotations
-import copy, importlib, json, math, random, re, shutil, time, warnings
+import copy, json, math, random, shutil, time, warnings
 from functools import partial
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, asdict, replace, fields
+from dataclasses import dataclass, field, asdict, replace
 from itertools import chain
 from pathlib import Path
 from typing import Callable
@@ -20,23 +20,27 @@ from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
 from .base import write_atomic, atomic_open, save_config, load_config, config_kwargs
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes,
                                   describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
-from .rewards import (RewardConfig, LLMJudge, judge_fn, outcomes, reward_details, token_advantages, gt_logprobs,
-                              Prefix, prefilled, crop_to, prompt_groups,
+from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
+from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprobs, Prefix, prefilled, crop_to, prompt_groups,
                               ig_from_logprobs)
-_all_ = ['judge_fn', 'outcomes', 'UnslothEngine']   # the outcome judges live in `rewards`, the engines in `rollout`; importable from here too
+_all_ = ['UnslothEngine']   # the engines live in `rollout`; importable from here too
 
 # %% auto #0
 __all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig',
-           'learning_rate', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge', 'config_json',
-           'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums',
-           'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision', 'float32_weights',
-           'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update',
-           'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
-           'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card', 'save_weights', 'save_final',
-           'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds',
-           'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult',
-           'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy',
-           'ablation_grid', 'ablation', 'ablation_figure', 'judge_fn', 'outcomes', 'UnslothEngine']
+           'learning_rate', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss',
+           'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision',
+           'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
+           'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state',
+           'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card',
+           'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
+           'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
+           'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
+           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'UnslothEngine']
+
+# %% ../nbs/26_igpo.ipynb #aaefcead
+from .base import moved
+# names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
+__getattr__ = moved(__name__, dict.fromkeys('''imported judge_fn judge_from_spec judge_spec outcomes trusted_judge untrusted'''.split(), 'judges'))
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .data import check_shares
@@ -96,64 +100,6 @@ def learning_rate(cfg:IGPOConfig)->float:
     return cfg.lr if cfg.lr is not None else FULL_LR if cfg.lora_r is None else LORA_LR
 
 # %% ../nbs/26_igpo.ipynb #7bcddbc4
-_UNSAVED = ('api_key', 'transport')   # an LLMJudge's key and transport stay out of files; the rest are its settings
-
-def _dotted(f)->str|None:
-    "`module.qualname` of `f` when importing that name gives `f` back (module-level functions and classes)"
-    mod, name = getattr(f, '__module__', None), getattr(f, '__qualname__', None)
-    if not mod or not name or '<' in name or mod == '__main__': return None
-    try: obj = importlib.import_module(mod)
-    except ImportError: return None
-    for part in name.split('.'): obj = getattr(obj, part, None)
-    return f'{mod}.{name}' if obj is f else None
-
-def judge_spec(judge):
-    "A judge as JSON: 'em'/'f1' as is, an `LLMJudge` as its settings, a module-level function by its dotted name"
-    if isinstance(judge, str): return judge
-    if isinstance(judge, LLMJudge):
-        if judge.api_key is not None or judge.transport is not None:
-            warnings.warn('IGPOConfig.save keeps no api_key or transport of an LLMJudge: a loaded config reads $OPENAI_API_KEY')
-        return {'llm_judge': {f.name: getattr(judge, f.name) for f in fields(judge) if f.compare and f.name not in _UNSAVED}}
-    if name := _dotted(judge): return {'callable': name}
-    raise ValueError(f'IGPOConfig.save: cannot save the judge {judge!r}: use an LLMJudge, a function defined at the top level of '
-                     'an importable module (saved by name), or keep it out of the config with `igpo(..., judge=...)`')
-
-def imported(name:str):
-    "The object at a dotted name `module.qualname` (the module part may itself be dotted), else a ValueError naming it"
-    parts = name.split('.')
-    for i in range(len(parts) - 1, 0, -1):
-        try: obj = importlib.import_module('.'.join(parts[:i]))
-        except ImportError: continue
-        try:
-            for part in parts[i:]: obj = getattr(obj, part)
-        except AttributeError: break
-        return obj
-    raise ValueError(f'judge.callable: cannot import {name}')
-
-def untrusted(what:str)->str:
-    "Why a config that names code is refused, and the opt-in"
-    return (f'{what} names code to import and call; a config runs no code unless you say so: '
-            'load it with trust_code=True (venus-nb: --trust-code) if you trust the file')
-
-def judge_from_spec(spec:dict,
-                    trust_code:bool=False # import a judge saved by its dotted name (a file you trust: it runs that code)
-                   ):
-    "The judge that `judge_spec` wrote: an `LLMJudge` from its settings; a dotted callable only with `trust_code`"
-    if not isinstance(spec, dict) or len(spec) != 1 or not {'llm_judge', 'callable'} & set(spec):
-        raise ValueError(f"judge: a saved judge is 'em', 'f1', {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r:.200}")
-    if 'llm_judge' in spec:
-        return LLMJudge(**config_kwargs(LLMJudge, spec['llm_judge'], 'judge.llm_judge.'))
-    name = spec['callable']
-    if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)+', name):
-        raise ValueError(f'judge.callable: expected a dotted name module.function, got {name!r:.200}')
-    if not trust_code: raise ValueError(untrusted(f"the judge {{'callable': {name!r}}}"))
-    return imported(name)
-
-def trusted_judge(d:dict, # `IGPOConfig` settings, as read from a file
-                  trust_code:bool=False)->dict:
-    "`d` with a judge saved as a mapping made a judge now, a dotted callable imported only with `trust_code`"
-    return {**d, 'judge': judge_from_spec(d['judge'], trust_code)} if isinstance(d, dict) and isinstance(d.get('judge'), dict) else d
-
 def config_json(cfg:IGPOConfig)->dict:
     "The settings as JSON data, nested configs and the judge included"
     return {**asdict(replace(cfg, judge='em')), 'judge': judge_spec(cfg.judge)}

@@ -7,17 +7,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable, Literal
 from fastcore.basics import patch
 import numpy as np
+from .judges import aliases, exact_match
 
 # %% auto #0
-__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES', 'REPLY', 'RewardConfig', 'finite', 'Slots',
+__all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
            'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
-           'reward_details', 'turn_advantages', 'token_advantages', 'aliases', 'normalize_answer', 'exact_match',
-           'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
-           'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued',
-           'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs',
-           'gt_logprobs', 'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
+           'reward_details', 'turn_advantages', 'token_advantages', 'Probe', 'answer_probe', 'scored_boundaries',
+           'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued', 'prompt_groups', 'each_prompt_once',
+           'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs', 'gt_logprobs', 'ig_from_logprobs',
+           'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
+
+# %% ../nbs/24_rewards.ipynb #325f5656
+from .base import moved
+# names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
+__getattr__ = moved(__name__, dict.fromkeys('''ANSWER_SPLIT JUDGES JUDGE_MODEL JUDGE_PROMPT LLMJudge PLACEHOLDER aliases em_judge exact_match
+    f1_judge f1_score judge_fn judge_reference normalize_answer outcomes parse_verdict'''.split(), 'judges'))
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -32,15 +39,37 @@ class RewardConfig:
     penalty: str = 'pooled'        # 'pooled' | 'replace'
     ig: str = 'logp_diff'          # 'logp_diff' | 'prob_diff'
     scored: str = 'visit'          # 'visit' | 'all_tools' | 'none' (no IG: only format penalties and the outcome)
-    estimator: str = 'igpo'        # 'igpo' | 'grpo'
+    estimator: Literal['igpo', 'grpo'] = 'igpo'  # a name in `ESTIMATORS`: 'igpo' | 'grpo', or one you add there
     eps: float = 1e-6              # z-score denominator and IG-Scale epsilon
     var_eps: float = 1e-8          # inside the std's square root
     temperature: float = 1.0       # logits are divided by it when scoring IG
 
     def __post_init__(self):
         for k, ok in dict(norm=('scaled_separate', 'separate', 'joint'), credit=('copy', 'split'), penalty=('pooled', 'replace'),
-                          ig=('logp_diff', 'prob_diff'), scored=('visit', 'all_tools', 'none'), estimator=('igpo', 'grpo')).items():
+                          ig=('logp_diff', 'prob_diff'), scored=('visit', 'all_tools', 'none')).items():
             if getattr(self, k) not in ok: raise ValueError(f'RewardConfig.{k} must be one of {ok}, got {getattr(self, k)!r}')
+        estimator_fn(self.estimator)
+
+# %% ../nbs/24_rewards.ipynb #f0a34768
+def igpo_advantages(slots:list, # per rollout, its `Slots`
+                    rewards:list, # per rollout, each slot's immediate reward (`slot_rewards`)
+                    slot_adv:list, # per rollout, each slot's discounted advantage (`discount`)
+                    groups:list, # per rollout, its group id
+                    cfg:RewardConfig)->list:
+    "IGPO: each turn takes the advantage of its slot (`spread`)"
+    return [spread(s, r, a, cfg) for s, r, a in zip(slots, rewards, slot_adv)]
+
+def grpo_advantages(slots:list, rewards:list, slot_adv:list, groups:list, cfg:RewardConfig)->list:
+    "GRPO baseline: the group-normalised outcome on every turn"
+    normed = normalise(slots, groups, replace(cfg, norm='separate'))
+    return [[n[-1]] * (s.turns[-1] + 1) for s, n in zip(slots, normed)]
+
+ESTIMATORS = {'igpo': igpo_advantages, 'grpo': grpo_advantages}  # name -> fn(slots, rewards, slot_adv, groups, cfg) -> per-turn advantages
+
+def estimator_fn(name:str)->Callable:
+    "The advantage estimator `ESTIMATORS` holds under `name`, else a ValueError naming the ones it holds"
+    if isinstance(name, str) and name in ESTIMATORS: return ESTIMATORS[name]
+    raise ValueError(f'RewardConfig.estimator must be one of {tuple(ESTIMATORS)}, got {name!r}')
 
 # %% ../nbs/24_rewards.ipynb #b96796b3
 def finite(x)->float:
@@ -134,11 +163,6 @@ class RewardDetails:
     "Everything computed on the way to the advantages"
     slots: list; normed: list; scale: float; rewards: list; slot_adv: list; advantages: list
 
-def _grpo(slots, groups, cfg):
-    "GRPO baseline: the group-normalised outcome on every turn"
-    normed = normalise(slots, groups, replace(cfg, norm='separate'))
-    return [[n[-1]] * (s.turns[-1] + 1) for s, n in zip(slots, normed)]
-
 def _check_lengths(kinds, ig, format_ok, outcome, groups):
     n = len(kinds)
     if not all(len(x) == n for x in (ig, format_ok, outcome, groups)): raise ValueError('kinds, ig, format_ok, outcome and groups need one entry per rollout')
@@ -147,16 +171,16 @@ def _check_lengths(kinds, ig, format_ok, outcome, groups):
 
 # %% ../nbs/24_rewards.ipynb #ef86df11
 def reward_details(kinds, ig, format_ok, outcome, groups, cfg:RewardConfig=RewardConfig())->RewardDetails:
-    "Slots, normalised values, IG-Scale, discounted slot advantages and per-turn advantages for a batch"
+    "Slots, normalised values, IG-Scale, discounted slot advantages and the estimator's per-turn advantages for a batch"
     _check_lengths(kinds, ig, format_ok, outcome, groups)
     live = [i for i, k in enumerate(kinds) if len(k)]
+    on = lambda d: [d[i] for i in live]   # the rollouts with turns, in order
     slots = {i: rollout_slots(ig[i], format_ok[i], outcome[i], cfg) for i in live}
-    normed = dict(zip(live, normalise([slots[i] for i in live], [groups[i] for i in live], cfg)))
-    s = ig_scale([slots[i] for i in live], [normed[i] for i in live], cfg)
+    normed = dict(zip(live, normalise(on(slots), on(groups), cfg)))
+    s = ig_scale(on(slots), on(normed), cfg)
     rewards = {i: slot_rewards(slots[i], normed[i], s, cfg) for i in live}
     slot_adv = {i: discount(rewards[i], cfg.gamma) for i in live}
-    adv = {i: spread(slots[i], rewards[i], slot_adv[i], cfg) for i in live}
-    if cfg.estimator == 'grpo': adv = dict(zip(live, _grpo([slots[i] for i in live], [groups[i] for i in live], cfg)))
+    adv = dict(zip(live, estimator_fn(cfg.estimator)(on(slots), on(rewards), on(slot_adv), on(groups), cfg)))
     pick = lambda d, empty: [d.get(i, empty) for i in range(len(kinds))]
     return RewardDetails(pick(slots, None), pick(normed, []), s, pick(rewards, []), pick(slot_adv, []), pick(adv, []))
 
@@ -174,182 +198,6 @@ def token_advantages(tokens, # a `Tokenized` (ids, loss_mask, assistant_spans)
         for j in range(a, b):
             if tokens.loss_mask[j]: out[j] = float(adv)
     return out
-
-# %% ../nbs/24_rewards.ipynb #aa52cef2
-import re, string
-from collections import Counter
-
-ANSWER_SPLIT = '<|answer_split|>'
-
-def aliases(gt)->list[str]:
-    "Ground-truth alternatives (a list, or a string joined by `<|answer_split|>`)"
-    items = gt if isinstance(gt, (list, tuple)) else str(gt).split(ANSWER_SPLIT)
-    return [str(a).strip() for a in items if str(a).strip()]
-
-_PUNCT = str.maketrans('', '', string.punctuation)
-
-def normalize_answer(s:str)->str:
-    "SQuAD normalisation: lower case, drop (ASCII) punctuation and articles, squeeze spaces; one `str.translate`, fast enough for whole pages"
-    return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', str(s).lower().translate(_PUNCT)).split())
-
-# %% ../nbs/24_rewards.ipynb #cfdabb15
-def exact_match(pred:str, gt)->float:
-    "1.0 if the normalised prediction equals any normalised alias"
-    return float(any(normalize_answer(pred) == normalize_answer(a) for a in aliases(gt)))
-
-def _f1(pred, gold):
-    p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
-    common = sum((Counter(p) & Counter(g)).values())
-    if not common: return 0.0
-    prec, rec = common / len(p), common / len(g)
-    return 2 * prec * rec / (prec + rec)
-
-def f1_score(pred:str, gt)->float:
-    "Token F1, best over the aliases"
-    return max((_f1(pred, a) for a in aliases(gt)), default=0.0)
-
-# %% ../nbs/24_rewards.ipynb #b6a31652
-import os, time, inspect, functools, warnings
-from typing import Callable
-from dataclasses import field
-import httpx
-
-JUDGE_MODEL = 'Qwen3-235B-A22B-Instruct-2507'  # DR-Venus' judge
-PLACEHOLDER = 'answer here'  # what an unfilled answer template leaves
-
-JUDGE_PROMPT = '''"Judge whether the following [response] to [question] is correct or not based on the precise and unambiguous [correct_answer] below.
-
-[question]: {question}
-[response]: {response}
-
-Your judgement must be in the format and criteria specified below:
-
-extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if there is no exact, final answer to extract from the response.
-[correct_answer]: {correct_answer}
-
-reasoning: Explain why the extracted_final_answer is correct or incorrect based on [correct_answer], focusing only on if there are meaningful differences between [correct_answer] and the extracted_final_answer. Do not comment on any background to the problem, do not attempt to solve the problem, do not argue for any answer different than [correct_answer], focus only on whether the answers match.
-
-correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, non-equivalency, or if the extracted answer is incorrect.
-
-confidence: The extracted confidence score between 0|%| and 100|%| from [response]. Put 100 if there
-is no confidence score available.'''
-
-def judge_reference(gt)->str:
-    "The `[correct_answer]` the judge sees: the answer, other aliases listed as also accepted"
-    first, *rest = aliases(gt) or ['']
-    return first + (f" (also accepted: {'; '.join(rest)})" if rest else '')
-
-def parse_verdict(reply:str)->float|None:
-    "1.0 or 0.0 from the first `correct: yes|no` in the reply; None when there is none"
-    m = re.search(r'correct\s*:\s*(yes|no)\b', reply or '', flags=re.I)
-    return float(m[1].lower() == 'yes') if m else None
-
-
-# %% ../nbs/24_rewards.ipynb #781ab4bf
-@dataclass
-class LLMJudge:
-    "Binary LLM judge `(question, answer, gt) -> 0.0 | 1.0` over an OpenAI-compatible chat endpoint, as DR-Venus judges"
-    base_url: str|None = None  # API base (http://localhost:8000/v1) or the full /chat/completions URL; default $VENUS_NB_JUDGE_URL
-    model: str|None = None  # default $VENUS_NB_JUDGE_MODEL, else DR-Venus' judge
-    api_key: str|None = None  # default $OPENAI_API_KEY; no Authorization header when empty
-    temperature: float = 0.1
-    top_p: float = 0.95
-    enable_thinking: bool|None = None  # send `chat_template_kwargs.enable_thinking` (Qwen on vLLM); None: leave it out
-    attempts: int = 3  # requests per answer before it counts as a judge error
-    backoff: float = 1.0  # seconds before the second attempt, doubling after
-    timeout: float = 300.0  # seconds per request
-    transport: object = None  # an httpx transport (e.g. `httpx.MockTransport`)
-    errors: list = field(default_factory=list, repr=False, compare=False)  # one dict per answer scored 0 without a verdict
-
-    def url(self)->str:
-        "The chat-completions URL"
-        base = self.base_url or os.environ.get('VENUS_NB_JUDGE_URL')
-        if not base: raise ValueError('LLMJudge needs base_url or $VENUS_NB_JUDGE_URL')
-        base = base.rstrip('/')
-        return base if base.endswith('/chat/completions') else base + '/chat/completions'
-
-    def request(self, question:str, answer:str, gt)->dict:
-        "The chat-completion body that asks about one answer"
-        prompt = JUDGE_PROMPT.format(question=question, response=answer, correct_answer=judge_reference(gt))
-        body = dict(model=self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL), messages=[{'role': 'user', 'content': prompt}],
-                    temperature=self.temperature, top_p=self.top_p, n=1)
-        if self.enable_thinking is not None: body['chat_template_kwargs'] = {'enable_thinking': self.enable_thinking}
-        return body
-
-    def ask(self, body:dict)->tuple[str|None, str|None]:
-        "`(reply, None)`, or `(None, reason)` once every attempt failed or came back empty"
-        url, key = self.url(), self.api_key or os.environ.get('OPENAI_API_KEY', '')
-        with httpx.Client(timeout=self.timeout, transport=self.transport, headers={'Authorization': f'Bearer {key}'} if key else {}) as c:
-            for i in range(self.attempts):
-                if i: time.sleep(self.backoff * 2 ** (i - 1))
-                try:
-                    r = c.post(url, json=body)
-                    if r.is_error: why = f'HTTP {r.status_code} {r.text[:200]}'.strip(); continue
-                    reply = r.json()['choices'][0]['message']['content']
-                    if reply and reply.strip(): return reply.strip(), None
-                    why = 'empty reply'
-                except Exception as e: why = f'{type(e).__name__}: {e}'
-        return None, f'no reply after {self.attempts} attempts ({why})'
-
-    def _no_verdict(self, question, answer, reason, reply=None)->float:
-        "Score 0, and leave a trace the caller can read"
-        self.errors.append(dict(question=question, answer=answer, reason=reason, reply=reply))
-        warnings.warn(f'LLMJudge scored an answer 0.0 without a verdict: {reason} (see judge.errors)', RuntimeWarning, stacklevel=3)
-        return 0.0
-
-    def __call__(self, question:str, answer:str, gt)->float:
-        answer, golds = str(answer or '').strip(), aliases(gt) if gt is not None else []
-        if answer in golds: return 1.0
-        if answer in ('', PLACEHOLDER) or not golds: return 0.0
-        self.url()  # a missing endpoint is a configuration error, raised rather than scored
-        reply, why = self.ask(self.request(question, answer, gt))
-        if reply is None: return self._no_verdict(question, answer, why)
-        verdict = parse_verdict(reply)
-        return self._no_verdict(question, answer, 'no `correct: yes|no` in the reply', reply) if verdict is None else verdict
-
-
-# %% ../nbs/24_rewards.ipynb #a3d4cb5f
-def em_judge(question:str, answer:str, gt)->float:
-    "`exact_match` as a judge"
-    return exact_match(answer, gt)
-
-def f1_judge(question:str, answer:str, gt)->float:
-    "`f1_score` as a judge"
-    return f1_score(answer, gt)
-
-JUDGES = {'em': em_judge, 'f1': f1_judge}
-
-def _arity(fn)->int:
-    "3 for a `(question, answer, gt)` judge, 2 for a legacy `(answer, gt)` callable; a TypeError for anything else"
-    try: ps = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError): return 3  # an unreadable signature is taken to be the current one
-    pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    req = sum(p.default is p.empty for p in pos)
-    most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in ps) else len(pos)
-    for n in ((2, 3) if req == 2 else (3, 2)):
-        if req <= n <= most: return n
-    raise TypeError(f'a judge is called as judge(question, answer, gt), or judge(answer, gt); {fn!r} needs {req} positional arguments')
-
-def _without_question(fn, question, answer, gt): return fn(answer, gt)
-
-def judge_fn(judge)->Callable:
-    "A `(question, answer, gt) -> float` judge from 'em', 'f1', such a callable, or a legacy `(answer, gt)` callable"
-    if isinstance(judge, str) and judge in JUDGES: return JUDGES[judge]
-    if isinstance(judge, str) or not callable(judge):
-        raise ValueError(f"judge must be 'em', 'f1' or a callable (question, answer, gt) -> float, got {judge!r}")
-    return judge if _arity(judge) == 3 else functools.partial(_without_question, judge)
-
-def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
-             judge='em' # 'em', 'f1' or a judge (see `judge_fn`), e.g. an `LLMJudge`
-            )->list[float]:
-    "The judge's score of each rollout's final answer (0 without an answer or a ground truth)"
-    f = judge_fn(judge)
-    def one(t):
-        answer = t.turns[-1].answer if t.turns else None
-        if answer is None or not str(answer).strip() or t.gt is None: return 0.0
-        return float(f(t.question, answer, t.gt))
-    return [one(t) for t in trajs]
-
 
 # %% ../nbs/24_rewards.ipynb #0d193c6f
 from contextlib import contextmanager

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages, judge_fn, outcomes, aliases, LLMJudge,
+from .judges import judge_fn, outcomes, aliases, LLMJudge
+from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages,
                               Probe, answer_probe, scored_boundaries, cached_logps, GTLogProbs, ig_from_logprobs)
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening, special_tokens,
@@ -174,7 +175,7 @@ def rollout_turns(tokenizer, response_ids, response_mask)->list[Turn]:
 def rollout_turn_rewards(tokenizer, response_ids, response_mask, # one verl rollout
                          gt, # ground truth (a string, `<|answer_split|>` alternatives, or a list)
                          ig:list|None=None, # IG after each assistant turn (None where not scored); None: no IG
-                         judge='em', # 'em', 'f1' or a `(question, answer, gt)` judge (see `rewards.judge_fn`); DR-Venus uses `LLMJudge`
+                         judge='em', # 'em', 'f1' or a `(question, answer, gt)` judge (see `judges.judge_fn`); DR-Venus uses `LLMJudge`
                          cfg:RewardConfig=RewardConfig(),
                          question:str='', # the question, which the judge sees
                          outcome:float|None=None # the judge's score, when the caller already has it
@@ -192,9 +193,9 @@ def _dotted(path):
     mod, name = path.rsplit('.', 1)
     return getattr(importlib.import_module(mod), name)
 
-_LLM_JUDGE = 'venus_nb.rewards.LLMJudge'   # the one dotted judge a YAML may name without `trust_code`
+_LLM_JUDGE = 'venus_nb.judges.LLMJudge'   # the one dotted judge a YAML may name without `trust_code`
 
-def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.rewards.LLMJudge', a judge, or (with `trust_code`) another dotted path to a judge or a judge class
+def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.judges.LLMJudge', a judge, or (with `trust_code`) another dotted path to a judge or a judge class
                 judge_kwargs:dict|None=None, # arguments of the judge class, e.g. `LLMJudge`'s base_url and model
                 trust_code:bool=False # import another dotted path (it runs the code the YAML names)
                ):
@@ -205,7 +206,7 @@ def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.rewards.LLMJudge', a judge, 
                          "add `trust_code: true` to the agent loop's settings if you trust the file")
     obj = LLMJudge if judge == _LLM_JUDGE else _dotted(judge) if named else judge
     if isinstance(obj, type): obj = obj(**dict(judge_kwargs or {}))
-    elif judge_kwargs: raise ValueError(f'judge_kwargs need a judge class such as venus_nb.rewards.LLMJudge, got judge={judge!r}')
+    elif judge_kwargs: raise ValueError(f'judge_kwargs need a judge class such as venus_nb.judges.LLMJudge, got judge={judge!r}')
     return judge_fn(obj)
 
 def rollout_question(kwargs:dict)->str:
