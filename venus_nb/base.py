@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
            'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
-           'typed', 'config_kwargs', 'load_config', 'moved']
+           'typed', 'config_kwargs', 'load_config', 'Settings', 'moved']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a record of a JSON array) longer than this is reported, never read into memory whole
@@ -317,6 +317,27 @@ def load_config(cls, path, prepare:Callable|None=None # the settings read, made 
     if not isinstance(d, dict): raise ValueError(f'{path}: not a mapping of {cls.__name__} settings')
     try: return cls(**config_kwargs(cls, prepare(d) if prepare else d))
     except (TypeError, ValueError) as e: raise ValueError(f'{path}: {e}') from None
+
+# %% ../nbs/00_base.ipynb #926bfa2a
+class Settings:
+    "Mixin for a settings dataclass: `to_json`, `save` (indented JSON, whole or not at all) and `load` (JSON or YAML)"
+    def to_json(self)->dict:
+        "The settings as JSON data, nested settings included"
+        return asdict(self)
+
+    def save(self, path)->Path: return save_config(self, path, type(self).to_json)
+
+    @classmethod
+    def from_saved(cls, d:dict, trust_code:bool=False)->dict:
+        "The settings read from a file, made ready for `cls` (a class whose file names code reads it here)"
+        return d
+
+    @classmethod
+    def load(cls, path,
+             trust_code:bool=False # import code a file names by its dotted name (only for a file you trust: it runs that code)
+            ):
+        "Settings from a file `save` wrote, or YAML; an unknown key or a wrong value is a ValueError naming the file and the key"
+        return load_config(cls, path, lambda d: cls.from_saved(d, trust_code))
 
 # %% ../nbs/00_base.ipynb #6f5331be
 import importlib, warnings

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, asdict, replace
 from pathlib import Path
 from typing import Callable
-from .base import MAX_RECORD_BYTES, write_atomic, nested_config, typed as field_value
+from .base import MAX_RECORD_BYTES, write_atomic, nested_config, typed as field_value, Settings
 from .trajectory import write_jsonl, Loaded, Trajectory
 from .terminal import say, in_terminal, CLIError, readable, writable_folder, writable_file, write_csv, step_bar, IGPO_COLUMNS
 from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
@@ -144,8 +144,7 @@ def build(cls, d:dict, where:str=''):
 # %% ../nbs/40_cli.ipynb #0c03dcb3
 def settings_of(inputs:dict, cfg)->dict:
     "What a run used, as plain data: its inputs, then every field of its config (IGPO's judge as its saved spec)"
-    igpo = sys.modules.get('venus_nb.igpo')   # loaded wherever `cfg` is an IGPOConfig: the other stages import nothing more
-    d = igpo.config_json(cfg) if igpo and isinstance(cfg, igpo.IGPOConfig) else asdict(cfg)
+    d = cfg.to_json() if isinstance(cfg, Settings) else asdict(cfg)
     return json.loads(json.dumps({**inputs, **d}, default=str))
 
 def save_settings(path, command:str, settings:dict)->Path:

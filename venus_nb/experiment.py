@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, asdict, replace, is_dataclass
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .base import write_atomic, save_config, load_config, config_kwargs
+from .base import write_atomic, config_kwargs, Settings
 from .eval import pass_at_k, tool_counts
 from .data import as_questions, question_kind
 from .models import fast_dtype
@@ -220,7 +220,7 @@ CPU_LEARN = dict(steps=8, eval_every=None,   # the 2-core configuration: one 64 
                  igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2))   # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
 
 @dataclass
-class ExperimentConfig:
+class ExperimentConfig(Settings):
     "Arms, seeds and budget of an IGPO-vs-GRPO experiment"
     arms: tuple = ('IGPO (DR-Venus)', 'GRPO')   # keys of `igpo.ablation_grid`
     seeds: tuple = (0, 1, 2)
@@ -270,15 +270,13 @@ class ExperimentConfig:
                                warm=dict(model=model, engine='vllm', train=512, held_out=64, rl=512, entities=400, steps=200),
                                igpo=dict(dtype='bfloat16')), **kw))   # lr: DR-Venus' own (1e-6 full, 2.5e-5 LoRA), sized for a 4B model
 
-    def save(self, path)->Path: return save_config(self, path, experiment_json)
+    def to_json(self)->dict: return experiment_json(self)   # what `Settings.save` writes
 
     @classmethod
-    def load(cls, path,
-             trust_code:bool=False # import an `igpo` judge saved by its dotted name (only for a file you trust: it runs that code)
-            ):
-        "From a JSON or YAML file of the fields (any subset; an unknown one is an error)"
-        from venus_nb.igpo import trusted_judge
-        return load_config(cls, path, lambda d: {**d, 'igpo': trusted_judge(d['igpo'], trust_code)} if 'igpo' in d else d)
+    def from_saved(cls, d:dict, trust_code:bool=False)->dict:
+        "Settings read by `Settings.load` (any subset of the fields), an `igpo` judge rebuilt from its spec"
+        from venus_nb.judges import trusted_judge
+        return {**d, 'igpo': trusted_judge(d['igpo'], trust_code)} if 'igpo' in d else d
 
 def experiment_json(cfg:ExperimentConfig)->dict:
     "The settings as JSON data, the `igpo` judge as its saved spec (`igpo.judge_spec`)"

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
-from .base import write_atomic, atomic_open, save_config, load_config, config_kwargs
+from .base import write_atomic, atomic_open, config_kwargs, Settings
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes,
                                   describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
@@ -49,7 +49,7 @@ FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
 LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
 
 @dataclass
-class IGPOConfig:
+class IGPOConfig(Settings):
     "Stage-2 settings; defaults are DR-Venus' (method §1.6, §2.4)"
     steps: int = 60
     questions_per_step: int = 16                  # prompts per step; each gets `rollout.G` rollouts
@@ -105,16 +105,12 @@ def config_json(cfg:IGPOConfig)->dict:
     return {**asdict(replace(cfg, judge='em')), 'judge': judge_spec(cfg.judge)}
 
 @patch
-def save(self:IGPOConfig, path)->Path:
-    "Write the settings as JSON, whole or not at all (`base.save_config` with `config_json`)"
-    return save_config(self, path, config_json)
+def to_json(self:IGPOConfig)->dict: return config_json(self)   # what `Settings.save` writes
 
 @patch(cls_method=True)
-def load(cls:IGPOConfig, path,
-         trust_code:bool=False # import a judge saved by its dotted name (only for a file you trust: it runs that code)
-        )->IGPOConfig:
-    "Read settings written by `save` (unknown keys are an error; nested configs and the judge are rebuilt)"
-    return load_config(cls, path, partial(trusted_judge, trust_code=trust_code))
+def from_saved(cls:IGPOConfig, d:dict, trust_code:bool=False)->dict:
+    "Settings read by `Settings.load`, the judge rebuilt from its spec (a dotted callable imported only with `trust_code`)"
+    return trusted_judge(d, trust_code)
 
 # %% ../nbs/26_igpo.ipynb #96be2ccc
 def loss_terms(logp, old_logp, ref_logp, advantages, cfg:IGPOConfig=IGPOConfig(),

@@ -10,7 +10,7 @@ from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
                                  observation_message, thinking_opening, message_ids, literal_span, encode_around)
-from .base import save_config, load_config
+from .base import Settings
 from .tools import system_prompt, run_tool, tool_error, Toolbox
 
 # %% auto #0
@@ -26,7 +26,7 @@ LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool res
     'context': 'You have reached the maximum context length. Provide your final answer in <answer></answer> tags now.'}
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(Settings):
     "How rollouts are sampled; defaults are DR-Venus' RL settings (method §2.4)"
     G: int = 8                          # rollouts per question
     max_turns: int = 200                # assistant turns; the last one is forced to answer
@@ -49,17 +49,6 @@ class RolloutConfig:
             if getattr(self, k) < 1: raise ValueError(f'RolloutConfig.{k} must be >= 1, got {getattr(self, k)!r}')
         if self.turn_jitter < 0: raise ValueError(f'RolloutConfig.turn_jitter must be >= 0, got {self.turn_jitter!r}')
         self.stop = tuple(self.stop)
-
-# %% ../nbs/23_rollout.ipynb #7c9b93b9
-@patch
-def save(self:RolloutConfig, path)->Path:
-    "Write the settings as JSON"
-    return save_config(self, path)
-
-@patch(cls_method=True)
-def load(cls:RolloutConfig, path)->RolloutConfig:
-    "Read settings written by `save` (unknown keys are an error)"
-    return load_config(cls, path)
 
 # %% ../nbs/23_rollout.ipynb #7749fbf7
 _A, _U = 'VENUS_ASSISTANT_SLOT', 'VENUS_USER_SLOT'

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
-from .base import write_atomic, save_config, load_config
+from .base import write_atomic, Settings
 from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
                                   config_changes, describe_changes, is_adapter, in_notebook)
 from .trajectory import as_trajectories
@@ -28,7 +28,7 @@ __getattr__ = moved(__name__, dict.fromkeys('''TRACKERS check_json check_safeten
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
-class SFTConfig:
+class SFTConfig(Settings):
     "Stage-1 SFT settings; defaults from method §3, LoRA on by default"
     model: str = 'smollm2-135m'       # embedded name, local folder or Hub name (ignored when a Policy is passed)
     output_dir: str = 'out/sft'
@@ -64,9 +64,6 @@ class SFTConfig:
         if self.backend not in BACKENDS: raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
         self.betas, self.target_modules, self.report_to = tuple(self.betas), tuple(self.target_modules), trackers(self.report_to)
 
-    def save(self, path)->Path: return save_config(self, path)   # JSON, whole or not at all
-    @classmethod
-    def load(cls, path): return load_config(cls, path)
 
 # %% ../nbs/13_sft.ipynb #d6d58312
 def turn_cut(tokens, max_length:int|None)->int|None:

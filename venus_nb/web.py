@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
 from fastcore.basics import patch
-from .base import BadRecord, read_records, save_config, load_config, _skipped
+from .base import BadRecord, read_records, save_config, load_config, _skipped, Settings
 _all_ = ['save_config', 'load_config']   # the settings files of every config live in `base`; importable from here too
 
 # %% auto #0
@@ -30,7 +30,7 @@ TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application
 def _host_key(h:str)->str: return str(h).strip().lower().strip('[]')
 
 @dataclass
-class ToolConfig:
+class ToolConfig(Settings):
     "Settings of the `search` and `visit` tools; DR-Venus values where the method gives them (method §4)"
     top_k: int = 10                   # results per query (Serper top 10)
     timeout: float = 150.0            # one tool call, all its requests together (method §2.4)
@@ -64,17 +64,6 @@ class ToolConfig:
             if not getattr(self, k) > 0: raise ValueError(f'ToolConfig.{k} must be positive, got {getattr(self, k)!r}')
         for k in ('retries', 'max_redirects', 'backoff', 'backoff_max'):
             if getattr(self, k) < 0: raise ValueError(f'ToolConfig.{k} must be >= 0, got {getattr(self, k)!r}')
-
-# %% ../nbs/21_web.ipynb #4607da50
-@patch
-def save(self:ToolConfig, path)->Path:
-    "Write the settings as JSON"
-    return save_config(self, path)
-
-@patch(cls_method=True)
-def load(cls:ToolConfig, path)->ToolConfig:
-    "Read settings written by `save` (unknown keys are an error)"
-    return load_config(cls, path)
 
 # %% ../nbs/21_web.ipynb #f3e3ac10
 class ToolError(Exception):
