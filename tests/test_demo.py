@@ -43,3 +43,14 @@ def test_demo_change_line_says_what_four_questions_can_show():
     line = change_line(report('warm start', [0.5, 0.25, 0.0, 0.5]), report('IGPO', [0.0, 0.25, 0.0, 0.25]))
     assert 'IGPO − warm start, Pass@1: -0.19' in line and 'on 4 questions × 4 samples' in line and '2 questions differ' in line
     assert 'sign test p = 0.50' in line and 'no difference measured' in line and 'noise, not a result' in line
+
+def test_demo_trains_at_the_step_size_measured_for_the_embedded_model(tmp_path):
+    "The demo's LoRA lr is the one that moves the embedded model as far as the full step the experiment measured (3e-6), not DR-Venus' 4B one"
+    from types import SimpleNamespace
+    from venus_nb.demo import demo_igpo_config
+    from venus_nb.experiment import ExperimentConfig
+    from venus_nb.igpo import CPU_FULL_LR, CPU_LORA_LR, LORA_LR, learning_rate
+    from venus_nb.warm_start import WarmConfig
+    cfg = demo_igpo_config(SimpleNamespace(config=WarmConfig()), tmp_path)
+    assert cfg.lora_r is not None and learning_rate(cfg) == CPU_LORA_LR == pytest.approx(3 * LORA_LR)
+    assert ExperimentConfig.cpu_learn().igpo['lr'] == CPU_FULL_LR

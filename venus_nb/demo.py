@@ -155,13 +155,13 @@ def _rollout_rows(trajs:list):
 
 # %% ../nbs/43_demo.ipynb #6fad9b63
 def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
-    "The demo's IGPO: official defaults (LoRA at its calibrated lr), 2 questions x G rollouts a step, the warm start's turns"
-    from venus_nb.igpo import IGPOConfig
+    "The demo's IGPO: official defaults but the step size measured for the embedded model (LoRA at `CPU_LORA_LR`), 2 questions x G rollouts a step, the warm start's turns"
+    from venus_nb.igpo import IGPOConfig, CPU_LORA_LR
     from venus_nb.warm_start import rollout_config
     from venus_nb.models import fast_dtype
     # the frozen base in bf16 where bf16 is fast (the adapter trains in float32, IG is scored in float32): the update
     # runs ~2x faster on a CPU with bf16 kernels; elsewhere bf16 matmuls crawl, so float32
-    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1, dtype=fast_dtype(),
+    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1, dtype=fast_dtype(), lr=CPU_LORA_LR,
                       rollout=replace(rollout_config(warm.config), progress=in_terminal()))
 
 # %% ../nbs/43_demo.ipynb #78acb7d6

@@ -26,16 +26,16 @@ from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprob
 _all_ = ['UnslothEngine']   # the engines live in `rollout`; importable from here too
 
 # %% auto #0
-__all__ = ['FULL_LR', 'LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig',
-           'learning_rate', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss',
-           'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference', 'cast_params', 'train_precision',
-           'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref',
-           'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state',
-           'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'adapter_base', 'rl_card',
-           'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
-           'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
-           'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
-           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'UnslothEngine']
+__all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGPO_FREE',
+           'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean',
+           'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference',
+           'cast_params', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of',
+           'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer',
+           'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint',
+           'adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept',
+           'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step',
+           'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo',
+           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'UnslothEngine']
 
 # %% ../nbs/26_igpo.ipynb #aaefcead
 from .base import moved
@@ -47,6 +47,8 @@ from .data import check_shares
 
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
 LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
+CPU_FULL_LR = 3e-6   # the embedded 135M model's full step, measured (32_experiment): 1e-6 leaves KL at 0.000, 1e-5 took the one-hop shortcut
+CPU_LORA_LR = LORA_LR * CPU_FULL_LR / FULL_LR   # a LoRA step that moves it as far (a step's change grows linearly with the lr)
 
 @dataclass
 class IGPOConfig(Settings):
