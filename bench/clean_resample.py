@@ -14,8 +14,11 @@ from venus_nb.synth import generate, SynthConfig, write_world
 from venus_nb.trajectory import read_jsonl
 
 def run(trajs):
-    t0 = time.perf_counter(); kept, report = clean(trajs); t1 = time.perf_counter()
-    out = resample(kept); t2 = time.perf_counter()
+    t0 = time.perf_counter()
+    kept, report = clean(trajs)
+    t1 = time.perf_counter()
+    out = resample(kept)
+    t2 = time.perf_counter()
     return report.attrs['seconds'], t1 - t0, t2 - t1, len(kept), len(out)
 
 def main(sizes=(1_000, 5_000, 10_000)):
@@ -28,7 +31,8 @@ def main(sizes=(1_000, 5_000, 10_000)):
     totals = {}
     for n in sizes:
         steps, t_clean, t_res, kept, out = run(trajs[:n])
-        n_turns = sum(len(x.turns) for x in trajs[:n]); totals[n] = t_clean + t_res
+        n_turns = sum(len(x.turns) for x in trajs[:n])
+        totals[n] = t_clean + t_res
         print(f'{n:>6,}: clean {t_clean:5.2f}s ({" ".join(f"{k} {v:.2f}" for k, v in steps.items())}) | resample {t_res:.3f}s | '
               f'{n / totals[n]:,.0f} traj/s, {n_turns / totals[n]:,.0f} turns/s | kept {kept:,} -> {out:,} rows')
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

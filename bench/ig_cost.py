@@ -16,7 +16,9 @@ from venus_nb.trajectory import from_record
 SRC = Path(__file__).resolve().parents[1].parent/'shared/data/dr-venus/Trajectory-Example/SFT_Trajectories/0000.json'
 
 def timed(f):
-    t = time.perf_counter(); f(); return time.perf_counter() - t
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
 
 def main(max_chars=120, max_turns=12):
     if not SRC.exists(): sys.exit(f'skip: {SRC} not found (third-party data lives in ../shared/data)')

@@ -28,14 +28,17 @@ def policy_and_world(model):
     "The warm start (if cached) or `model`, and the warm world's RL questions and corpus"
     from venus_nb.warm_start import WarmConfig, warm_dir, warm_world
     from venus_nb.models import load_policy
-    wc = WarmConfig(); d = warm_dir(wc)
+    wc = WarmConfig()
+    d = warm_dir(wc)
     cached = model is None and (d/'model').is_dir() and (d/'report.json').exists()
     name = str(d/'model') if cached else (model or 'smollm2-135m')
     world = warm_world(wc)
     return load_policy(name, 'transformers', dtype='float32'), 'warm start' if cached else name, world.rl, world.corpus
 
 def timed(f):
-    t = time.perf_counter(); out = f(); return time.perf_counter() - t, out
+    t = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t, out
 
 def floor_generate(model, tok, trajs, cfg):
     "One `generate` call: every rollout's first prompt, the step's generated tokens spread evenly over the rows"
@@ -90,16 +93,23 @@ def one_repeat(pol, opt, qs, corpus, cfg, k):
     from venus_nb.rollout import HFEngine
     engine = HFEngine(pol.model, pol.tokenizer, cfg.rollout.batch_size)
     say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)   # progress on a slow machine
-    secs, (row, scored) = timed(lambda: igpo_step(pol, opt, engine, qs, corpus, cfg, k, random.Random(k))); say(f'step {secs:.1f}s')
-    f_gen, gen_tokens = timed(lambda: floor_generate(pol.model, pol.tokenizer, scored.trajs, cfg)); say(f'floor generate {f_gen:.1f}s')
-    f_fb, fb_tokens = floor_forward_backward(pol.model, scored.trajs); say(f'floor forward/backward {f_fb:.1f}s')
-    off, ids_off, _ = greedy_rollouts(pol, qs, corpus, cfg, False); say(f'greedy rollout, cache off {off:.1f}s')
-    on, ids_on, toks = greedy_rollouts(pol, qs, corpus, cfg, True); say(f'greedy rollout, cache on {on:.1f}s')
+    secs, (row, scored) = timed(lambda: igpo_step(pol, opt, engine, qs, corpus, cfg, k, random.Random(k)))
+    say(f'step {secs:.1f}s')
+    f_gen, gen_tokens = timed(lambda: floor_generate(pol.model, pol.tokenizer, scored.trajs, cfg))
+    say(f'floor generate {f_gen:.1f}s')
+    f_fb, fb_tokens = floor_forward_backward(pol.model, scored.trajs)
+    say(f'floor forward/backward {f_fb:.1f}s')
+    off, ids_off, _ = greedy_rollouts(pol, qs, corpus, cfg, False)
+    say(f'greedy rollout, cache off {off:.1f}s')
+    on, ids_on, toks = greedy_rollouts(pol, qs, corpus, cfg, True)
+    say(f'greedy rollout, cache on {on:.1f}s')
     r = dict(step=secs, rollout=row['rollout_s'], score=row['score_s'], ref=row['ref_s'], update=row['update_s'],
              floor_gen=f_gen, floor_fb=f_fb, kv_off=off, kv_on=on, same_ids=ids_off == ids_on,
              gen_tokens=sum(t.meta['gen_tokens'] for t in scored.trajs), floor_gen_tokens=gen_tokens, tokens=fb_tokens,
              turns=sum(len(t.turns) for t in scored.trajs), reused=toks['reused'], prompt=toks['prompt'])
-    r['floor'] = f_gen + f_fb; r['ratio'] = r['step'] / r['floor']; r['kv_speedup'] = off / on
+    r['floor'] = f_gen + f_fb
+    r['ratio'] = r['step'] / r['floor']
+    r['kv_speedup'] = off / on
     return r
 
 def show(r, k):
@@ -145,12 +155,14 @@ def main():
     cfg = IGPOConfig(questions_per_step=len(qs), dtype='float32', output_dir=tempfile.mkdtemp(),
                      rollout=RolloutConfig(G=a.G, max_turns=a.max_turns, turn_jitter=0, max_new_tokens=a.max_new_tokens,
                                            min_answer_tokens=min(16, a.max_new_tokens), max_context=4096, batch_size=a.G * len(qs), progress=False))
-    pol = rl_policy(base, cfg); opt = make_optimizer(pol.model, cfg)
+    pol = rl_policy(base, cfg)
+    opt = make_optimizer(pol.model, cfg)
     print(f'{name}, float32, LoRA r={cfg.lora_r}, {len(qs)} questions x G = {a.G}, max_turns {a.max_turns}, max_new_tokens {a.max_new_tokens}, '
           f'{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}', flush=True)
     rs = []
     for k in range(a.repeats):
-        rs.append(one_repeat(pol, opt, qs, corpus, cfg, k)); show(rs[-1], k)
+        rs.append(one_repeat(pol, opt, qs, corpus, cfg, k))
+        show(rs[-1], k)
     summary(rs)
     print(f'load average {os.getloadavg()[0]:.2f} at the end (the machine was shared: not an idle measurement)')
 

@@ -49,7 +49,9 @@ def settings(engine)->str:
 
 def start(name, make_engine, cfg)->dict:
     "Build and warm up an engine; its runs go in the returned record"
-    t = time.perf_counter(); engine = make_engine(); warm_up(engine, cfg)
+    t = time.perf_counter()
+    engine = make_engine()
+    warm_up(engine, cfg)
     return dict(engine=name, settings=settings(engine), startup=time.perf_counter() - t, runs=[], tok_s=None, _engine=engine)
 
 def run_once(r, world, qa, cfg):
@@ -61,7 +63,9 @@ def run_once(r, world, qa, cfg):
     t, c = time.perf_counter(), time.process_time()
     try: trajs = rollout(engine, qa, world, cfg)
     except RuntimeError as e:
-        r['error'] = str(e).splitlines()[0]; stop(r); return
+        r['error'] = str(e).splitlines()[0]
+        stop(r)
+        return
     secs, cpu = time.perf_counter() - t, time.process_time() - c
     gen = sum(x.meta['gen_tokens'] for x in trajs)
     stops = {}
@@ -71,7 +75,8 @@ def run_once(r, world, qa, cfg):
     r['tok_s'] = sum(x['tok_s'] for x in r['runs']) / len(r['runs'])
 
 def stop(r):
-    r['_engine'] = None; gc.collect()
+    r['_engine'] = None
+    gc.collect()
 
 def measure(rs, world, qa, cfg, runs=1):
     "`runs` rollouts on each engine, interleaved (run 1 on every engine, then run 2, ...) so that load drift hits all alike"

@@ -14,7 +14,9 @@ DATA = Path(__file__).resolve().parents[1].parent/'shared/data'
 CORPUS, QUESTIONS = DATA/'hipporag/2wikimultihopqa_corpus.json', DATA/'r1-searcher/eval_set/2wiki_500.jsonl'
 
 def timed(f, *a):
-    t = time.perf_counter(); out = f(*a); return out, time.perf_counter() - t
+    t = time.perf_counter()
+    out = f(*a)
+    return out, time.perf_counter() - t
 
 def pct(xs, p): return sorted(xs)[min(len(xs) - 1, int(p / 100 * len(xs)))] * 1000
 

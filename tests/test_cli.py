@@ -70,7 +70,9 @@ def tiny_world(tmp_path_factory):
     "A folder with a tiny random model and a small generated world"
     from venus_nb.models import tiny_model
     d = tmp_path_factory.mktemp('cli')
-    m, tok = tiny_model('llama'); m.save_pretrained(d/'tiny'); tok.save_pretrained(d/'tiny')
+    m, tok = tiny_model('llama')
+    m.save_pretrained(d/'tiny')
+    tok.save_pretrained(d/'tiny')
     main(['synth', '--n', '12', '--out', str(d/'world')])
     return d
 

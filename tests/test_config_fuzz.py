@@ -71,7 +71,8 @@ def test_any_bytes_load_or_are_refused_naming_the_file(tmp_path_factory, cls, ra
 def test_hostile_bytes_are_refused_naming_the_file(tmp_path, suffix):
     "A BOM, broken UTF-8, nesting deeper than Python parses, ints too long to read, NaN and inf, YAML tags and aliases"
     for raw in SPECIAL:
-        path = tmp_path/f'c{suffix}'; path.write_bytes(raw)
+        path = tmp_path/f'c{suffix}'
+        path.write_bytes(raw)
         for cls in (IGPOConfig, ExperimentConfig):
             try: well_typed(cls.load(path))
             except Exception as e: clean_refusal(e, path)
@@ -85,7 +86,9 @@ def test_known_bad_files_are_refused_with_the_key(tmp_path):
              '{"judge": {"callable": 3}}': 'judge.callable', '{"steps": true}': 'steps', '\ufeff{"steps": 2}': None}
     for text, key in cases.items():
         (tmp_path/'c.json').write_text(text)
-        if key is None: assert IGPOConfig.load(tmp_path/'c.json').steps == 2; continue
+        if key is None:
+            assert IGPOConfig.load(tmp_path/'c.json').steps == 2
+            continue
         with pytest.raises(ValueError, match=str(tmp_path/'c.json')) as e: IGPOConfig.load(tmp_path/'c.json')
         assert key in str(e.value), (text, str(e.value))
     (tmp_path/'c.yaml').write_text('lr: 1e-5\nbetas: [0.8, 0.9]\n')   # YAML reads 1e-5 as a text: it is the number

@@ -60,7 +60,8 @@ def test_gt_lists_alone_stay_native(world):
 def test_round_trip_survives_parquet_and_disk(world, tmp_path):
     mixed = _mixed(world) + world[3:6]
     ds = to_dataset(mixed)
-    ds.to_parquet(str(tmp_path/'t.parquet')); ds.save_to_disk(str(tmp_path/'d'))
+    ds.to_parquet(str(tmp_path/'t.parquet'))
+    ds.save_to_disk(str(tmp_path/'d'))
     from datasets import load_from_disk
     assert as_trajectories(Dataset.from_parquet(str(tmp_path/'t.parquet'))) == mixed
     assert as_trajectories(load_from_disk(str(tmp_path/'d'))) == mixed

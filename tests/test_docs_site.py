@@ -73,7 +73,9 @@ def test_no_broken_internal_links(site):
     assert checked > 500 and not bad, bad[:20]
 
 def test_settings_and_reference(site):
-    cp = configparser.ConfigParser(interpolation=None); cp.read(ROOT/'settings.ini'); ini = cp['DEFAULT']
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.read(ROOT/'settings.ini')
+    ini = cp['DEFAULT']
     index = (site/'index.html').read_text()
     assert f'<title>{ini["title"]}' in index and f'content="{ini["description"]}"' in index and ini['git_url'] in index
     traj = (site/'01_trajectory.html').read_text()

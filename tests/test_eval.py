@@ -38,7 +38,9 @@ def test_pass_at_k_errors(n, c, k, msg):
 
 @st.composite
 def nck(draw):
-    n = draw(st.integers(1, 64)); c = draw(st.integers(0, n)); k = draw(st.integers(1, n))
+    n = draw(st.integers(1, 64))
+    c = draw(st.integers(0, n))
+    k = draw(st.integers(1, n))
     return n, c, k
 
 @settings(max_examples=300, deadline=None)
@@ -96,7 +98,8 @@ def test_judges_em_f1_callables_and_llm_judge():
 
 def test_llm_judge_is_not_asked_without_an_answer():
     def boom(q, p, g): raise AssertionError('judge called')
-    t = _traj(); t = Trajectory(t.question, t.turns[:-1], '1889')
+    t = _traj()
+    t = Trajectory(t.question, t.turns[:-1], '1889')
     assert score_trajectories([t], boom).score.tolist() == [0.0]
 
 # --- tables --------------------------------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     from venus_nb.trajectory import read_jsonl
     saved = read_jsonl(eval_rollouts_path(cfg, 'GRPO', 1, 2)).trajectories   # what each run did on the held-out questions, not only its score
     assert len(saved) == 2 * 2 and sorted(p.name for p in (tmp_path/'rollouts').iterdir())[0] == 'grpo-seed0-step2.jsonl'
-    said.clear(); again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
+    said.clear()
+    again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
     assert said == [] and again.evals.equals(pd.read_csv(tmp_path/'evals.csv'))
     assert again.seconds == res.seconds > 0 and len(again.runs) == 6   # a resumed experiment keeps its runs' time
     assert json.loads((tmp_path/'summary.json').read_text())['seconds'] == round(res.seconds, 1)
@@ -115,7 +116,9 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     assert 'report:' in out and 'silent_groups' not in out   # the signal density (IG over every check rollout) only when asked
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x'), '--signal'])
     assert 'grpo_silent_groups: 0.400' in capsys.readouterr().out
-    seen.clear(); main(['experiment', '--signal-only']); assert 'cfg' not in seen
+    seen.clear()
+    main(['experiment', '--signal-only'])
+    assert 'cfg' not in seen
 
 
 def test_sign_test_is_exact():
@@ -125,11 +128,13 @@ def test_sign_test_is_exact():
     assert sign_test([1] * 9 + [-1]) == pytest.approx(2 * 11 / 1024)
 
 def test_three_discordant_questions_are_no_difference_measured():
-    d = np.zeros((3, 64)); d[0, 0] = d[1, 5] = d[2, 9] = 1.0     # 192 paired samples, 3 differ, all one way
+    d = np.zeros((3, 64))
+    d[0, 0] = d[1, 5] = d[2, 9] = 1.0     # 192 paired samples, 3 differ, all one way
     s = paired_stats(d)
     assert (s['discordant'], s['better'], s['worse']) == (3, 3, 0) and s['p_value'] == 0.25
     assert s['lo'] == 0.0 and s['verdict'] == 'no difference measured'
-    big = np.full((1, 64), 0.25); big[0, :8] = 0                    # 56 questions better, none worse
+    big = np.full((1, 64), 0.25)
+    big[0, :8] = 0                    # 56 questions better, none worse
     s = paired_stats(big)
     assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
 
@@ -162,7 +167,8 @@ def test_kinds_and_curves_from_evaluations_along_the_run():
 def test_eval_steps_and_the_resume_refusal(tmp_path):
     assert eval_steps(ExperimentConfig(steps=10, eval_every=4)) == [4, 8, 10] and eval_steps(ExperimentConfig(steps=3)) == [3]
     cfg = ExperimentConfig(output_dir=str(tmp_path))
-    cfg.save(tmp_path/'config.json'); check_resume(tmp_path, cfg)   # the same configuration: allowed
+    cfg.save(tmp_path/'config.json')
+    check_resume(tmp_path, cfg)   # the same configuration: allowed
     with pytest.raises(ValueError, match=r"another configuration \(G: 4 there, 8 now; steps: 4 there, 6 now\)"):
         check_resume(tmp_path, replace(cfg, steps=6, G=8))
     with pytest.raises(ValueError, match='eval_every'): ExperimentConfig(eval_every=0)
@@ -179,7 +185,10 @@ def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_question
     from venus_nb.rollout import RolloutConfig
     qs = [dict(id=i, question=f'Q{i}?', answer='y', kind='1-hop') for i in range(2)]
     def rollout_of(g, answer):
-        t = _traj(answer); t.question = f'Q{g}?'; t.meta.update(group=g); return t
+        t = _traj(answer)
+        t.question = f'Q{g}?'
+        t.meta.update(group=g)
+        return t
     trajs = [rollout_of(g, a) for g in range(2) for a in ('y', 'n')]
     start = Start(lambda: None, [], qs, None, RolloutConfig(G=2), checked=trajs)
     assert checked_rollouts(start, 2) == trajs and checked_rollouts(start, 4) is None   # G must match

@@ -11,9 +11,11 @@ class _Exec:
 def test_resume_runs_no_code_from_a_checkpoint(tmp_path, monkeypatch):
     from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, save_checkpoint, load_checkpoint
     from venus_nb.models import tiny_model
-    pol = rl_policy(tiny_model('llama'), IGPOConfig()); cfg = IGPOConfig(output_dir=str(tmp_path))
+    pol = rl_policy(tiny_model('llama'), IGPOConfig())
+    cfg = IGPOConfig(output_dir=str(tmp_path))
     d = save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [], random.Random(0))
-    flag = tmp_path/'pwned'; monkeypatch.setenv('VENUS_PWNED', str(flag))
+    flag = tmp_path/'pwned'
+    monkeypatch.setenv('VENUS_PWNED', str(flag))
     import torch
     torch.save({'state': {}, 'param_groups': [], 'x': _Exec()}, d/'optimizer.pt')
     with pytest.raises(pickle.UnpicklingError): load_checkpoint(pol.model, make_optimizer(pol.model, cfg), d)
@@ -25,7 +27,8 @@ def test_failed_write_keeps_the_old_file(tmp_path):
     before = path.read_text()
     class Boom:
         def __iter__(self):
-            yield src[0]; raise RuntimeError('disk full')
+            yield src[0]
+            raise RuntimeError('disk full')
     with pytest.raises(RuntimeError): write_jsonl(Boom(), path)
     assert path.read_text() == before and len(before.splitlines()) == 3
     assert [p.name for p in tmp_path.iterdir()] == ['t.jsonl']   # no temporary file left behind

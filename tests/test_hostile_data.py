@@ -26,7 +26,8 @@ def _per_call(f, arg, budget=0.01):
     for _ in range(3):
         n, start = 0, time.process_time()
         while True:
-            f(arg); n += 1
+            f(arg)
+            n += 1
             if (took := time.process_time() - start) >= budget: break
         best = min(best, took / n)
         if took > 1: break
@@ -71,7 +72,8 @@ def _old_search_results(text):
     import re
     head, entry = re.compile(r"^\s*A Google search for (.+?) found \d+ results:\s*$", re.M), re.compile(r'^\s*\d+\.\s+\[(.+?)\]\((\S+?)\)(.*)$', re.M)
     def entries(block):
-        hits = list(entry.finditer(block)); ends = [h.start() for h in hits[1:]] + [len(block)]
+        hits = list(entry.finditer(block))
+        ends = [h.start() for h in hits[1:]] + [len(block)]
         body = lambda h, e: ' '.join(l.strip() for l in (h.group(3) + block[h.end():e]).splitlines() if l.strip() and not re.match(r'\s*Date (published|updated)\s*:', l))
         return [dict(title=h.group(1).strip(), url=h.group(2).strip(), snippet=body(h, e)) for h, e in zip(hits, ends)]
     if 'Web Results' not in text or not (heads := list(head.finditer(text))): return None
@@ -173,7 +175,8 @@ def test_clean_and_resample_of_nothing():
     assert table.values.sum() == 0 and len(table) == 3
 
 def test_clean_of_only_unreadable_records(tmp_path):
-    p = tmp_path/'bad.jsonl'; p.write_text('not json\n[1, 2]\n', encoding='utf-8')
+    p = tmp_path/'bad.jsonl'
+    p.write_text('not json\n[1, 2]\n', encoding='utf-8')
     kept, report = clean(read_jsonl(p))
     assert kept == [] and len(report) == 2 and (report.step == 'load').all() and report.funnel()['input'] == 2
     assert report.reasons().sum() == 2 and report.funnel().iloc[-1] == 0
@@ -197,8 +200,10 @@ def test_counts_and_line_numbers(tmp_path, name):
     assert set(report[report.step == 'load'].id) == {f'{tmp_path/"t.jsonl"}:{i}' for i in bad}
 
 def test_a_folder_of_json_files(tmp_path):
-    (tmp_path/'a.json').write_text(GOOD); (tmp_path/'d.JSON').write_text(json.dumps(RECORDS[1]))
-    (tmp_path/'b.json').write_text('{\n "messages": [\n oops\n]}'); (tmp_path/'c.json').write_bytes(b'{"messages": "\xff"}')
+    (tmp_path/'a.json').write_text(GOOD)
+    (tmp_path/'d.JSON').write_text(json.dumps(RECORDS[1]))
+    (tmp_path/'b.json').write_text('{\n "messages": [\n oops\n]}')
+    (tmp_path/'c.json').write_bytes(b'{"messages": "\xff"}')
     got = load_dr_venus(tmp_path)
     assert sorted(t.question for t in got.trajectories) == sorted(r['question'] for r in RECORDS[:2])   # d.JSON is read too
     errs = {Path(e.source).name: e for e in got.errors}
@@ -214,7 +219,8 @@ def test_bytes_that_are_not_utf8_are_a_bad_record(tmp_path):
         assert 'not UTF-8' in got.errors[0].reason and '\ufffd' not in json.dumps([str(t) for t in got.trajectories])
 
 def test_a_utf8_bom_and_crlf_lines_read_fine(tmp_path):
-    p = tmp_path/'t.jsonl'; p.write_bytes(b'\xef\xbb\xbf' + SMALL.encode() + b'\r\n' + SMALL.encode() + b'\r\n\r\n')
+    p = tmp_path/'t.jsonl'
+    p.write_bytes(b'\xef\xbb\xbf' + SMALL.encode() + b'\r\n' + SMALL.encode() + b'\r\n\r\n')
     for name, load in LOADERS.items():
         if name != 'qa': assert (len(load(p).trajectories), load(p).errors) == (2, []), name
 
@@ -224,7 +230,8 @@ def test_a_missing_path_is_one_clear_error(tmp_path, name):
 
 def test_an_over_long_line_is_reported_not_read(tmp_path):
     cap = len(GOOD) + 10
-    p = tmp_path/'t.jsonl'; p.write_text(GOOD + '\n' + json.dumps({'messages': [], 'x': 'y' * 3 * cap}) + '\n' + GOOD + '\n')
+    p = tmp_path/'t.jsonl'
+    p.write_text(GOOD + '\n' + json.dumps({'messages': [], 'x': 'y' * 3 * cap}) + '\n' + GOOD + '\n')
     got = read_jsonl(p, max_line_bytes=cap)
     assert len(got.trajectories) == 2 and [e.index for e in got.errors] == [2] and f'{cap:,} bytes' in got.errors[0].reason
 
@@ -348,13 +355,16 @@ PARSERS = {'turn': _turn, 'check_format': lambda s: check_format(s, False), 'cal
 
 def _r1(s):
     from venus_nb.eval import parse_r1_passage, r1_passages, r1_turns
-    parse_r1_passage(s); r1_passages(s); r1_turns(s)
+    parse_r1_passage(s)
+    r1_passages(s)
+    r1_turns(s)
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(unit)
 def test_fuzz_parsers_never_crash_and_are_linear(u):
     for name, parse in {**PARSERS, 'r1': _r1}.items():
-        parse(u); parse(u * 7)
+        parse(u)
+        parse(u * 7)
         assert_linear(parse, lambda n: u * n, 400, bound=8)
 
 # the table loaders: every row a QA row or an error with its row number; a file that is no table is one clear error
@@ -379,7 +389,9 @@ def _tables(d, u, n):
     vp = pd.DataFrame([dict(prompt=[{'role': 'user', 'content': f'q {u}'}], reward_model={'ground_truth': u}, extra_info={'index': i}, data_source='x')
                        for i in range(n)] + [dict(prompt=[{'role': 'system', 'content': u}], reward_model={'x': u}, extra_info={'index': -1}, data_source='x')] * n)
     paths = (d/f'x{n}.csv', d/f'b{n}.xlsx', d/f'v{n}.parquet')
-    xb.to_csv(paths[0], index=False); bc.to_excel(paths[1], index=False); vp.to_parquet(paths[2])
+    xb.to_csv(paths[0], index=False)
+    bc.to_excel(paths[1], index=False)
+    vp.to_parquet(paths[2])
     return dict(zip(('xbench', 'browsecomp', 'verl'), paths)), dict(xbench=len(xb), browsecomp=len(bc), verl=len(vp))
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -394,7 +406,8 @@ def test_fuzz_table_loaders(tmp_path_factory, u, junk):
         assert len(got.trajectories) + len(got.errors) == rows[name] and len(got.trajectories) >= 1, name
         assert {e.index for e in got.errors} <= set(range(1, rows[name] + 1)), name
         assert_linear(load, lambda k: _tables(d, u, k)[0][name], 10)
-        bad = d/f'junk{paths[name].suffix}'; bad.write_bytes(junk)
+        bad = d/f'junk{paths[name].suffix}'
+        bad.write_bytes(junk)
         try: got = load(bad)
         except ValueError as e: assert str(bad) in str(e) and '\n' not in str(e), name   # one clear line
         else: assert all(e.index >= 1 for e in got.errors)

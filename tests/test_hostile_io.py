@@ -12,7 +12,9 @@ MB = 1 << 20
 
 def sparse(path:Path, head:bytes, size:int)->Path:
     "`path` holding `head`, then NUL bytes up to `size` that take no disk space"
-    with open(path, 'wb') as f: f.write(head); f.truncate(size)
+    with open(path, 'wb') as f:
+        f.write(head)
+        f.truncate(size)
     return path
 
 def peak_mb(f)->tuple:
@@ -44,7 +46,8 @@ def test_json_array_record_over_the_cap_is_a_load_error_naming_the_file_and_the_
 def test_json_array_streamed_reads_like_json_loads(tmp_path):
     recs = [{'n': i, 'text': 'café ☃ 😀 ' * (i % 7), 'f': [1.5e3, -2, None, True, False, {'x': 'a\\"b\\u00e9'}]} for i in range(3000)]
     for i, text in enumerate([json.dumps(recs), json.dumps(recs, indent=3, ensure_ascii=False), '\n  ' + json.dumps(recs, separators=(',', ':'))]):
-        p = tmp_path/f'{i}.json'; p.write_bytes(text.encode())   # across many 64 KiB chunks, cut anywhere
+        p = tmp_path/f'{i}.json'
+        p.write_bytes(text.encode())   # across many 64 KiB chunks, cut anywhere
         assert read_records(p, array=True) == (recs, [])
     for text in ['[]', ' [ ] \n', '[1, 2.5, "x", null, -0, 1e400]']:
         (p := tmp_path/'s.json').write_text(text)
@@ -75,13 +78,16 @@ def written_bytes()->int:
 @pytest.mark.skipif(not Path('/proc/self/io').exists(), reason='counts written bytes with /proc/self/io (Linux)')
 def test_cassette_recording_writes_each_request_once(tmp_path):
     tape = tmp_path/'tape.jsonl'
-    before = written_bytes(); record(tape, 60); cost = written_bytes() - before
+    before = written_bytes()
+    record(tape, 60)
+    cost = written_bytes() - before
     assert cost < 2 * tape.stat().st_size, f'{cost:,} bytes written for a {tape.stat().st_size:,}-byte cassette'
 
 def test_cassette_cut_last_line_then_recording_goes_on(tmp_path):
     tape = tmp_path/'tape.jsonl'
     record(tape, 3)
-    whole = tape.read_bytes(); tape.write_bytes(whole[:-40])   # killed while writing its last line
+    whole = tape.read_bytes()
+    tape.write_bytes(whole[:-40])   # killed while writing its last line
     record(tape, 2)                                               # pages 0 and 1 again, on lines of their own
     with pytest.warns(RuntimeWarning, match='1 unreadable line'): cas = Cassette(tape)
     assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(3, 'not JSON')]
@@ -95,7 +101,9 @@ def _writer(path, k, n, errors):
     "Write `path` `n` times, each time whole with one byte repeated (the byte says which writer); errors go to `errors`"
     for i in range(n):
         try: write_atomic(path, bytes([65 + k]) * (SIZE + 4096 * (i % 7)))
-        except Exception as e: errors.put(f'{type(e).__name__}: {e}'); return
+        except Exception as e:
+            errors.put(f'{type(e).__name__}: {e}')
+            return
 
 @pytest.mark.skipif('fork' not in mp.get_all_start_methods(), reason='the writers are forked')
 def test_two_processes_writing_one_file_leave_one_whole_version(tmp_path):
@@ -122,7 +130,9 @@ def test_atomic_open_fsyncs_before_the_rename_and_cleans_up(tmp_path, monkeypatc
     write_atomic(tmp_path/'a.txt', 'text')
     assert calls[:2] == ['fsync', 'replace'] and (tmp_path/'a.txt').read_text() == 'text'
     with pytest.raises(KeyError):
-        with atomic_open(tmp_path/'a.txt') as f: f.write('half'); raise KeyError('boom')
+        with atomic_open(tmp_path/'a.txt') as f:
+            f.write('half')
+            raise KeyError('boom')
     assert [f.name for f in tmp_path.iterdir()] == ['a.txt'] and (tmp_path/'a.txt').read_text() == 'text'
 
 def test_write_world_keeps_the_old_files_when_a_write_fails(tmp_path):
@@ -142,7 +152,9 @@ def test_write_verl_sft_keeps_the_old_files_when_a_write_fails(tmp_path, monkeyp
     monkeypatch.setattr(vv, 'sft_chat_template', lambda tok: '{{ messages }}')
     out = vv.write_verl_sft([], tmp_path, None)
     old = {n: (out/n).read_bytes() for n in ('train.parquet', 'sft.yaml')}
-    def half_then_fail(self, f, *a, **k): (open(f, 'wb') if isinstance(f, (str, Path)) else f).write(b'PAR1 half'); raise OSError('disk full')
+    def half_then_fail(self, f, *a, **k):
+        (open(f, 'wb') if isinstance(f, (str, Path)) else f).write(b'PAR1 half')
+        raise OSError('disk full')
     monkeypatch.setattr(pd.DataFrame, 'to_parquet', half_then_fail)
     with pytest.raises(OSError): vv.write_verl_sft([], tmp_path, None)
     assert {n: (out/n).read_bytes() for n in old} == old

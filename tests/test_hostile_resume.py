@@ -47,14 +47,17 @@ def test_truncated_part_falls_back_to_the_previous_checkpoint(tmp_path, part, lo
 @pytest.mark.parametrize('key', ['rng', 'step', 'metrics'])
 def test_state_missing_a_key_is_incomplete(tmp_path, key):
     _, _, d = _two_checkpoints(tmp_path)
-    s = json.loads((d/'state.json').read_text()); del s[key]; (d/'state.json').write_text(json.dumps(s))
+    s = json.loads((d/'state.json').read_text())
+    del s[key]
+    (d/'state.json').write_text(json.dumps(s))
     got, said = _newest(tmp_path)
     assert got == tmp_path/'checkpoint-1' and len(said) == 1 and repr(key) in said[0], said
 
 def test_hostile_optimizer_is_skipped_without_running_it(tmp_path, monkeypatch):
     from test_hostile import _Exec
     _, _, d = _two_checkpoints(tmp_path)
-    flag = tmp_path/'pwned'; monkeypatch.setenv('VENUS_PWNED', str(flag))
+    flag = tmp_path/'pwned'
+    monkeypatch.setenv('VENUS_PWNED', str(flag))
     torch.save({'state': {}, 'param_groups': [], 'x': _Exec()}, d/'optimizer.pt')
     got, said = _newest(tmp_path)
     assert got == tmp_path/'checkpoint-1' and 'optimizer.pt' in said[0] and not flag.exists()
@@ -197,7 +200,9 @@ def test_replay_page_and_cli_csvs_are_written_atomically(tmp_path, renamed, caps
 def _cli(args, capsys)->tuple:
     "(exit code, stdout, stderr) of `venus-nb args` run in-process"
     from venus_nb.cli import main
-    try: main([str(a) for a in args]); code = 0
+    try:
+        main([str(a) for a in args])
+        code = 0
     except SystemExit as e: code = e.code
     out, err = capsys.readouterr()
     return code, out, err
@@ -211,13 +216,16 @@ def _one_error(code, err, *words):
 def tiny_dir(tmp_path_factory):
     "A tiny model saved to a folder, for `replay --model`"
     d = tmp_path_factory.mktemp('tiny')
-    m, tok = tiny_model('llama'); m.save_pretrained(d); tok.save_pretrained(d)
+    m, tok = tiny_model('llama')
+    m.save_pretrained(d)
+    tok.save_pretrained(d)
     return d
 
 def test_replay_empty_file_and_index_out_of_range(tmp_path, capsys, tiny_dir):
     (tmp_path/'empty.jsonl').write_text('')
     _one_error(*_cli(['replay', tmp_path/'empty.jsonl', '--model', tiny_dir], capsys)[::2], 'empty.jsonl', 'no readable trajectory')
-    one = tmp_path/'one.jsonl'; one.write_text(json.dumps(to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])) + '\n')
+    one = tmp_path/'one.jsonl'
+    one.write_text(json.dumps(to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])) + '\n')
     _one_error(*_cli(['replay', one, '--index', 3, '--model', tiny_dir], capsys)[::2], '--index 3', '1 trajectory')
     code, out, err = _cli(['replay', one, '--model', tiny_dir, '--out', tmp_path/'r.html'], capsys)
     assert code == 0 and (tmp_path/'r.html').exists() and 'error' not in err and 'wrote' in out
@@ -226,14 +234,16 @@ def test_missing_unreadable_and_unwritable_paths(tmp_path, capsys, monkeypatch):
     src = WORLD/'trajectories.jsonl'
     _one_error(*_cli(['clean', tmp_path/'nope.jsonl', '--out', tmp_path/'o'], capsys)[::2], 'nope.jsonl')
     _one_error(*_cli(['resample', tmp_path/'nope.jsonl', '--out', tmp_path/'o.jsonl'], capsys)[::2], 'nope.jsonl')
-    blocker = tmp_path/'file'; blocker.write_text('x')
+    blocker = tmp_path/'file'
+    blocker.write_text('x')
     _one_error(*_cli(['clean', src, '--out', blocker/'sub'], capsys)[::2], 'sub')          # a folder under a file
     _one_error(*_cli(['resample', src, '--out', tmp_path], capsys)[::2], str(tmp_path))    # a folder where a file goes
     real_open = open
     def no_read(p, *a, **kw):
         if str(p).endswith('locked.jsonl'): raise PermissionError(13, 'Permission denied', str(p))
         return real_open(p, *a, **kw)
-    locked = tmp_path/'locked.jsonl'; locked.write_text(src.read_text())
+    locked = tmp_path/'locked.jsonl'
+    locked.write_text(src.read_text())
     monkeypatch.setattr('builtins.open', no_read)
     _one_error(*_cli(['clean', locked, '--out', tmp_path/'o2'], capsys)[::2], 'locked.jsonl', 'Permission denied')
 
@@ -262,7 +272,9 @@ lines = st.lists(st.one_of(st.binary(max_size=60), st.just(GOOD), st.just(b'{"me
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=lines, cmd=st.sampled_from(['clean', 'resample', 'replay']), fmt=st.sampled_from(['dr-venus', 'webdancer', 'react']))
 def test_cli_fuzz(tmp_path_factory, capsys, tiny_dir, data, cmd, fmt):
-    d = tmp_path_factory.mktemp('fuzz'); f = d/'in.jsonl'; f.write_bytes(data)
+    d = tmp_path_factory.mktemp('fuzz')
+    f = d/'in.jsonl'
+    f.write_bytes(data)
     args = {'clean': ['clean', f, '--out', d/'out', '--format', fmt], 'resample': ['resample', f, '--out', d/'sft.jsonl'],
             'replay': ['replay', f, '--out', d/'r.html', '--format', fmt, '--model', tiny_dir]}[cmd]
     code, out, err = _cli(args, capsys)
@@ -273,7 +285,8 @@ def test_cli_fuzz(tmp_path_factory, capsys, tiny_dir, data, cmd, fmt):
 def test_clean_report_counts_unreadable_records(tmp_path, capsys):
     "Every record read is counted: 5 readable + 3 unreadable lines give input 8, the 3 dropped at 'load' with their line"
     good = (WORLD/'trajectories.jsonl').read_text().splitlines()[:5]
-    f = tmp_path/'mixed.jsonl'; f.write_text('\n'.join(good[:2] + ['{"messages": [', 'not json'] + good[2:] + ['[[[[', '']) + '\n')
+    f = tmp_path/'mixed.jsonl'
+    f.write_text('\n'.join(good[:2] + ['{"messages": [', 'not json'] + good[2:] + ['[[[[', '']) + '\n')
     code, out, err = _cli(['clean', f, '--out', tmp_path/'c'], capsys)
     assert code == 0, err
     report = pd.read_csv(tmp_path/'c'/'clean_report.csv')

@@ -45,17 +45,26 @@ class Handler(ReplyHandler):
         self.reply(404, b'not found', 'text/plain')
 
     def endless(self):
-        self.send_response(200); self.send_header('Content-Type', 'text/plain'); self.end_headers()   # no length: read to the end
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/plain')
+        self.end_headers()   # no length: read to the end
         chunk, n = b'endless words ' * 4681, 0
         try:
-            while n < ENDLESS: self.wfile.write(chunk); n += len(chunk)
+            while n < ENDLESS:
+                self.wfile.write(chunk)
+                n += len(chunk)
         except (BrokenPipeError, ConnectionResetError): pass
         self.server.sent = n
 
     def drip(self):
-        self.send_response(200); self.send_header('Content-Type', 'text/plain'); self.end_headers()
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/plain')
+        self.end_headers()
         try:
-            for _ in range(200): self.wfile.write(b'x'); self.wfile.flush(); time.sleep(0.1)
+            for _ in range(200):
+                self.wfile.write(b'x')
+                self.wfile.flush()
+                time.sleep(0.1)
         except (BrokenPipeError, ConnectionResetError): pass
 
 class Server(http.server.ThreadingHTTPServer):
@@ -70,7 +79,8 @@ def server():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     srv.base = f'http://127.0.0.1:{srv.server_port}'
     yield srv
-    srv.shutdown(); srv.server_close()
+    srv.shutdown()
+    srv.server_close()
 
 def cfg(**kw): return ToolConfig(**{'allow_hosts': ('127.0.0.1',), 'backoff': 0.01, 'retries': 0, 'request_timeout': 5, **kw})
 
@@ -85,7 +95,9 @@ async def _visit_through(tape, url, c, inner=None):
 def peak_memory(fn):
     "`fn()`'s result and the peak of Python memory allocated while it ran"
     tracemalloc.start()
-    try: out = fn(); return out, tracemalloc.get_traced_memory()[1]
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
     finally: tracemalloc.stop()
 
 # --- 2. record mode honours the byte cap and the timeouts ---
@@ -134,7 +146,8 @@ class Counting:
     cacheable, cache_id = True, 'counting'
     def __init__(self): self.n = 0
     async def search(self, q, k):
-        self.n += 1; return [dict(title=q, url=f'https://example.org/{self.n}', snippet='s')]
+        self.n += 1
+        return [dict(title=q, url=f'https://example.org/{self.n}', snippet='s')]
 
 def search_once(tb, q='tower'): return run(tb.run(ToolCall('search', {'query': [q]})))
 
@@ -259,7 +272,8 @@ def test_write_docs_is_whole_or_nothing(tmp_path):
 
 def test_cassette_appends_and_config_writes_are_whole_or_nothing(server, tmp_path, failing_rename):
     tape, conf = tmp_path/'tape.jsonl', tmp_path/'tools.json'
-    tape.write_text('{"earlier": "recording"}\n'); conf.write_text('{"top_k": 3}')
+    tape.write_text('{"earlier": "recording"}\n')
+    conf.write_text('{"top_k": 3}')
     obs = run(_visit_through(tape, f'{server.base}/page', cfg(), httpx.AsyncHTTPTransport()))
     lines = tape.read_text().splitlines()   # a cassette is appended to (no rename to fail), the earlier line untouched
     assert 'disk full' not in obs and len(lines) == 2 and lines[0] == '{"earlier": "recording"}' and json.loads(lines[1])['status'] == 200
@@ -298,7 +312,10 @@ def fuzz_lines(n:int, rng:random.Random, good)->list[bytes]:
 def best_time(fn, reps=3):
     "The fastest of a few runs (other processes share the machine)"
     out = []
-    for _ in range(reps): t0 = time.perf_counter(); fn(); out.append(time.perf_counter() - t0)
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
     return min(out)
 
 def test_fuzz_read_docs_counts_and_stays_linear(tmp_path):
@@ -320,13 +337,17 @@ def test_fuzz_cassette_loading_counts_and_stays_linear(tmp_path):
     def check(n, seed):
         lines = fuzz_lines(n, random.Random(seed), good)
         (p := tmp_path/f'c{n}-{seed}.jsonl').write_bytes(b'\n'.join(lines))
-        with warnings.catch_warnings(): warnings.simplefilter('ignore'); cas = Cassette(p)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            cas = Cassette(p)
         assert sum(map(len, cas.replies.values())) + len(cas.errors) == sum(1 for l in lines if l.strip()), (n, seed)
         return p
     for seed in range(20): check(50, seed)
     small, big = check(500, 1), check(2000, 2)
     def load(p):
-        with warnings.catch_warnings(): warnings.simplefilter('ignore'); Cassette(p)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            Cassette(p)
     t1, t4 = best_time(lambda: load(small)), best_time(lambda: load(big))
     assert t4 < 8 * t1 + 0.05, (t1, t4)
 

@@ -61,6 +61,7 @@ def test_a_shared_prompt_prefix_scores_as_a_fresh_prefill(groups, arch, chunk):
 
 def test_a_prefix_past_the_first_boundary_is_refused():
     model, tok = tiny_model()
-    traj = _random_traj([('visit', ['river'])]); t = traj.tokenize(tok)
+    traj = _random_traj([('visit', ['river'])])
+    t = traj.tokenize(tok)
     with pytest.raises(ValueError, match='runs past the first boundary'):
         gt_logprobs(model, tok, traj, cfg=ALL, prefix=prefilled(model, t.ids[:t.prompt_len + 2]))

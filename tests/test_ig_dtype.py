@@ -66,7 +66,8 @@ def test_float32_scoring_of_a_bf16_full_fine_tune():
     m = pol.model
     assert {p.dtype for p in m.parameters()} == {torch.float32} and m.venus_autocast == torch.bfloat16
     got = _logps(score_rollouts(m, pol.tokenizer, trajs, IGPOConfig()))
-    plain = copy.deepcopy(m); plain.venus_autocast = None
+    plain = copy.deepcopy(m)
+    plain.venus_autocast = None
     assert got == pytest.approx(_logps(score_rollouts(plain, pol.tokenizer, trajs, IGPOConfig(ig_dtype='train'))), abs=1e-5)
     half = _logps(score_rollouts(m, pol.tokenizer, trajs, IGPOConfig(ig_dtype='train')))
     assert max(abs(a - b) for a, b in zip(half, got)) > 1e-4

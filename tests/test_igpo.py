@@ -31,7 +31,8 @@ def test_ratio_one_is_plain_policy_gradient_plus_kl():
     logp = (torch.randn(3, 7, generator=g) - 2).requires_grad_()
     ref = logp.detach() + 0.3 * torch.randn(3, 7, generator=g)
     adv = torch.randn(3, 7, generator=g)
-    mask = (torch.rand(3, 7, generator=g) > 0.4).float(); mask[0, 0] = 1
+    mask = (torch.rand(3, 7, generator=g) > 0.4).float()
+    mask[0, 0] = 1
     cfg = IGPOConfig(kl_coef=0.05)
     loss = igpo_loss(logp, logp.detach(), ref, adv, mask, cfg)
     kl = (torch.exp(ref - logp.detach()) - (ref - logp.detach()) - 1)
@@ -111,7 +112,8 @@ def _random_pieces(tok_len=(20, 33), seed=0, vocab=200):
     ps = []
     for n in tok_len:
         ids = torch.randint(5, vocab, (n,), generator=g).tolist()
-        mask = torch.zeros(n); mask[n // 3:] = 1
+        mask = torch.zeros(n)
+        mask[n // 3:] = 1
         ps.append(Piece(ids, mask, torch.randn(n, generator=g)))
     return ps
 
@@ -121,7 +123,8 @@ def tiny_rl(request):
 
 def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
     cfg = IGPOConfig(lr=1e-2, kl_coef=0.01)
-    ps = _random_pieces(); fill_old_and_ref(tiny_rl.model, ps, cfg)
+    ps = _random_pieces()
+    fill_old_and_ref(tiny_rl.model, ps, cfg)
     assert all(p.ref is not None for p in ps)
     m = policy_update(tiny_rl.model, make_optimizer(tiny_rl.model, cfg), ps, cfg, random.Random(0))
     assert m['ratio'] == pytest.approx(1.0, abs=1e-5) and m['clip_frac'] == 0.0
@@ -132,7 +135,8 @@ def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
 
 def test_second_epoch_moves_the_ratio(tiny_rl):
     cfg = IGPOConfig(lr=5e-2, kl_coef=0.0, ppo_epochs=2, grad_clip=100.0)
-    ps = _random_pieces(); fill_old_and_ref(tiny_rl.model, ps, cfg)
+    ps = _random_pieces()
+    fill_old_and_ref(tiny_rl.model, ps, cfg)
     assert all(p.ref is None for p in ps)                    # kl_coef=0: no reference pass
     m = policy_update(tiny_rl.model, make_optimizer(tiny_rl.model, cfg), ps, cfg, random.Random(0))
     assert abs(m['ratio'] - 1) > 1e-3 and m['clip_frac'] > 0, m
@@ -140,11 +144,14 @@ def test_second_epoch_moves_the_ratio(tiny_rl):
 
 def test_token_logps_scores_only_the_positions_asked():
     "`at` runs the LM head only there: the same log-probs at those positions, 0 elsewhere, also for a model that ignores logits_to_keep"
-    model = tiny_model('llama').model; ids, at = list(range(3, 40)), [5, 6, 7, 30]
+    model = tiny_model('llama').model
+    ids, at = list(range(3, 40)), [5, 6, 7, 30]
     every, some = token_logps(model, ids), token_logps(model, ids, at=at)
     assert torch.allclose(some[at], every[at], atol=1e-5) and int(some.count_nonzero()) == len(at)
     class EveryPosition(torch.nn.Module):
-        def __init__(self, m): super().__init__(); self.m = m
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
         device = property(lambda self: self.m.device)
         def forward(self, input_ids, logits_to_keep=None, **kw): return self.m(input_ids=input_ids)
     assert torch.allclose(token_logps(EveryPosition(model), ids, at=at), some, atol=1e-5)
@@ -155,10 +162,14 @@ def test_prompt_shared_by_a_group_is_run_once_with_the_same_logps(tiny_rl):
     cfg = IGPOConfig(kl_coef=0.1, ppo_epochs=2)
     prompt = list(range(7, 19))
     ps = _random_pieces((30, 41, 25))
-    for p in ps: p.ids[:len(prompt)] = prompt; p.prompt_len = len(prompt); p.mask[:len(prompt)] = 0
+    for p in ps:
+        p.ids[:len(prompt)] = prompt
+        p.prompt_len = len(prompt)
+        p.mask[:len(prompt)] = 0
     ps.append(_random_pieces((20,), seed=1)[0])          # another question: its own prompt, scored alone
     fill_old_and_ref(tiny_rl.model, ps, cfg)
-    alone = [Piece(p.ids, p.mask, p.adv) for p in ps]; fill_old_and_ref(tiny_rl.model, alone, cfg)
+    alone = [Piece(p.ids, p.mask, p.adv) for p in ps]
+    fill_old_and_ref(tiny_rl.model, alone, cfg)
     for p, q in zip(ps, alone):
         assert torch.allclose(p.ref, q.ref, atol=1e-5) and torch.allclose(p.old, q.old, atol=1e-5)
     with pytest.raises(ValueError, match='reaches a scored position'):
@@ -167,7 +178,8 @@ def test_prompt_shared_by_a_group_is_run_once_with_the_same_logps(tiny_rl):
 def test_minibatch_gradient_is_the_token_mean(tiny_rl):
     "policy_update forwards rollouts one at a time; its gradient equals that of igpo_loss over all tokens together"
     model, cfg = tiny_rl.model, IGPOConfig(kl_coef=0.0, grad_clip=1e9)
-    ps = _random_pieces((12, 40)); fill_old_and_ref(model, ps, cfg)
+    ps = _random_pieces((12, 40))
+    fill_old_and_ref(model, ps, cfg)
     params = [q for q in model.parameters() if q.requires_grad]
     policy_update(model, torch.optim.SGD(params, lr=0.0), ps, cfg, random.Random(0))
     got = [q.grad.clone() for q in params]
@@ -227,14 +239,17 @@ def test_engines_follow_the_policy(tmp_path):
         takes_lora = False
         def reload(self, folder): self.folder = folder
     for pol in (full, rl_policy(tiny_model('llama'), IGPOConfig()).model):   # merged weights for an engine without LoRA
-        e = Reloads(); sync_engine(e, pol, tmp_path/'m')
+        e = Reloads()
+        sync_engine(e, pol, tmp_path/'m')
         assert e.folder == str(tmp_path/'m') and (tmp_path/'m'/'config.json').exists() and not (tmp_path/'m'/'adapter_config.json').exists()
     assert hasattr(pol, 'peft_config')   # the policy keeps its adapter
-    e = FakeVLLM(); sync_engine(e, rl_policy(tiny_model('llama'), IGPOConfig()).model, tmp_path/'a')
+    e = FakeVLLM()
+    sync_engine(e, rl_policy(tiny_model('llama'), IGPOConfig()).model, tmp_path/'a')
     assert e.path == str(tmp_path/'a') and (tmp_path/'a'/'adapter_config.json').exists()
 
 def test_resume_needs_the_same_mode(tmp_path):
-    lora = rl_policy(tiny_model('llama'), IGPOConfig()); cfg = IGPOConfig(output_dir=str(tmp_path))
+    lora = rl_policy(tiny_model('llama'), IGPOConfig())
+    cfg = IGPOConfig(output_dir=str(tmp_path))
     d = save_checkpoint(lora.model, make_optimizer(lora.model, cfg), cfg, 1, [], random.Random(0))
     full = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None)).model
     with pytest.raises(ValueError, match='lora_r'): load_checkpoint(full, make_optimizer(full, IGPOConfig(lora_r=None)), d)
@@ -302,7 +317,8 @@ def _experts(shorten=300):
     ts = sorted(read_jsonl(WORLD/'trajectories.jsonl').trajectories, key=lambda t: len(t.turns))
     group = [t.shorten(shorten) for t in ts if 3 <= len(t.turns) <= 6][:4]
     assert len(group) == 4
-    group[1] = replace(group[1], gt='wrong answer'); group[3] = replace(group[3], gt='0000')
+    group[1] = replace(group[1], gt='wrong answer')
+    group[3] = replace(group[3], gt='0000')
     assert outcomes(group) == [1.0, 0.0, 1.0, 0.0]
     return tuple(group)
 
@@ -334,11 +350,13 @@ def _moves(pol, group, cfg, updates):
     opt, rng, ps = make_optimizer(pol.model, cfg), random.Random(0), pieces(group, adv)
     assert len(ps) == 4
     for _ in range(updates):
-        fill_old_and_ref(pol.model, ps, cfg); m = policy_update(pol.model, opt, ps, cfg, rng)
+        fill_old_and_ref(pol.model, ps, cfg)
+        m = policy_update(pol.model, opt, ps, cfg, rng)
         assert m['ratio'] == pytest.approx(1.0, abs=1e-4)
     after = turn_logps(pol.model, group)
     change = [(a, y - x) for A, B, Y in zip(adv, before, after) for a, x, y in zip(A, B, Y)]
-    up = [c for a, c in change if a > 0]; down = [c for a, c in change if a < 0]
+    up = [c for a, c in change if a > 0]
+    down = [c for a, c in change if a < 0]
     return sum(up) / len(up), sum(down) / len(down)
 
 def test_update_moves_policy_tiny():
@@ -355,15 +373,19 @@ def test_update_moves_policy_smollm2():
 
 def test_partial_checkpoint_is_skipped(tmp_path):
     assert last_igpo_checkpoint(tmp_path) is None and last_igpo_checkpoint(tmp_path/'missing') is None
-    pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0)); cfg = IGPOConfig(output_dir=str(tmp_path))
+    pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0))
+    cfg = IGPOConfig(output_dir=str(tmp_path))
     for n in (2, 10): save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, n, [], random.Random(0))
-    (tmp_path/'checkpoint-11').mkdir(); (tmp_path/'checkpoint-11'/'optimizer.pt').write_bytes(b'')   # killed while saving
-    (tmp_path/'checkpoint-x').mkdir(); (tmp_path/'checkpoint-x'/'state.json').write_text('{"step": 0}')
+    (tmp_path/'checkpoint-11').mkdir()
+    (tmp_path/'checkpoint-11'/'optimizer.pt').write_bytes(b'')   # killed while saving
+    (tmp_path/'checkpoint-x').mkdir()
+    (tmp_path/'checkpoint-x'/'state.json').write_text('{"step": 0}')
     with pytest.warns(UserWarning, match='checkpoint-11.*state.json'):
         assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-10'      # numeric, not lexical: 10 > 2
 
 def test_truncated_state_is_not_a_complete_checkpoint(tmp_path):
-    pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0)); cfg = IGPOConfig(output_dir=str(tmp_path))
+    pol = rl_policy(tiny_model('llama'), IGPOConfig(seed=0))
+    cfg = IGPOConfig(output_dir=str(tmp_path))
     opt, rng = make_optimizer(pol.model, cfg), random.Random(0)
     save_checkpoint(pol.model, opt, cfg, 1, [dict(step=1, loss=0.5)], rng)
     d = save_checkpoint(pol.model, opt, cfg, 2, [dict(step=1, loss=0.5), dict(step=2, loss=0.4)], rng)
@@ -392,7 +414,8 @@ def _world():
 def test_kill_and_resume(tmp_path, lora_r):
     out = tmp_path/'run'
     cfg = lambda o: _cfg(o, lora_r)
-    script = tmp_path/'run_igpo.py'; script.write_text(SCRIPT.format(tests=str(ROOT/'tests'), out=str(out), lora_r=lora_r))
+    script = tmp_path/'run_igpo.py'
+    script.write_text(SCRIPT.format(tests=str(ROOT/'tests'), out=str(out), lora_r=lora_r))
     log = open(tmp_path/'log.txt', 'w')
     proc = subprocess.Popen([sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
@@ -404,7 +427,9 @@ def test_kill_and_resume(tmp_path, lora_r):
         assert proc.poll() is None, 'the run ended before it could be killed'
         proc.send_signal(signal.SIGKILL)
     finally:
-        proc.kill(); proc.wait(); log.close()
+        proc.kill()
+        proc.wait()
+        log.close()
     killed_at = last_igpo_checkpoint(out)
     n = int(killed_at.name.split('-')[-1])
     assert 2 <= n < 4

@@ -53,7 +53,8 @@ def test_nothing_is_reused_after_the_weights_change(tiny):
     model, tok = tiny
     p = tok.encode('<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n', add_special_tokens=False)
     engine = HFEngine(model, tok)
-    engine([p], [4], GREEDY); engine([p + [5]], [4], GREEDY)
+    engine([p], [4], GREEDY)
+    engine([p + [5]], [4], GREEDY)
     assert engine.tokens['reused'] == len(p)
     with torch.no_grad(): next(model.parameters()).add_(0.0)   # an in-place change, as an optimiser step makes
     engine([p + [5, 6]], [4], GREEDY)

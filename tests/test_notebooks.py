@@ -42,7 +42,9 @@ def test_run_all_skips_cells_this_machine_cannot_run(nb, flag, monkeypatch):
     setup = [s for s in _raw_cells(nb) if 'skip_flagged' in s and s not in _flagged(nb)[flag]]   # its import and its call
     assert any(f"skip_flagged('{flag}'" in s for s in setup), f'{nb.name} has `#| {flag}` cells but no cell calls skip_flagged({flag!r}, ...)'
     k = CaptureShell(nb)
-    for s in setup: k.run_cell(s); assert k.exc is None, k.exc
+    for s in setup:
+        k.run_cell(s)
+        assert k.exc is None, k.exc
     for s in _flagged(nb)[flag]:
         res = k.run_cell(s)
         assert k.exc is None, f'{nb.name}: a `#| {flag}` cell raised {k.exc!r}'

@@ -10,7 +10,9 @@ def _tracked_copy(dst):
     "Copy the files git tracks (plus untracked, unignored ones) into `dst`: a clean checkout of the work tree"
     files = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard'], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for f in files:
-        if (ROOT/f).is_file(): (dst/f).parent.mkdir(parents=True, exist_ok=True); shutil.copy2(ROOT/f, dst/f)
+        if (ROOT/f).is_file():
+            (dst/f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT/f, dst/f)
     return dst
 
 def test_export_leaves_no_diff(tmp_path):

@@ -44,11 +44,13 @@ def test_slider_moves_turn_transcript_and_bar(group):
 def test_buttons_clamp_and_turn_validates(group):
     trajs, sc = group
     r = Replay(trajs[0], sc)
-    r.prev.click(); assert r.turn == 0
+    r.prev.click()
+    assert r.turn == 0
     for _ in range(10): r.next.click()
     assert r.turn == r.slider.max == len(trajs[0].turns) - 1
     assert 'answer' in r.transcript.value
-    r.turn = -3; assert r.turn == 0 and r.slider.value == 0
+    r.turn = -3
+    assert r.turn == 0 and r.slider.value == 0
 
 def test_chart_click_jumps_to_turn(group):
     trajs, sc = group

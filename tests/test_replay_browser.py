@@ -94,7 +94,8 @@ Replay(trajs[1], sc)"""
 
 def _free_port():
     with socket.socket() as s:
-        s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
 
 def _get(url, timeout=5):
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -137,7 +138,9 @@ def lab(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
         try: proc.wait(timeout=30)
-        except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         log.close()
 
 @pytest.mark.slow

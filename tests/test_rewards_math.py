@@ -26,7 +26,9 @@ def test_malformed_middle_search_creates_pooled_slot():
     d = reward_details([['search', 'visit', 'answer'], ['visit', 'search', 'answer']], [[None, 0.5, None], [0.5, None, None]],
                        [[False, True, True], ok(3)], [1.0, 1.0], [0, 0])
     assert d.slots[0].types == ['penalty', 'ig', 'outcome'] and d.slots[0].values[0] == -1.0
-    vals = [-1.0, 0.5, 0.5]; m = sum(vals) / 3; var = sum((v - m) ** 2 for v in vals) / 3
+    vals = [-1.0, 0.5, 0.5]
+    m = sum(vals) / 3
+    var = sum((v - m) ** 2 for v in vals) / 3
     s = 0.3 / (sum(abs(Z(v - m, var)) for v in vals) / 3 + 1e-6)   # outcomes equal -> eta floor
     A1 = s * Z(0.5 - m, var)                      # visit slot, then outcome 0
     assert d.advantages[0] == pytest.approx([s * Z(-1.0 - m, var) + 0.95 * A1, A1, 0.0])
@@ -69,7 +71,9 @@ def test_grpo_and_joint():
     g = turn_advantages(kinds, ig, fo, [1.0, 0.0], [0, 0], RewardConfig(estimator='grpo'))
     assert g[0] + g[1] == pytest.approx([Z(0.5, .25)] * 2 + [-Z(0.5, .25)] * 2)
     j = reward_details(kinds, ig, fo, [1.0, 0.0], [0, 0], RewardConfig(norm='joint'))
-    vals = [0.1, 1.0, 0.9, 0.0]; m = 0.5; var = sum((v - m) ** 2 for v in vals) / 4
+    vals = [0.1, 1.0, 0.9, 0.0]
+    m = 0.5
+    var = sum((v - m) ** 2 for v in vals) / 4
     assert j.scale == 1.0 and [j.normed[0][0], j.normed[0][1]] == pytest.approx([Z(0.1 - m, var), Z(1.0 - m, var)])
 
 def test_a_registered_estimator_is_used(monkeypatch):

@@ -39,7 +39,8 @@ def check_tokens(t, tok):
     # the observation span of a turn is exactly its response message(s) as the template renders them
     pieces, k = message_pieces(tok, msgs), len(t.prompt)
     for turn, span in zip(t.turns, tk.observation_spans):
-        responses = ''.join(pieces[k + 1:k + len(turn.source)]); k += len(turn.source)
+        responses = ''.join(pieces[k + 1:k + len(turn.source)])
+        k += len(turn.source)
         if len(turn.source) == 1: assert span is None
         else: assert tok.decode(tk.ids[slice(*span)]) == responses
     spans = {i for a, b in tk.assistant_spans for i in range(a, b)}
@@ -158,7 +159,9 @@ class SlowSearch:
     "An async search backend that records how many calls are in flight"
     def __init__(self): self.now = self.peak = self.calls = 0
     async def search(self, query, k=10):
-        self.now += 1; self.calls += 1; self.peak = max(self.peak, self.now)
+        self.now += 1
+        self.calls += 1
+        self.peak = max(self.peak, self.now)
         await asyncio.sleep(0.05)
         self.now -= 1
         return [{'title': f'About {query}', 'url': f'https://example.org/{self.calls}', 'snippet': 'Something.'}]

@@ -99,7 +99,8 @@ def flaky(fails:list):
         calls.append(req)
         if len(calls) <= len(fails): return httpx.Response(fails[len(calls) - 1], json={'error': {'message': f'busy {len(calls)}'}})
         return httpx.Response(200, json={'choices': [PARIS]})
-    t = httpx.MockTransport(handle); t.calls = calls
+    t = httpx.MockTransport(handle)
+    t.calls = calls
     return t
 
 def test_passing_failures_are_retried():

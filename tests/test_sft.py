@@ -58,7 +58,8 @@ print('RESULT', json.dumps(dict(backend=res.policy.backend, losses=res.log.loss.
 '''
 
 def _run(tmp_path, *args, **kw):
-    script = tmp_path/'run_sft.py'; script.write_text(SCRIPT.format(tests=str(ROOT/'tests')))
+    script = tmp_path/'run_sft.py'
+    script.write_text(SCRIPT.format(tests=str(ROOT/'tests')))
     return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, **kw)
 
 def _result(proc, timeout=600):
@@ -85,7 +86,8 @@ def test_kill_and_resume(tmp_path):
     while not (tmp_path/'run'/'checkpoint-8').exists():
         assert proc.poll() is None and time.time() < deadline, 'the run ended before it could be killed'
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL); proc.wait()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
     killed_at = last_checkpoint(tmp_path/'run')
     assert killed_at and not (tmp_path/'run'/'checkpoint-40').exists()
     r = _result(_run(tmp_path, 'transformers', tmp_path, 40, 4))

@@ -71,8 +71,10 @@ def test_bf16_engine_serving_the_adapter_keeps_a_small_update(tmp_path):
     engine = vllm_engine(str(folder), dtype='bfloat16', enable_lora=True)
     pol = rl_policy(load_policy(str(folder), 'transformers', dtype='float32'), IGPOConfig(lora_r=4, dtype='bfloat16'))
     ids = engine.tok.encode('The capital of Osithgar lies on the river Lunna, which the founder of Demal crossed in 1963.')
-    sync_engine(engine, pol.model, tmp_path/'a'); before = prompt_logps(engine, ids)
-    sync_engine(engine, pol.model, tmp_path/'b'); assert prompt_logps(engine, ids) == before   # nothing changed: nothing moves
+    sync_engine(engine, pol.model, tmp_path/'a')
+    before = prompt_logps(engine, ids)
+    sync_engine(engine, pol.model, tmp_path/'b')
+    assert prompt_logps(engine, ids) == before   # nothing changed: nothing moves
     layer = pol.model.get_base_model().model.layers[0].mlp.down_proj
     small_update(pol.model, 1e-5)
     delta = layer.lora_B['default'].weight @ layer.lora_A['default'].weight * layer.scaling['default']
@@ -86,4 +88,6 @@ def test_merging_lora_into_a_bf16_engine_warns():
     lora = types.SimpleNamespace(peft_config={})
     with pytest.warns(UserWarning, match='rounds away'): warn_rounding(fake, lora)
     fake.llm.llm_engine.model_config.dtype = torch.float32
-    with warnings.catch_warnings(): warnings.simplefilter('error'); warn_rounding(fake, lora)   # float32: exact, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        warn_rounding(fake, lora)   # float32: exact, no warning

@@ -33,10 +33,12 @@ def test_observations_round_trip_the_official_tool_responses(dr_venus_records):
             if m['role'] != 'user' or not m['content'].startswith('<tool_response>\n'): continue
             body = m['content'][len('<tool_response>\n'):-len('\n</tool_response>')]
             if body.startswith('['):
-                res = json.loads(body); kinds['search'] += 1
+                res = json.loads(body)
+                kinds['search'] += 1
                 assert search_observation([(r['query'], r['web_page_info_list']) for r in res]) == body
             else:
-                v = parse_visit_observation(body); kinds['visit'] += 1
+                v = parse_visit_observation(body)
+                kinds['visit'] += 1
                 assert v and v['evidence'] is None and visit_observation(**v).strip() == body
     assert kinds == {'search': 234, 'visit': 76}
 

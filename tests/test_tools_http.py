@@ -22,12 +22,15 @@ class Handler(ReplyHandler):
 
     def do_GET(self):
         s, path = self.server, self.path.split('?')[0]
-        s.hits[path] += 1; n = s.hits[path]
+        s.hits[path] += 1
+        n = s.hits[path]
         if path == '/page': return self.reply(body=HTML)
         if path == '/flaky': return self.reply(500, b'oops') if n <= 2 else self.reply(body=HTML)
         if path == '/down': return self.reply(503, b'down')
         if path == '/limited': return self.reply(429, b'slow down', 'text/plain', [('Retry-After', '1')]) if n == 1 else self.reply(body=b'finally', ctype='text/plain')
-        if path == '/slow': time.sleep(3); return self.reply(body=HTML)
+        if path == '/slow':
+            time.sleep(3)
+            return self.reply(body=HTML)
         if path == '/huge': return self.huge()
         if path in ('/r1', '/r2'): return self.redirect({'/r1': '/r2', '/r2': '/r3'}[path], 302 if path == '/r1' else 307)
         if path == '/r3': return self.redirect(f'http://127.0.0.1:{s.server_port}/page', 301)
@@ -45,15 +48,22 @@ class Handler(ReplyHandler):
         self.reply(404, b'not found', 'text/plain')
 
     def huge(self):
-        self.send_response(200); self.send_header('Content-Type', 'text/html'); self.send_header('Content-Length', str(HUGE)); self.end_headers()
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Content-Length', str(HUGE))
+        self.end_headers()
         n = 0
         try:
-            while n < HUGE: self.wfile.write(CHUNK); n += len(CHUNK)
+            while n < HUGE:
+                self.wfile.write(CHUNK)
+                n += len(CHUNK)
         except (BrokenPipeError, ConnectionResetError): pass
         self.server.sent = n
 
     def searxng(self):
-        with self.server.lock: self.server.inflight += 1; self.server.peak = max(self.server.peak, self.server.inflight)
+        with self.server.lock:
+            self.server.inflight += 1
+            self.server.peak = max(self.server.peak, self.server.inflight)
         time.sleep(0.05)
         with self.server.lock: self.server.inflight -= 1
         q = httpx.URL(self.path).params.get('q', '')
@@ -89,7 +99,8 @@ def server():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     srv.base = f'http://127.0.0.1:{srv.server_port}'
     yield srv
-    srv.shutdown(); srv.server_close()
+    srv.shutdown()
+    srv.server_close()
 
 def cfg(**kw): return ToolConfig(**{'allow_hosts': ('127.0.0.1',), 'backoff': 0.01, 'request_timeout': 5, **kw})
 def run(coro): return asyncio.run(coro)
@@ -173,7 +184,9 @@ def no_connections(monkeypatch):
     "Every Python socket connect to anything but 127.0.0.1 is recorded and fails"
     seen, real = [], socket.socket.connect
     def guard(sock, addr, *a):
-        if addr[0] != '127.0.0.1': seen.append(addr); raise OSError(f'test forbids connecting to {addr}')
+        if addr[0] != '127.0.0.1':
+            seen.append(addr)
+            raise OSError(f'test forbids connecting to {addr}')
         return real(sock, addr, *a)
     monkeypatch.setattr(socket.socket, 'connect', guard)
     monkeypatch.setattr(socket.socket, 'connect_ex', lambda sock, addr: seen.append(addr) or 111)
@@ -215,7 +228,9 @@ def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
     async def fake_resolve(host, port, timeout=10.0): return {'intranet.test': ['10.1.2.3'], 'mixed.test': ['93.184.215.14', '10.0.0.5']}.get(host, ['93.184.215.14'])
     monkeypatch.setattr(W, 'resolve', fake_resolve)   # where safe_address looks it up
     sent = []
-    def handler(r): sent.append(r); return httpx.Response(200, text='public words', headers={'content-type': 'text/plain'})
+    def handler(r):
+        sent.append(r)
+        return httpx.Response(200, text='public words', headers={'content-type': 'text/plain'})
     client = lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler))
     assert run(visit('http://intranet.test/x', 'g', ToolConfig(), client())).endswith('refused: intranet.test resolves to 10.1.2.3, a private address')
     assert 'refused: mixed.test resolves to 10.0.0.5' in run(visit('http://mixed.test/', 'g', ToolConfig(), client()))

@@ -741,7 +741,8 @@ def test_agent_loop_output_reaches_the_ig_step_through_verl(venus_trainer, monke
     for o in outs:  # the IG the actor gives on the loop's own ids and plan, written into the loop's row
         lp = vv.rollout_logps(model, [{**o.extra_fields['venus_ig'], 'ids': o.prompt_ids + o.response_ids}], rcfg.temperature)[0]
         ig = vv.ig_from_plan(o.extra_fields['venus_ig'], lp, len(vv.assistant_runs(o.response_mask)), rcfg)
-        rows.append(vv.fill_ig(torch.tensor(o.turn_rewards), o.response_mask, ig, rcfg)); masks.append(torch.tensor(o.response_mask))
+        rows.append(vv.fill_ig(torch.tensor(o.turn_rewards), o.response_mask, ig, rcfg))
+        masks.append(torch.tensor(o.response_mask))
     for k, want in zip(keys, rows): torch.testing.assert_close(torch.as_tensor(tq.store['train', k]['rm_scores']), want, rtol=1e-5, atol=1e-5)
     L = max(len(m) for m in masks)
     pad = lambda xs: torch.stack([torch.nn.functional.pad(x, (0, L - len(x))) for x in xs])

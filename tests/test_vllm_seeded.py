@@ -35,7 +35,8 @@ def long_questions(world, tok, n:int=24, min_tokens:int=320)->list:
     for i in range(n):
         text, j = f"{qa[i % len(qa)]['question']} Background:", 0
         while len(tok.encode(text, add_special_tokens=False)) < min_tokens:
-            text += ' ' + world.docs[(5 * i + j) % len(world.docs)].text; j += 1
+            text += ' ' + world.docs[(5 * i + j) % len(world.docs)].text
+            j += 1
         out.append(dict(qa[i % len(qa)], question=text))
     return out
 
@@ -72,7 +73,9 @@ def test_reload_follows_trained_weights(tmp_path, world):
     folder = tiny_model(tmp_path/'base')
     _set_threads(2)
     try: eng = vllm_engine(str(folder), max_model_len=4096)
-    finally: threads = torch.get_num_threads(); _set_threads(1)
+    finally:
+        threads = torch.get_num_threads()
+        _set_threads(1)
     assert threads == 2   # torch keeps its threads for the policy trained in the same process
     assert not eng.takes_lora
     qs = long_questions(world, eng.tok, n=2, min_tokens=40)

@@ -11,7 +11,8 @@ TINY = dict(train=3, held_out=2, rl=1, steps=2, G=2, max_turns=2, max_new_tokens
 def tiny_dir(tmp_path, monkeypatch):
     monkeypatch.setenv('VENUS_NB_CACHE', str(tmp_path/'cache'))
     pol = tiny_model()
-    pol.model.save_pretrained(tmp_path/'tiny'); pol.tokenizer.save_pretrained(tmp_path/'tiny')
+    pol.model.save_pretrained(tmp_path/'tiny')
+    pol.tokenizer.save_pretrained(tmp_path/'tiny')
     return str(tmp_path/'tiny')
 
 def test_the_world_splits_are_disjoint_and_noiseless():

@@ -21,7 +21,9 @@ MAX_DEPTH = 100                # JSON nested deeper than this is reported: Pytho
 
 class BadRecord(ValueError):
     "Why a record cannot be read (a message for the reader, shown as it is), and the line (from 1) where it broke"
-    def __init__(self, why:str, line:int=1): super().__init__(why); self.line = line
+    def __init__(self, why:str, line:int=1):
+        super().__init__(why)
+        self.line = line
 
 def must_exist(path)->Path:
     "`path` as a Path, or a FileNotFoundError that names it in one line"
@@ -58,7 +60,9 @@ def _lines(f, max_bytes:int):
     for n in itertools.count(1):
         line = f.readline(max_bytes + 1)
         if not line: return
-        if len(line) <= max_bytes or line.endswith(b'\n'): yield n, line; continue
+        if len(line) <= max_bytes or line.endswith(b'\n'):
+            yield n, line
+            continue
         while line and not line.endswith(b'\n'): line = f.readline(2**20)
         yield n, None
 
@@ -134,7 +138,8 @@ class _Chunks:
         raw = self.f.read(max(1 << 16, len(pending)))
         try: text = self.dec.decode(raw, final=not raw)
         except UnicodeDecodeError as e: raise ValueError(f'not UTF-8: byte {e.object[e.start]:#04x}') from None
-        self.base += self.at; self.buf, self.at, self.eof = pending + text, 0, not raw
+        self.base += self.at
+        self.buf, self.at, self.eof = pending + text, 0, not raw
         return True
 
     def next(self, consume:bool=True)->str:
@@ -151,7 +156,9 @@ class _Chunks:
             try:
                 obj, end = decoder.raw_decode(self.buf, start := _SPACE.match(self.buf, self.at).end())
                 self.check(start, end)
-                if self.eof or end < len(self.buf) - _TAIL: self.at = end; return obj
+                if self.eof or end < len(self.buf) - _TAIL:
+                    self.at = end
+                    return obj
             except json.JSONDecodeError as e:
                 if self.eof or not (e.msg.startswith('Unterminated string') or e.pos >= len(self.buf) - _TAIL):
                     raise ValueError(f'{e.msg} at character {self.base + e.pos:,}') from None
@@ -166,7 +173,9 @@ def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
     else:
         for i in itertools.count():
             try: rec = text.value(decoder)
-            except BadRecord as e: yield i, e; return
+            except BadRecord as e:
+                yield i, e
+                return
             yield i, BadRecord(f'JSON nested deeper than {max_depth} levels') if _too_deep(rec, max_depth) else rec
             if (c := text.next()) == ']': break
             if c != ',': raise ValueError(f"expected ',' or ']' after record {i}, found {c[:1]!r}")
@@ -213,14 +222,18 @@ def _fsync_folder(folder:Path):
 def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
                ):
     "A file to write `path` through: a temporary file of its own beside it, on disk and renamed over `path` once whole (a failure leaves `path` as it was)"
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp, f = _temp_beside(path, mode)
     try:
         with f:
             yield f
-            f.flush(); os.fsync(f.fileno())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException: tmp.unlink(missing_ok=True); raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_folder(path.parent)
 
 def write_atomic(path, data:str|bytes)->Path:

@@ -56,7 +56,8 @@ def cmd_resample(args):
     from venus_nb.resample import ResampleConfig, resample, resample_table
     out, trajs = writable_file(args.out), _load(args.input, 'dr-venus').trajectories
     rows = resample(trajs, ResampleConfig(seed=args.seed))
-    say(resample_table(trajs, rows).to_string()); say(f'wrote {write_jsonl(rows, out)}')
+    say(resample_table(trajs, rows).to_string())
+    say(f'wrote {write_jsonl(rows, out)}')
 
 # %% ../nbs/40_cli.ipynb #3819e520
 def pick(trajs:list, index:int, path)->Trajectory:
@@ -392,7 +393,9 @@ def parser()->argparse.ArgumentParser:
     p.add_argument('--traceback', action='store_true', help='on an error, show the whole traceback (for a bug report)')
     p.add_argument('--verbose', action='store_true', help="show the libraries' own log lines, warnings and loading bars too")
     sub = p.add_subparsers(dest='cmd', required=True, metavar='command')
-    _add_demo(sub); _add_stages(sub); _add_training(sub)
+    _add_demo(sub)
+    _add_stages(sub)
+    _add_training(sub)
     return p
 
 def cmd_experiment(args):
@@ -451,7 +454,9 @@ def quiet_libraries():
         for n in NOISY: logging.getLogger(n).setLevel(logging.ERROR)
         try: yield
         finally:
-            _restore_env(saved); ENGINE_KW.clear(); ENGINE_KW.update(engine_kw)
+            _restore_env(saved)
+            ENGINE_KW.clear()
+            ENGINE_KW.update(engine_kw)
             for n, level in levels.items(): logging.getLogger(n).setLevel(level)
 
 def error_line(e:BaseException)->str:
@@ -463,7 +468,8 @@ def error_line(e:BaseException)->str:
 
 def main(argv:list|None=None):
     "Entry point of the `venus-nb` console script; an error is one line, `venus-nb: error: ...`, and exit status 1"
-    p = parser(); args = p.parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     try:
         with quiet_libraries() if not args.verbose else contextlib.nullcontext(): COMMANDS[args.cmd](args)
     except Exception as e:

@@ -50,7 +50,9 @@ def _pieces(para:str, size:int)->list[str]:
     if len(para) <= size: return [para] if para else []
     out, cur = [], ''
     for s in (s[i:i + size] for s in _sentences(para) for i in range(0, len(s), size)):
-        if cur and len(cur) + len(s) > size: out.append(cur); cur = ''
+        if cur and len(cur) + len(s) > size:
+            out.append(cur)
+            cur = ''
         cur = f'{cur} {s}'.strip()
     return out + [cur] if cur else out
 
@@ -86,7 +88,8 @@ def extractive_summary(text:str, goal:str, max_chars:int=4000)->tuple[str, str]:
     keep, n = [], 0
     for i in order:
         if keep and n + len(ps[i]) > max_chars: break
-        keep.append(i); n += len(ps[i]) + 2
+        keep.append(i)
+        n += len(ps[i]) + 2
     return '\n\n'.join(ps[i] for i in sorted(keep))[:max_chars], _lead(ps[order[0]])
 
 # %% ../nbs/22_corpus.ipynb #22c1c32c
@@ -123,7 +126,8 @@ def _links(docs:list[Doc], name:str)->tuple[list[Doc], dict]:
     for i, d in enumerate(docs):
         if url_key(f'corpus://{d.id}') in where: raise ValueError(f'{name}: duplicate document id {d.id!r}')
         if d.url and url_key(d.url) in where: d = replace(d, url='')
-        out.append(d); where[url_key(f'corpus://{d.id}')] = i
+        out.append(d)
+        where[url_key(f'corpus://{d.id}')] = i
         if d.url: where[url_key(d.url)] = i
     return out, where
 
@@ -144,7 +148,8 @@ class LocalCorpus:
         "The document at `url` (`corpus://id` or its original URL)"
         i = self.where.get(url_key(url)) if isinstance(url, str) else None
         if i is None: raise ToolError(f'not in the corpus {self.name!r} (visit a URL from the search results)')
-        d = self.docs[i]; return Page(d.link, d.title, d.text)
+        d = self.docs[i]
+        return Page(d.link, d.title, d.text)
 
     async def search(self, query:str, k:int=10)->list[dict]: return self.hits(query, k)
     async def read(self, url:str)->Page: return self.page(url)
@@ -211,7 +216,8 @@ def read_docs(path, fmt:str='auto')->tuple[list[Doc], list[LoadError]]:
         if fmt == 'auto': fmt = detect_format(rec)   # the first record that reads decides
         d = DOC_FORMATS[fmt](rec, i)
         if d.id in seen: raise BadRecord(f'duplicate id {d.id!r} (the first one is kept)')
-        seen.add(d.id); return d
+        seen.add(d.id)
+        return d
     return read_records(path, doc, array=True)
 
 # %% ../nbs/22_corpus.ipynb #614a4d30

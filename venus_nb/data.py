@@ -208,10 +208,16 @@ def normal_args(call:ToolCall)->tuple[dict, list]:
     "DR-Venus argument schema (query/url lists, goal string) and the edits it took"
     args, edits = dict(call.arguments), []
     for old, new in ALIASES.items():
-        if old in args and new not in args: args[new] = args.pop(old); edits.append(f'{old} renamed {new}')
+        if old in args and new not in args:
+            args[new] = args.pop(old)
+            edits.append(f'{old} renamed {new}')
     for key in ('query', 'url'):
-        if key in args and not isinstance(args[key], list): args[key] = _as_list(args[key]); edits.append(f'{key} to list')
-    if call.name == 'visit' and isinstance(args.get('goal'), list): args['goal'] = str(args['goal'][0]) if args['goal'] else ''; edits.append('goal to string')
+        if key in args and not isinstance(args[key], list):
+            args[key] = _as_list(args[key])
+            edits.append(f'{key} to list')
+    if call.name == 'visit' and isinstance(args.get('goal'), list):
+        args['goal'] = str(args['goal'][0]) if args['goal'] else ''
+        edits.append('goal to string')
     return args, edits
 
 # %% ../nbs/11_data.ipynb #3b2d7d55
@@ -385,8 +391,12 @@ def clean(trajectories:list|Loaded, # trajectories, a loader's `Loaded` or a `da
         start = time.perf_counter()
         for i, t in list(live.items()):
             out, res = _apply(name, t, cfg)
-            if out is None: rows[i].update(step=name, reason=res); del live[i]
-            else: rows[i]['edits'] += res; live[i] = out
+            if out is None:
+                rows[i].update(step=name, reason=res)
+                del live[i]
+            else:
+                rows[i]['edits'] += res
+                live[i] = out
         secs[name] = time.perf_counter() - start
     for i, t in live.items(): rows[i].update(kept=True, turns_out=len(t.turns))
     report = CleaningReport(rows + [_load_row(e) for e in errors], columns=['id', 'kept', 'step', 'reason', 'edits', 'turns_in', 'turns_out'])

@@ -88,7 +88,8 @@ def _write_tokens(trajs, toks, path):
 # %% ../nbs/43_demo.ipynb #30d8edd3
 def stage_one(data, out, model):
     "Load, check, clean, resample and tokenise expert trajectories; returns the kept ones and the files written"
-    loaded = step_load(data); step_check(loaded.trajectories)
+    loaded = step_load(data)
+    step_check(loaded.trajectories)
     kept, files = step_clean(loaded, out)
     rows, more = step_resample(kept, out)
     toks = step_tokenize(kept, model)
@@ -98,7 +99,8 @@ def stage_one(data, out, model):
 def step_warm_start(model:str, force:bool=False):
     "Stage-1 SFT of the embedded policy on the warm world until it writes DR-Venus turns (made once, then cached)"
     from venus_nb.warm_start import WarmConfig, warm_start
-    t = time.time(); warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
+    t = time.time()
+    warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
     r = warm.report
     how = f'from the cache ({time.time() - t:.0f}s)' if warm.cached else f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s"
     say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "

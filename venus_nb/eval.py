@@ -379,7 +379,8 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
     for name in _names(sets):
         for q, rec in _r1_pairs(base, name, limit):
             ps = r1_passages(rec['gen_text_store']) if rec else []
-            qs.append(dict(q, docs=list(dict.fromkeys(title_id(t) for t, _ in ps)))); passages += ps
+            qs.append(dict(q, docs=list(dict.fromkeys(title_id(t) for t, _ in ps))))
+            passages += ps
     return qs, LocalCorpus(passage_docs(passages), name='r1-searcher:' + '+'.join(_names(sets)))
 
 # %% ../nbs/31_eval.ipynb #bca21c0e

@@ -304,7 +304,9 @@ def _evaluate(generator, start:Start, label:str, seed:int, G:int,
     from venus_nb.rollout import rollout
     from venus_nb.trajectory import write_jsonl
     trajs = rollout(generator, start.held_out, start.corpus, replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
-    if save: save.parent.mkdir(parents=True, exist_ok=True); write_jsonl(trajs, save)
+    if save:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(trajs, save)
     return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
 
 def checked_rollouts(start:Start, G:int)->list|None:
@@ -454,8 +456,10 @@ def experiment(cfg:ExperimentConfig|None=None,
               )->ExperimentResult:
     "Train every arm for every seed from one start at an equal rollout budget, evaluating as it goes; summarise, report"
     cfg = cfg or ExperimentConfig()
-    out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True)
-    check_resume(out, cfg); cfg.save(out/'config.json')
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    check_resume(out, cfg)
+    cfg.save(out/'config.json')
     start = start or warm_start_point(cfg.warm, cfg.eval_questions)
     steps, evals, runs = _done(out)
     for label, seed, step in _runs(cfg):

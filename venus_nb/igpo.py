@@ -272,7 +272,8 @@ def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
 
 # %% ../nbs/26_igpo.ipynb #df619c1b
 def _minibatches(ps, n, rng):
-    order = list(range(len(ps))); rng.shuffle(order)
+    order = list(range(len(ps)))
+    rng.shuffle(order)
     return [[ps[i] for i in order[k::n]] for k in range(n) if order[k::n]]
 
 def _engine_gap(old, sampled, m, cfg, stats, first:bool):
@@ -284,7 +285,8 @@ def _engine_gap(old, sampled, m, cfg, stats, first:bool):
     w = tis_weights(old, sampled, cfg.tis_cap)
     if first:   # over the tokens `mismatch_sums` counted: trained and sampled by the engine
         s = m * (~torch.isnan(sampled)).float()
-        stats['tis_sum'] += float((w * s).sum()); stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
+        stats['tis_sum'] += float((w * s).sum())
+        stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
     return w
 
 def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's gap to the engine is measured
@@ -388,13 +390,16 @@ def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:rand
 STATE_KEYS = ('step', 'metrics', 'rng')   # what resume reads from state.json
 
 def _rng_from(saved)->random.Random:
-    rng = random.Random(); rng.setstate((saved[0], tuple(saved[1]), saved[2])); return rng
+    rng = random.Random()
+    rng.setstate((saved[0], tuple(saved[1]), saved[2]))
+    return rng
 
 def read_state(d:Path)->dict:
     "A checkpoint's state.json, with every key resume needs and an rng state that loads"
     s = check_json(Path(d)/'state.json', *STATE_KEYS)
     if not isinstance(s['step'], int) or not isinstance(s['metrics'], list): raise ValueError('step must be an integer and metrics a list')
-    _rng_from(s['rng']); return s
+    _rng_from(s['rng'])
+    return s
 
 def _weights_folder(d:Path)->Path:
     "adapter/ (LoRA) or model/ (full fine-tuning)"
@@ -436,7 +441,8 @@ def _load_weights(model, d:Path):
 
 def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     "Restore the weights (adapter or all) and the optimiser from a checkpoint; returns (step, metrics, rng)"
-    d = Path(d); _load_weights(model, d)
+    d = Path(d)
+    _load_weights(model, d)
     opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=True))   # tensors and numbers only: a checkpoint runs no code
     s = read_state(d)
     return s['step'], s['metrics'], _rng_from(s['rng'])
@@ -466,7 +472,8 @@ def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=
 def save_final(policy:Policy, cfg:IGPOConfig, data:str='', step:int|None=None)->Path:
     "`output_dir/final`: the trained weights, the tokenizer with its chat template and a model card, replaced whole"
     import shutil, tempfile
-    out = Path(cfg.output_dir); out.mkdir(parents=True, exist_ok=True)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix='.final-'))
     save_weights(policy.model, cfg, tmp, data, step, policy.tokenizer)
     if (out/'final').exists(): shutil.rmtree(out/'final')
@@ -508,8 +515,12 @@ def sync_engine(engine, model, folder:Path):
     "Make the engine generate with the current policy: load its adapter, or reload its merged weights"
     how = _engine_follows(engine, model)
     if how: shutil.rmtree(folder, ignore_errors=True)   # nothing stale: an engine reads every weight file in the folder
-    if how == 'lora': model.save_pretrained(folder); engine.load_lora(str(folder))
-    if how == 'reload': merged_copy(model).save_pretrained(folder); engine.reload(str(folder))
+    if how == 'lora':
+        model.save_pretrained(folder)
+        engine.load_lora(str(folder))
+    if how == 'reload':
+        merged_copy(model).save_pretrained(folder)
+        engine.reload(str(folder))
 
 # %% ../nbs/26_igpo.ipynb #cd9b5a96
 from .data import by_kind, kind_counts
@@ -553,10 +564,14 @@ def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig,
     t0 = time.time()
     batch = draw_batch(questions, cfg, rng)
     trajs = rollout(engine, batch, tools, replace(cfg.rollout, seed=cfg.seed * 100_003 + step))
-    t1 = time.time(); scored = score_rollouts(policy.model, policy.tokenizer, trajs, cfg, judge)
+    t1 = time.time()
+    scored = score_rollouts(policy.model, policy.tokenizer, trajs, cfg, judge)
     adv, details = advantages_of(scored)
-    t2 = time.time(); ps = pieces(trajs, adv); fill_old_and_ref(policy.model, ps, cfg)
-    t3 = time.time(); upd = policy_update(policy.model, opt, ps, cfg, rng) if ps else {}
+    t2 = time.time()
+    ps = pieces(trajs, adv)
+    fill_old_and_ref(policy.model, ps, cfg)
+    t3 = time.time()
+    upd = policy_update(policy.model, opt, ps, cfg, rng) if ps else {}
     row = dict(step=step + 1, **batch_metrics(trajs, scored, details), **upd,
                rollout_s=t1 - t0, score_s=t2 - t1, ref_s=t3 - t2, update_s=time.time() - t3)
     return row, scored
@@ -613,7 +628,8 @@ def _live(rows, handle):
     from IPython.display import display
     fig = metrics_figure(pd.DataFrame(rows))
     if handle is None: return display(fig, display_id=True)
-    handle.update(fig); return handle
+    handle.update(fig)
+    return handle
 
 # %% ../nbs/26_igpo.ipynb #4f520027
 def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_error_rate', 'kl', 'loss', 'grad_norm')):
@@ -678,14 +694,19 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     if 'tensorboard' in cfg.report_to: need_tensorboard()   # before anything loads
     pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
-    _engine_follows(engine, pol.model); warn_rounding(engine, pol.model)   # an engine that cannot follow the policy stops here
+    _engine_follows(engine, pol.model)
+    warn_rounding(engine, pol.model)   # an engine that cannot follow the policy stops here
     if ckpt: sync_engine(engine, pol.model, out/'adapter-latest')   # a resumed run generates with its restored adapter
-    check_kinds(questions, cfg); cfg.save(out/'igpo_config.json'); data = f'{len(questions)} questions; tools: {type(tools).__name__}'
+    check_kinds(questions, cfg)
+    cfg.save(out/'igpo_config.json')
+    data = f'{len(questions)} questions; tools: {type(tools).__name__}'
     if is_adapter(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
     with tracking(cfg, step) as track:
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
-            rows.append(row); sync_engine(engine, pol.model, out/'adapter-latest'); track(row)
+            rows.append(row)
+            sync_engine(engine, pol.model, out/'adapter-latest')
+            track(row)
             if cfg.save_rollouts and last: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
             if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
             if live is not False: handle = _live(rows, handle)

@@ -117,7 +117,9 @@ class LLMJudge:
                 if i: time.sleep(self.backoff * 2 ** (i - 1))
                 try:
                     r = c.post(url, json=body)
-                    if r.is_error: why = f'HTTP {r.status_code} {r.text[:200]}'.strip(); continue
+                    if r.is_error:
+                        why = f'HTTP {r.status_code} {r.text[:200]}'.strip()
+                        continue
                     reply = r.json()['choices'][0]['message']['content']
                     if reply and reply.strip(): return reply.strip(), None
                     why = 'empty reply'

@@ -123,7 +123,8 @@ def materialise(name:str='smollm2-135m', dtype:str='bfloat16')->Path:
     tok = _align_special_tokens(tok, model.config)
     tok.clean_up_tokenization_spaces = False   # GGUF sets it; on a BPE tokenizer transformers ignores it and warns at every load
     tmp = Path(tempfile.mkdtemp(dir=out.parent.mkdir(parents=True, exist_ok=True) or out.parent))
-    _plain_copy(model, dtype).save_pretrained(tmp); tok.save_pretrained(tmp)
+    _plain_copy(model, dtype).save_pretrained(tmp)
+    tok.save_pretrained(tmp)
     try: tmp.rename(out)
     except OSError: shutil.rmtree(tmp)  # another process won the race; its copy is identical
     return out

@@ -63,7 +63,8 @@ def _pairs_table(traj, table, rollout):
     if single and rollout is not None: table = table[table['rollout'] == rollout]
     ids, trajs = list(dict.fromkeys(table['rollout'].tolist())), [traj] if single else list(traj)
     if len(ids) != len(trajs): raise ValueError(f'the rewards hold rollouts {ids} but {len(trajs)} trajectories were given: pass one per rollout, or rollout=')
-    pairs = dict(zip(ids, trajs)); _check_turns(pairs, table)
+    pairs = dict(zip(ids, trajs))
+    _check_turns(pairs, table)
     return pairs, ids[0] if rollout is None else rollout
 
 # %% ../nbs/30_replay.ipynb #47b5c9c5
@@ -119,7 +120,8 @@ def _links(rows, ty):
     for v, s, t in credit_links(rows):
         if t != ty: continue
         x, y = _arc(v, s, top + 0.06 * span, 0.05 * span * (1 + np.sqrt(v - s)))
-        xs += x; ys += y
+        xs += x
+        ys += y
     return dict(x=xs, y=ys)
 
 # %% ../nbs/30_replay.ipynb #94632e18
@@ -403,7 +405,8 @@ def _children(self:Replay):
 def _wire(self:Replay):
     widgets.link((self.slider, 'value'), (self, 'turn'))
     widgets.jslink((self.play, 'value'), (self.slider, 'value'))
-    self.prev.on_click(lambda _: self.step(-1)); self.next.on_click(lambda _: self.step(1))
+    self.prev.on_click(lambda _: self.step(-1))
+    self.next.on_click(lambda _: self.step(1))
     self.observe(lambda _: self._show_turn(), 'turn')
     for w in (self.credit, self.penalty): w.observe(lambda _: self.recompute(), 'value')
     if self.group: self.group.observe(lambda c: self.show_rollout(c.new), 'rollout')

@@ -92,9 +92,16 @@ def rollout_slots(ig:list, # IG after each turn, None where not scored
     "The slots of one rollout (the final turn gets no IG slot)"
     s, last = Slots([], [], []), len(format_ok) - 1
     for t in range(last):
-        if not format_ok[t]: s.turns.append(t); s.values.append(-cfg.lambda_fmt); s.types.append('penalty')
-        elif ig[t] is not None: s.turns.append(t); s.values.append(finite(ig[t])); s.types.append('ig')
-    s.turns.append(last); s.types.append('outcome')
+        if not format_ok[t]:
+            s.turns.append(t)
+            s.values.append(-cfg.lambda_fmt)
+            s.types.append('penalty')
+        elif ig[t] is not None:
+            s.turns.append(t)
+            s.values.append(finite(ig[t]))
+            s.types.append('ig')
+    s.turns.append(last)
+    s.types.append('outcome')
     s.values.append(finite(outcome) if format_ok[last] else -cfg.lambda_fmt)
     return s
 
@@ -141,7 +148,9 @@ def slot_rewards(s:Slots, normed:list, scale:float, cfg:RewardConfig=RewardConfi
 def discount(rewards:list, gamma:float)->list:
     "Backward discounted sums: A_K = r_K, A_k = r_k + gamma * A_{k+1}"
     out, acc = [0.0] * len(rewards), 0.0
-    for k in reversed(range(len(rewards))): acc = rewards[k] + gamma * acc; out[k] = acc
+    for k in reversed(range(len(rewards))):
+        acc = rewards[k] + gamma * acc
+        out[k] = acc
     return out
 
 # %% ../nbs/24_rewards.ipynb #c4d70b25
@@ -161,7 +170,12 @@ def spread(s:Slots, rewards:list, adv:list, cfg:RewardConfig=RewardConfig())->li
 @dataclass
 class RewardDetails:
     "Everything computed on the way to the advantages"
-    slots: list; normed: list; scale: float; rewards: list; slot_adv: list; advantages: list
+    slots: list
+    normed: list
+    scale: float
+    rewards: list
+    slot_adv: list
+    advantages: list
 
 def _check_lengths(kinds, ig, format_ok, outcome, groups):
     n = len(kinds)
@@ -281,7 +295,8 @@ class Prefix(NamedTuple):
 def prefilled(model, ids:list, chunk:int=8192)->Prefix:
     "`ids` run through `model` once, as a `Prefix` that every sequence starting with them can continue from"
     from transformers import DynamicCache
-    cache = DynamicCache(); _prefill(model, ids, cache, chunk)
+    cache = DynamicCache()
+    _prefill(model, ids, cache, chunk)
     return Prefix(len(ids), cache)
 
 def crop_to(cache, n:int):

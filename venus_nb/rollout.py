@@ -90,7 +90,8 @@ class Sequence:
     logps: list = field(default_factory=list)   # per token, the engine's log-prob where it sampled the token, else NaN
 
     def _add(self, ids, trained=0, logps=None):
-        self.ids += ids; self.mask += [trained] * len(ids)
+        self.ids += ids
+        self.mask += [trained] * len(ids)
         self.logps += list(logps) if logps is not None else [math.nan] * len(ids)
 
 # %% ../nbs/23_rollout.ipynb #e5ea9165
@@ -99,7 +100,8 @@ def start(cls:Sequence, tok, glue:ChatGlue, prompt:list):
     "The prompt messages, each piece encoded on its own (the question as plain text, as `Trajectory.tokenize` encodes it)"
     s = cls(tok, glue, list(prompt))
     for ids in message_ids(tok, prompt): s._add(ids)
-    s.prompt_len = len(s.ids); return s
+    s.prompt_len = len(s.ids)
+    return s
 
 
 @patch
@@ -112,14 +114,16 @@ def user_ids(self:Sequence, content:str)->list:
 def add_user(self:Sequence, content:str, ids:list|None=None):
     "Append a user message (a tool response or a forced-answer prompt); it joins the last turn's observation span"
     start = len(self.ids)
-    self._add(ids if ids is not None else self.user_ids(content)); self.messages.append({'role': 'user', 'content': content})
+    self._add(ids if ids is not None else self.user_ids(content))
+    self.messages.append({'role': 'user', 'content': content})
     if not self.turn_spans: self.prompt_len = len(self.ids)
     else: self.obs_spans[-1] = ((self.obs_spans[-1] or (start, start))[0], len(self.ids))
 
 @patch
 def open_turn(self:Sequence)->list:
     "Append the generation prompt; returns the ids to generate from"
-    self._add(_encode(self.tok, self.glue.open_turn)); return self.ids
+    self._add(_encode(self.tok, self.glue.open_turn))
+    return self.ids
 
 # %% ../nbs/23_rollout.ipynb #2509665f
 @patch
@@ -138,10 +142,12 @@ def add_turn(self:Sequence, gen:list,
     sampled = [ended and t == eot for t in closing]   # the engine sampled the end-of-turn token, or the loop closed the turn
     self._add(body, 1, lps[:len(body)])
     for t, s in zip(closing, sampled): self._add([t], int(s), [eot_lp if s else math.nan])   # a closing the engine never sampled is not trained
-    self.turn_spans.append((start, len(self.ids))); self.obs_spans.append(None)
+    self.turn_spans.append((start, len(self.ids)))
+    self.obs_spans.append(None)
     self._add(_encode(self.tok, close[cut:]))
     text = self.glue.opening + self.tok.decode(body, skip_special_tokens=False)
-    self.messages.append({'role': 'assistant', 'content': text}); return text
+    self.messages.append({'role': 'assistant', 'content': text})
+    return text
 
 @patch
 def replace_observation(self:Sequence, content:str):
@@ -241,7 +247,8 @@ class SampledLogps:
     def result(self, sequences)->list:
         "Per row, the log-prob of each generated token"
         import torch
-        self._take(sequences[:, -1]); self.prev = None
+        self._take(sequences[:, -1])
+        self.prev = None
         return torch.stack(self.steps, 1).tolist() if self.steps else [[] for _ in range(len(sequences))]
 
 def _sampling_kw(cfg:RolloutConfig)->dict:
@@ -269,7 +276,8 @@ def _batch(self:HFEngine, prompts, limits, cfg, seed, kept=()):
 def _common_prefix(a, b)->int:
     "How many leading tokens two id arrays share"
     import numpy as np
-    n = min(len(a), len(b)); d = np.flatnonzero(a[:n] != b[:n])
+    n = min(len(a), len(b))
+    d = np.flatnonzero(a[:n] != b[:n])
     return int(d[0]) if len(d) else n
 
 def reusable(prompt:list, kept:list)->tuple:
@@ -317,7 +325,8 @@ def _cache_for(self:HFEngine, prompts, pads, kept):
     "The batch's starting cache from the kept ones, or None (prefill everything)"
     found = [reusable(p, kept) for p in prompts]
     C = min(o + n for (n, _), o in zip(found, pads))
-    self.tokens['prompt'] += sum(map(len, prompts)); self.tokens['reused'] += sum(max(0, C - o) for o in pads)
+    self.tokens['prompt'] += sum(map(len, prompts))
+    self.tokens['reused'] += sum(max(0, C - o) for o in pads)
     return stacked_cache(found, pads, C) if C > 0 else None
 
 # %% ../nbs/23_rollout.ipynb #9407801a
@@ -340,13 +349,15 @@ class VLLMEngine:
         "Generate with the model saved in `folder` from now on: the old engine is freed, a new one built on it"
         if self.make is None: raise ValueError('this engine was not built by `vllm_engine`, so it cannot rebuild itself on new weights')
         import gc
-        self.llm = self.lora = None; gc.collect()
+        self.llm = self.lora = None
+        gc.collect()
         self.llm = self.make(str(folder))
 
     def load_lora(self, path:str):
         "Use the adapter saved at `path` for the next generations (a new id makes vLLM reload it)"
         from vllm.lora.request import LoRARequest
-        self._lora_ids += 1; self.lora = LoRARequest(f'adapter-{self._lora_ids}', self._lora_ids, str(path))
+        self._lora_ids += 1
+        self.lora = LoRARequest(f'adapter-{self._lora_ids}', self._lora_ids, str(path))
 
 # %% ../nbs/23_rollout.ipynb #b587a9c6
 def _params(cfg:RolloutConfig, limit:int, seed:int, stop_ids:set):
@@ -496,10 +507,17 @@ def turn_outcome(r:Running, text:str, gen:Generated):
     "Parse a finished turn; returns the tool call to run, or None"
     turn = Turn.parse({'role': 'assistant', 'content': text}, [], r.turns, True)
     if gen.finish == 'stop': r.cuts.append((r.turns, gen.dropped))
-    r.turns += 1; r.gen_tokens += len(gen.ids)
-    if r.forced: r.end('forced_answer' if turn.answer is not None else 'no_answer'); return None
-    if turn.kind == 'answer': r.end('answer'); return None
-    if turn.call is not None and turn.kind in ('search', 'visit'): r.tool_calls += 1; return turn.call
+    r.turns += 1
+    r.gen_tokens += len(gen.ids)
+    if r.forced:
+        r.end('forced_answer' if turn.answer is not None else 'no_answer')
+        return None
+    if turn.kind == 'answer':
+        r.end('answer')
+        return None
+    if turn.call is not None and turn.kind in ('search', 'visit'):
+        r.tool_calls += 1
+        return turn.call
     return invalid_turn_message(turn, gen)
 
 def invalid_turn_message(turn:Turn, gen:Generated)->str:

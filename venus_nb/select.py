@@ -53,7 +53,9 @@ def vote(cands:list, # `Candidate`s of one question
     "The first rollout of the answer with the most (weighted) votes; ties: more rollouts, then the answer given first"
     tally, count = Counter(), Counter()
     for c, w in zip(cands, weights or [1.0] * len(cands)):
-        if c.key: tally[c.key] += w; count[c.key] += 1
+        if c.key:
+            tally[c.key] += w
+            count[c.key] += 1
     if not tally: return None
     first = {k: cands[_first(cands, k)].sample for k in tally}
     return _first(cands, max(tally, key=lambda k: (round(tally[k], 9), count[k], -first[k])))
@@ -120,7 +122,9 @@ def selectors_of(selectors)->dict:
     items = selectors.split(',') if isinstance(selectors, str) else list(selectors)
     out = {}
     for s in items:
-        if isinstance(s, Selector): out[s.about or f'selector{len(out)}'] = s; continue
+        if isinstance(s, Selector):
+            out[s.about or f'selector{len(out)}'] = s
+            continue
         if (s := str(s).strip()) not in SELECTORS: raise ValueError(f'unknown selector {s!r}; one of {", ".join(SELECTORS)}')
         out[s] = SELECTORS[s]
     return out

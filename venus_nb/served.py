@@ -230,13 +230,16 @@ def scripted_server(tok, script:list, # turn texts, replayed per rollout in orde
         k = tok.decode(body['prompt'], skip_special_tokens=False).count('<|im_start|>assistant') - 1
         ids = _encode(tok, script[min(k, len(script) - 1)]) + [eot]
         return httpx.Response(200, json=dict(choices=[_vllm_choice(tok, ids, body, token_ids)]))
-    transport = httpx.MockTransport(handle); transport.requests = seen
+    transport = httpx.MockTransport(handle)
+    transport.requests = seen
     return transport
 
 # %% ../nbs/42_served.ipynb #aaeb4ae3
 def free_port()->int:
     "A TCP port nobody listens on now"
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
 
 def vllm_serve_command(model:str, # a model folder or Hub name
                        port:int, served_name:str, max_model_len:int=4096,
@@ -276,7 +279,10 @@ def _die_with_parent():
 def _stop(proc:subprocess.Popen):
     "Stop the server's process group: SIGTERM, then SIGKILL after 30 s"
     for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try: os.killpg(proc.pid, sig); proc.wait(wait); return
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(wait)
+            return
         except ProcessLookupError: return
         except subprocess.TimeoutExpired: pass
 
@@ -294,5 +300,7 @@ def vllm_server(model:str='smollm2-135m', # embedded name, local folder or Hub n
     cmd = vllm_serve_command(resolve(model), port, model, max_model_len, not torch.cuda.is_available(), args)
     with open(log, 'w') as out: proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_serve_env(),
                                                  start_new_session=True, preexec_fn=_die_with_parent)
-    try: wait_healthy(f'http://127.0.0.1:{port}', proc, log, timeout); yield f'http://127.0.0.1:{port}/v1'
+    try:
+        wait_healthy(f'http://127.0.0.1:{port}', proc, log, timeout)
+        yield f'http://127.0.0.1:{port}/v1'
     finally: _stop(proc)

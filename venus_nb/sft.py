@@ -178,7 +178,8 @@ class QuietProgress(ProgressCallback):
 def quiet_progress(trainer):
     "Swap the trainer's log printers for `QuietProgress`"
     for cb in (ProgressCallback, PrinterCallback): trainer.remove_callback(cb)
-    trainer.add_callback(QuietProgress()); return trainer
+    trainer.add_callback(QuietProgress())
+    return trainer
 
 def _transformers_trainer(policy, examples, cfg, log):
     from transformers import Trainer, TrainingArguments
@@ -289,7 +290,9 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     follow_tensorboard(trainer, cfg, resume)
     cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
     run = trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(cfg.output_dir); policy.tokenizer.save_pretrained(cfg.output_dir); write_atomic(Path(cfg.output_dir)/'README.md', log.card())
+    trainer.save_model(cfg.output_dir)
+    policy.tokenizer.save_pretrained(cfg.output_dir)
+    write_atomic(Path(cfg.output_dir)/'README.md', log.card())
     if not is_adapter(trainer.model): trainer.model.config._name_or_path = str(Path(cfg.output_dir).resolve())   # its weights now load from there
     trained = Policy(trainer.model, policy.tokenizer, policy.name, backend)
     return SFTResult(trained, pd.DataFrame(log.rows, columns=['step', 'loss', 'lr']), data, Path(cfg.output_dir), resume, run.metrics.get('train_runtime'))

@@ -40,7 +40,9 @@ def _unique_names(rng, n, parts, taken):
     out = []
     while len(out) < n:
         name = make_name(rng, parts)
-        if name not in taken: taken.add(name); out.append(name)
+        if name not in taken:
+            taken.add(name)
+            out.append(name)
     return out
 
 def _people(rng, n, taken):
@@ -101,7 +103,9 @@ def follow(world:dict, start:str, relations:list)->list:
     "The hops (entity, relation, value) from `start` along `relations`"
     hops, cur = [], start
     for r in relations:
-        v = world[cur].facts[r]; hops.append((cur, r, v)); cur = v
+        v = world[cur].facts[r]
+        hops.append((cur, r, v))
+        cur = v
     return hops
 
 # %% ../nbs/10_synth.ipynb #2294e9aa
@@ -185,20 +189,24 @@ def _noise_steps(steps, cfg, rng):
     "Duplicate a call, add a python call, turn list arguments into strings"
     steps = list(steps)
     if rng.random() < cfg.duplicate and steps:
-        i = rng.randrange(len(steps)); steps.insert(i + 1, steps[i])
+        i = rng.randrange(len(steps))
+        steps.insert(i + 1, steps[i])
     if rng.random() < cfg.other_tool:
         steps.insert(rng.randrange(len(steps) + 1), ('Let me compute this with Python.', ToolCall('python', {'code': 'print(2026 - 1931)'}), '95'))
     if rng.random() < cfg.string_args and steps:
-        th, c, o = steps[0]; key = 'query' if c.name == 'search' else 'url'
+        th, c, o = steps[0]
+        key = 'query' if c.name == 'search' else 'url'
         if key in c.arguments: steps[0] = (th, ToolCall(c.name, {**c.arguments, key: c.arguments[key][0]}), o)
     return steps
 
 def _noise_text(turn_texts, cfg, rng):
     "Break one tool-call's JSON, or drop one </think>"
     if rng.random() < cfg.bad_json and len(turn_texts) > 1:
-        i = rng.randrange(len(turn_texts) - 1); turn_texts[i] = turn_texts[i].replace('"arguments": {', '"arguments": {{', 1)
+        i = rng.randrange(len(turn_texts) - 1)
+        turn_texts[i] = turn_texts[i].replace('"arguments": {', '"arguments": {{', 1)
     if rng.random() < cfg.missing_think_close and len(turn_texts) > 1:
-        i = rng.randrange(len(turn_texts) - 1); turn_texts[i] = turn_texts[i].replace('</think>\n', '', 1)
+        i = rng.randrange(len(turn_texts) - 1)
+        turn_texts[i] = turn_texts[i].replace('</think>\n', '', 1)
     return turn_texts
 
 # %% ../nbs/10_synth.ipynb #33af8f89

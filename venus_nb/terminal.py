@@ -35,8 +35,12 @@ def plain(md:str)->str:
     "Markdown as terminal text: no heading marks, emphasis or code spans; tables as aligned columns"
     out, table = [], []
     for line in md.split('\n'):
-        if line.lstrip().startswith('|'): table.append(line); continue
-        if table: out += text_table(table); table = []
+        if line.lstrip().startswith('|'):
+            table.append(line)
+            continue
+        if table:
+            out += text_table(table)
+            table = []
         out.append(_plain_line(line))
     return '\n'.join(out + (text_table(table) if table else []))
 
@@ -68,7 +72,8 @@ def writable_file(path)->Path:
     "`path` as a file to write: not a folder, in a folder that can be written"
     p = Path(path)
     if p.is_dir(): raise CLIError(f'{p}: is a folder; give a file name')
-    writable_folder(p.parent); return p
+    writable_folder(p.parent)
+    return p
 
 # %% ../nbs/44_terminal.ipynb #fa3c22df
 def write_csv(df, path)->Path:
@@ -92,8 +97,11 @@ def step_bar(cfg):
     bar, step = tqdm(total=cfg.steps, initial=lib.read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step', disable=None), lib.igpo_step
     def counted(*args, **kw):
         row, scored = step(*args, **kw)
-        bar.update(); bar.set_postfix(accuracy=f"{row['accuracy']:.2f}", loss=f"{row['loss']:+.4f}")
+        bar.update()
+        bar.set_postfix(accuracy=f"{row['accuracy']:.2f}", loss=f"{row['loss']:+.4f}")
         return row, scored
     lib.igpo_step = counted
     try: yield bar
-    finally: lib.igpo_step = step; bar.close()
+    finally:
+        lib.igpo_step = step
+        bar.close()

@@ -175,7 +175,8 @@ async def _cached(self:Toolbox, backend, parts:tuple, make:Callable[[], Awaitabl
     key = Cache.key(getattr(backend, 'cache_id', type(backend).__name__), *parts)
     if (hit := self.cache.get(key)) is not None: return hit
     value = await make()
-    self.cache.put(key, value); return value
+    self.cache.put(key, value)
+    return value
 
 @patch
 async def hits(self:Toolbox, query:str)->list[dict]:

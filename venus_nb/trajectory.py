@@ -51,7 +51,8 @@ def between(text:str, opening:str, closing:str)->list[str]:
     "Bodies of every `opening`...`closing` pair in `text`, each closed by the first `closing` after it (one pass: linear time)"
     out, i = [], 0
     while (a := text.find(opening, i)) != -1 and (b := text.find(closing, a + len(opening))) != -1:
-        out.append(text[a + len(opening):b]); i = b + len(closing)
+        out.append(text[a + len(opening):b])
+        i = b + len(closing)
     return out
 
 def _between(text, tag): return between(text, f'<{tag}>', f'</{tag}>')
@@ -639,7 +640,8 @@ def tokenize(self:Trajectory, tokenizer, **template_kw)->Tokenized:
     for segs in _segments(tokenizer, msgs, **template_kw):
         starts.append(len(ids))
         for t, trained in _encode_segments(tokenizer, segs):
-            ids += t; mask += [trained] * len(t)
+            ids += t
+            mask += [trained] * len(t)
     starts.append(len(ids))
     return _spans_of(self, ids, mask, starts)
 

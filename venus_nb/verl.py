@@ -266,7 +266,9 @@ def balanced_shards(costs:list, n:int)->list[list[int]]:
     "Indices split into n shards of similar total cost (the costliest first, each to the lightest shard)"
     shards, load = [[] for _ in range(n)], [0] * n
     for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
-        k = load.index(min(load)); shards[k].append(i); load[k] += costs[i]
+        k = load.index(min(load))
+        shards[k].append(i)
+        load[k] += costs[i]
     return shards
 
 def unshard(shards:list, results:list, n:int)->list:
@@ -584,7 +586,9 @@ def attention(module, impl:str='sdpa'):
     "A transformers model (FSDP-wrapped or not) with another attention implementation for a while; eager stays eager"
     model = getattr(module, 'module', module)
     old = model.config._attn_implementation
-    if old in (impl, 'eager'): yield; return
+    if old in (impl, 'eager'):
+        yield
+        return
     model.set_attn_implementation(impl)
     try: yield
     finally: model.set_attn_implementation(old)

@@ -64,7 +64,9 @@ def _distinct(data)->list:
     "(question, trajectory) pairs with no question asked twice"
     seen, out = set(), []
     for q, t in zip(data.qa, data.trajectories()):
-        if q['question'] not in seen: seen.add(q['question']); out.append((q, t))
+        if q['question'] not in seen:
+            seen.add(q['question'])
+            out.append((q, t))
     return out
 
 def warm_world(cfg:WarmConfig=WarmConfig())->WarmWorld:
@@ -118,7 +120,8 @@ def check(folder, held:list, corpus, cfg:WarmConfig=WarmConfig(),
     "Well-formed share, Pass@1 and rollout figures of a model folder on the held-out questions"
     from venus_nb.rollout import rollout
     from venus_nb.eval import evaluate_trajectories
-    t = time.time(); engine = engine_for_folder(folder, cfg.engine)
+    t = time.time()
+    engine = engine_for_folder(folder, cfg.engine)
     trajs = rollout(engine, held, corpus, rollout_config(cfg))
     if save_to: write_jsonl(trajs, save_to)
     rep = evaluate_trajectories(trajs, ks=(1,), label='warm start')
@@ -172,7 +175,8 @@ def _train(cfg:WarmConfig, train:list, work:Path)->tuple[Path, float]:
     from venus_nb.sft import sft
     res = sft(train, sft_config(cfg, work/'sft'), live=False)
     model = res.policy.model.merge_and_unload() if hasattr(res.policy.model, 'merge_and_unload') else res.policy.model
-    model.save_pretrained(work/'model'); res.policy.tokenizer.save_pretrained(work/'model')
+    model.save_pretrained(work/'model')
+    res.policy.tokenizer.save_pretrained(work/'model')
     return work/'model', res.train_seconds
 
 def warm_start(cfg:WarmConfig|None=None, # the recipe; its hash names the cache folder
@@ -190,5 +194,7 @@ def warm_start(cfg:WarmConfig|None=None, # the recipe; its hash names the cache 
     say('warm start: checking on held-out questions ...')
     rep = check(model, world.held_out, world.corpus, cfg, work/'rollouts.jsonl') | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0)
     _write_json(work/'report.json', rep)
-    shutil.rmtree(work/'sft', ignore_errors=True); shutil.rmtree(d, ignore_errors=True); os.replace(work, d)
+    shutil.rmtree(work/'sft', ignore_errors=True)
+    shutil.rmtree(d, ignore_errors=True)
+    os.replace(work, d)
     return replace(_cached(d), cached=False)

@@ -174,13 +174,16 @@ def _inflate(d, data:bytes, piece:int):
     "What decompressor `d` makes of `data`, at most `piece` bytes at a time"
     try:
         while data:
-            out = d.decompress(data, piece); data = d.unconsumed_tail
+            out = d.decompress(data, piece)
+            data = d.unconsumed_tail
             if out: yield out
     except zlib.error as e: raise httpx.DecodingError(f'the compressed body is damaged: {e}') from None
 
 async def _decoded(resp, piece:int=1 << 16):
     "The body of a streamed response, decoded (gzip, deflate) a piece of at most `piece` bytes at a time"
-    try: yield resp.content; return   # a response made in memory (a cassette's, a mock's) is whole already
+    try:
+        yield resp.content
+        return   # a response made in memory (a cassette's, a mock's) is whole already
     except httpx.ResponseNotRead: pass
     d = False
     async for raw in resp.aiter_raw():
@@ -462,8 +465,12 @@ class Cache:
 
     def _connect(self):
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        try: db.execute('create table if not exists results (key text primary key, value text not null)'); return db
-        except BaseException: db.close(); raise
+        try:
+            db.execute('create table if not exists results (key text primary key, value text not null)')
+            return db
+        except BaseException:
+            db.close()
+            raise
 
     def _rebuild(self, e:sqlite3.DatabaseError):
         "Move the damaged file (and its journal) aside, say so once, and connect to a new empty cache"
@@ -479,7 +486,8 @@ class Cache:
             try: return self.db.execute(sql, args).fetchall()
             except sqlite3.DatabaseError as e:
                 if not _damaged(e): raise
-                self.db.close(); self.db = self._rebuild(e)
+                self.db.close()
+                self.db = self._rebuild(e)
                 return self.db.execute(sql, args).fetchall()
 
     @staticmethod
@@ -536,7 +544,8 @@ def _append_line(path:Path, line:bytes):
 
 def _ends_line(f)->bool:
     "Whether the binary file `f` ends with a newline"
-    f.seek(-1, os.SEEK_END); return f.read(1) == b'\n'
+    f.seek(-1, os.SEEK_END)
+    return f.read(1) == b'\n'
 
 # %% ../nbs/21_web.ipynb #b75e4eac
 class Cassette(httpx.AsyncBaseTransport):
