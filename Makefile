@@ -12,7 +12,7 @@ CONSTRAINTS := $(VENV)/constraints.txt
 PYTEST_ARGS ?= -n 2 -rs
 STAMP := $(VENV)/.venus_nb-installed
 
-.PHONY: env demo test slow lab export clean-nbs nbtest readme docs
+.PHONY: env demo test slow lab export clean-nbs nbtest readme docs lint
 
 env: $(STAMP)
 
@@ -30,6 +30,10 @@ demo: env
 
 test: env
 	$(VENV)/bin/pytest $(PYTEST_ARGS) -m "not slow" tests
+
+# ruff with the rules the code meets today: no ;-joined statements, no syntax errors or comparisons to literals (long lines, E501, are next)
+lint: env
+	$(VENV)/bin/ruff check --line-length 120 --select E702,E703,E9,F63,F7 venus_nb tests bench
 
 slow: env
 	$(VENV)/bin/pytest $(PYTEST_ARGS) -m slow tests
