@@ -224,3 +224,30 @@ def test_a_variant_is_an_arm_of_its_own(tmp_path):
         with pytest.raises(ValueError, match=re.escape(said)): ExperimentConfig(arms=('v',), variants={'v': bad})
     with pytest.raises(ValueError, match='name of an arm'): ExperimentConfig(variants={'GRPO': dict(arm='GRPO')})
     with pytest.raises(ValueError, match=re.escape("unknown arms ['v']")): ExperimentConfig(arms=('GRPO', 'v'))
+
+def _visits_then_answer(question, visits, answer, gt, group):
+    from venus_nb.trajectory import Trajectory, Turn, ToolCall
+    turns = [Turn.make(f'Visit {i}.', ToolCall('visit', {'url': [f'p{i}.html'], 'goal': 'g'}), observation='...', index=i) for i in range(visits)]
+    return Trajectory(question, turns + [Turn.make('Done.', answer=answer, index=visits)], gt, dict(group=group))
+
+def test_stopping_table_counts_visits_ig_and_each_estimators_push(tmp_path):
+    "By kind × visits: rollouts, correct, IG after each visit, and the summed advantage (GRPO: ±1 per turn in a 1-right-1-wrong group)"
+    import json
+    from venus_nb.experiment import stopping_table, step_batches
+    from venus_nb.rewards import Scored, RewardConfig
+    one, two = 'one hop?', 'two hops?'
+    s = Scored([_visits_then_answer(one, 1, 'a', 'a', 0), _visits_then_answer(one, 2, 'b', 'a', 0),
+                _visits_then_answer(two, 1, 'a', 'b', 1), _visits_then_answer(two, 2, 'b', 'b', 1)],
+               [0, 0, 1, 1], [[2.4, None], [2.4, -2.7, None], [-1.8, None], [-1.8, 4.7, None]], [1.0, 0.0, 0.0, 1.0])
+    t = stopping_table([s, s], {one: '1-hop', two: '2-hop'})
+    assert t[['kind', 'visits', 'rollouts', 'correct']].values.tolist() == [['1-hop', 1, 2, 2.0], ['1-hop', 2, 2, 0.0], ['2-hop', 1, 2, 0.0], ['2-hop', 2, 2, 2.0]]
+    assert t.ig_visit2.tolist()[1::2] == pytest.approx([-2.7, 4.7]) and t.ig_visit2.isna().tolist()[::2] == [True, True]
+    assert t.push_grpo.tolist() == pytest.approx([4.0, -6.0, -4.0, 6.0], abs=1e-4)   # ±1 on each of 2 or 3 turns, in two batches
+    assert [p > 0 for p in t.push_igpo] == [True, False, False, True]
+    assert stopping_table([s], {}).kind.unique().tolist() == ['all']
+    run = tmp_path/'run'
+    (run/'rollouts').mkdir(parents=True)
+    (run/'igpo_config.json').write_text(json.dumps({'rewards': {'credit': 'split'}}))
+    for n in (10, 2): s.save(run/'rollouts'/f'step-{n}.jsonl')
+    got = step_batches(run)
+    assert len(got) == 2 and got[0].cfg == RewardConfig(credit='split') and got[0].ig == s.ig and got[1].outcome == s.outcome

@@ -18,11 +18,11 @@ from .models import fast_dtype
 __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
-           'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'checked_rollouts',
-           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
-           'read_experiment', 'experiment_pairs', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
+           'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'experiment_pairs',
+           'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm',
+           'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
            'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
-           'sweep_row', 'sweep']
+           'rollout_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #3de3649e
 from .base import moved
@@ -286,6 +286,11 @@ def experiment_json(cfg:ExperimentConfig)->dict:
     igpo = {k: judge_spec(v) if k == 'judge' else asdict(v) if is_dataclass(v) else v for k, v in cfg.igpo.items()}
     return {**asdict(replace(cfg, igpo={})), 'igpo': igpo}
 
+# %% ../nbs/32_experiment.ipynb #ff811ab9
+def experiment_pairs(cfg:ExperimentConfig)->tuple:
+    "The differences a summary reports: `PAIRS`, then each variant against the start and against the arm it varies"
+    return PAIRS + tuple(p for label, v in cfg.variants.items() for p in ((label, 'start'), (label, v['arm'])))
+
 # %% ../nbs/32_experiment.ipynb #e724b688
 EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a training step's seed
 EVAL_COLUMNS = ['arm', 'seed', 'step', 'rollouts', 'question', 'kind', 'n', 'c', 'turns', 'visits']
@@ -414,10 +419,6 @@ def read_experiment(folder,
     return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs)
 
 # %% ../nbs/32_experiment.ipynb #3053437d
-def experiment_pairs(cfg:ExperimentConfig)->tuple:
-    "The differences a summary reports: `PAIRS`, then each variant against the start and against the arm it varies"
-    return PAIRS + tuple(p for label, v in cfg.variants.items() for p in ((label, 'start'), (label, v['arm'])))
-
 def _runs(cfg:ExperimentConfig)->list:
     "(label, seed, step) of every evaluation: the starting policy first (step 0), then each arm at each of its `eval_steps`"
     return [('start', s, 0) for s in cfg.seeds] + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)]
@@ -550,6 +551,37 @@ def write_results(res:ExperimentResult)->list:
             write_atomic(out/'summary.json', json.dumps(strict_json(dict(meta, summary=res.summary.to_dict('records'), by_kind=res.by_kind.to_dict('records'),
                                                              curve=res.curve.to_dict('records'))), indent=1, default=float, allow_nan=False)),
             write_atomic(out/'report.html', report_html(res))]
+
+# %% ../nbs/32_experiment.ipynb #e3d1e9b3
+def rollout_rows(s, # a `rewards.Scored` batch
+                 kinds:dict, # question text -> its kind (`data.question_kind`); others are 'all'
+                 estimators=('igpo', 'grpo'))->pd.DataFrame:
+    "One row per rollout: its question's kind, visits, outcome, IG after its first two visits, its summed advantage under each estimator"
+    push = {e: s.table(estimator=e).groupby('rollout').advantage.sum() for e in estimators}
+    def row(i, t):
+        ig = [x for turn, x in zip(t.turns, s.ig[i]) if turn.kind == 'visit'] + [None, None]
+        return dict(kind=kinds.get(t.question, 'all'), visits=sum(turn.kind == 'visit' for turn in t.turns), correct=float(s.outcome[i]),
+                    ig_visit1=ig[0], ig_visit2=ig[1], **{f'push_{e}': float(p.get(i, 0.0)) for e, p in push.items()})
+    return pd.DataFrame([row(i, t) for i, t in enumerate(s.trajs)])
+
+# %% ../nbs/32_experiment.ipynb #40eab1ff
+def visits_table(rows:pd.DataFrame)->pd.DataFrame:
+    "`rollout_rows` (of one batch or many, or read back from a CSV) by kind and visits: counts, correct, mean IG per visit, summed pushes"
+    agg = dict(rollouts=('correct', 'size'), correct=('correct', 'sum'), ig_visit1=('ig_visit1', 'mean'), ig_visit2=('ig_visit2', 'mean'))
+    push = {c: (c, 'sum') for c in rows.columns if c.startswith('push_')}
+    return rows.groupby(['kind', 'visits']).agg(**agg, **push).reset_index()
+
+def stopping_table(batches:list, # `Scored` batches, e.g. each step's (`step_batches`)
+                   kinds:dict, estimators=('igpo', 'grpo'))->pd.DataFrame:
+    "By kind and visits per rollout: rollouts, correct ones, mean IG after the first and second visit, each estimator's summed push"
+    return visits_table(pd.concat([rollout_rows(s, kinds, estimators) for s in batches], ignore_index=True))
+
+def step_batches(run:Path)->list:
+    "The scored rollouts an IGPO run kept, one `Scored` per step in step order, under the run's own reward settings"
+    from venus_nb.rewards import Scored, RewardConfig
+    cfg = RewardConfig(**json.loads((Path(run)/'igpo_config.json').read_text())['rewards'])
+    steps = sorted(Path(run).glob('rollouts/step-*.jsonl'), key=lambda f: int(f.stem.split('-')[1]))
+    return [Scored.load(f, cfg) for f in steps]
 
 # %% ../nbs/32_experiment.ipynb #c421a562
 def _trend(y)->float:
