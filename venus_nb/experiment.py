@@ -22,7 +22,7 @@ __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_CO
            'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm',
            'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
            'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
-           'rollout_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep']
+           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep']
 
 # %% ../nbs/32_experiment.ipynb #3de3649e
 from .base import moved
@@ -553,7 +553,7 @@ def write_results(res:ExperimentResult)->list:
             write_atomic(out/'report.html', report_html(res))]
 
 # %% ../nbs/32_experiment.ipynb #e3d1e9b3
-def rollout_rows(s, # a `rewards.Scored` batch
+def visit_rows(s, # a `rewards.Scored` batch
                  kinds:dict, # question text -> its kind (`data.question_kind`); others are 'all'
                  estimators=('igpo', 'grpo'))->pd.DataFrame:
     "One row per rollout: its question's kind, visits, outcome, IG after its first two visits, its summed advantage under each estimator"
@@ -566,7 +566,7 @@ def rollout_rows(s, # a `rewards.Scored` batch
 
 # %% ../nbs/32_experiment.ipynb #40eab1ff
 def visits_table(rows:pd.DataFrame)->pd.DataFrame:
-    "`rollout_rows` (of one batch or many, or read back from a CSV) by kind and visits: counts, correct, mean IG per visit, summed pushes"
+    "`visit_rows` (of one batch or many, or read back from a CSV) by kind and visits: counts, correct, mean IG per visit, summed pushes"
     agg = dict(rollouts=('correct', 'size'), correct=('correct', 'sum'), ig_visit1=('ig_visit1', 'mean'), ig_visit2=('ig_visit2', 'mean'))
     push = {c: (c, 'sum') for c in rows.columns if c.startswith('push_')}
     return rows.groupby(['kind', 'visits']).agg(**agg, **push).reset_index()
@@ -574,7 +574,7 @@ def visits_table(rows:pd.DataFrame)->pd.DataFrame:
 def stopping_table(batches:list, # `Scored` batches, e.g. each step's (`step_batches`)
                    kinds:dict, estimators=('igpo', 'grpo'))->pd.DataFrame:
     "By kind and visits per rollout: rollouts, correct ones, mean IG after the first and second visit, each estimator's summed push"
-    return visits_table(pd.concat([rollout_rows(s, kinds, estimators) for s in batches], ignore_index=True))
+    return visits_table(pd.concat([visit_rows(s, kinds, estimators) for s in batches], ignore_index=True))
 
 def step_batches(run:Path)->list:
     "The scored rollouts an IGPO run kept, one `Scored` per step in step order, under the run's own reward settings"
