@@ -560,7 +560,7 @@ def visit_rows(s, # a `rewards.Scored` batch
     push = {e: s.table(estimator=e).groupby('rollout').advantage.sum() for e in estimators}
     def row(i, t):
         ig = [x for turn, x in zip(t.turns, s.ig[i]) if turn.kind == 'visit'] + [None, None]
-        return dict(kind=kinds.get(t.question, 'all'), visits=sum(turn.kind == 'visit' for turn in t.turns), correct=float(s.outcome[i]),
+        return dict(kind=kinds.get(t.question, 'all'), visits=tool_counts(t)['visit'], correct=float(s.outcome[i]),
                     ig_visit1=ig[0], ig_visit2=ig[1], **{f'push_{e}': float(p.get(i, 0.0)) for e, p in push.items()})
     return pd.DataFrame([row(i, t) for i, t in enumerate(s.trajs)])
 
@@ -579,7 +579,7 @@ def stopping_table(batches:list, # `Scored` batches, e.g. each step's (`step_bat
 def step_batches(run:Path)->list:
     "The scored rollouts an IGPO run kept, one `Scored` per step in step order, under the run's own reward settings"
     from venus_nb.rewards import Scored, RewardConfig
-    cfg = RewardConfig(**json.loads((Path(run)/'igpo_config.json').read_text())['rewards'])
+    cfg = RewardConfig(**config_kwargs(RewardConfig, json.loads((Path(run)/'igpo_config.json').read_text())['rewards']))
     steps = sorted(Path(run).glob('rollouts/step-*.jsonl'), key=lambda f: int(f.stem.split('-')[1]))
     return [Scored.load(f, cfg) for f in steps]
 
