@@ -27,15 +27,20 @@ def main(sizes=(1_000, 5_000, 10_000)):
         files = write_world(generate(SynthConfig(n=max(sizes), seed=7)), d)
         trajs = read_jsonl(files['trajectories']).trajectories
     turns = sum(len(x.turns) for x in trajs)
-    print(f'generated, wrote and read back {len(trajs):,} trajectories ({turns:,} turns, {sum(len(x.turns) <= 50 for x in trajs) / len(trajs):.0%} at <= 50 turns) in {time.perf_counter() - t:.1f}s (not counted)')
+    print(f'generated, wrote and read back {len(trajs):,} trajectories ({turns:,} turns, '
+          f'{sum(len(x.turns) <= 50 for x in trajs) / len(trajs):.0%} at <= 50 turns) '
+          f'in {time.perf_counter() - t:.1f}s (not counted)')
     totals = {}
     for n in sizes:
         steps, t_clean, t_res, kept, out = run(trajs[:n])
         n_turns = sum(len(x.turns) for x in trajs[:n])
         totals[n] = t_clean + t_res
-        print(f'{n:>6,}: clean {t_clean:5.2f}s ({" ".join(f"{k} {v:.2f}" for k, v in steps.items())}) | resample {t_res:.3f}s | '
+        print(f'{n:>6,}: clean {t_clean:5.2f}s ({" ".join(f"{k} {v:.2f}" for k, v in steps.items())}) | '
+              f'resample {t_res:.3f}s | '
               f'{n / totals[n]:,.0f} traj/s, {n_turns / totals[n]:,.0f} turns/s | kept {kept:,} -> {out:,} rows')
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f'10K clean+resample {totals[max(sizes)]:.2f}s (target < 15 s) | scaling 10K / (10 x 1K) = {totals[max(sizes)] / (10 * totals[min(sizes)]):.2f} (1.0 = linear) | peak RSS {peak:,.0f} MB (target < 2048)')
+    print(f'10K clean+resample {totals[max(sizes)]:.2f}s (target < 15 s) | '
+          f'scaling 10K / (10 x 1K) = {totals[max(sizes)] / (10 * totals[min(sizes)]):.2f} (1.0 = linear) | '
+          f'peak RSS {peak:,.0f} MB (target < 2048)')
 
 if __name__ == '__main__': main()

@@ -3,7 +3,8 @@
 Real DR-Venus trajectory (../shared/data), first 12 turns with tool responses cut to 120 characters, IG scored after
 every tool turn (>= 10 boundaries, >= 3K tokens), the embedded SmolLM2-135M in float32 on CPU.
 The cached scorer prefills once without prefix logits (logits_to_keep=1) and scores all probes in one masked pass;
-the naive reference and the plain forward compute all logits, as a straightforward pass does. Targets (issue 5): naive/cached >= K/2, cached/forward <= 1.3.
+the naive reference and the plain forward compute all logits, as a straightforward pass does.
+Targets (issue 5): naive/cached >= K/2, cached/forward <= 1.3.
 Run: .venv/bin/python bench/ig_cost.py
 """
 import json, sys, time
@@ -34,6 +35,7 @@ def main(max_chars=120, max_turns=12):
     t_naive = timed(lambda: gt_logprobs(model, tok, traj, cfg=cfg, method='naive'))
     print(f'{len(tokens.ids):,} tokens, K = {k} scored boundaries (+ baseline), {torch.get_num_threads()} threads')
     print(f'plain forward {t_fwd:.2f}s | cached scorer {t_cached:.2f}s | naive scorer {t_naive:.2f}s')
-    print(f'naive/cached = {t_naive / t_cached:.2f}x (target >= K/2 = {k / 2:.1f}) | cached/forward = {t_cached / t_fwd:.2f}x (target <= 1.3)')
+    print(f'naive/cached = {t_naive / t_cached:.2f}x (target >= K/2 = {k / 2:.1f}) | '
+          f'cached/forward = {t_cached / t_fwd:.2f}x (target <= 1.3)')
 
 if __name__ == '__main__': main()

@@ -82,18 +82,26 @@ def main(seeds, grid, full_lr, model, out):
         full = one_step(base, tok, ps, replace(cfg, lora_r=None, lr=full_lr), before)
         lora = [one_step(base, tok, ps, replace(cfg, lr=lr, seed=seed), before) for lr in grid]
         lr_dlp, lr_kl = match(grid, [d for d, _ in lora], full[0]), match(grid, [k for _, k in lora], full[1])
-        rows.append(dict(seed=seed, tokens=int(sum(p.mask.sum() for p in ps)), full=full, lora=lora, lr_dlp=lr_dlp, lr_kl=lr_kl))
-        print(f'seed {seed}: {rows[-1]["tokens"]} trained tokens; full FT lr {full_lr:g}: mean|Δlogπ| {full[0]:.3g}, KL {full[1]:.3g}  '
+        rows.append(dict(seed=seed, tokens=int(sum(p.mask.sum() for p in ps)), full=full, lora=lora,
+                         lr_dlp=lr_dlp, lr_kl=lr_kl))
+        print(f'seed {seed}: {rows[-1]["tokens"]} trained tokens; '
+              f'full FT lr {full_lr:g}: mean|Δlogπ| {full[0]:.3g}, KL {full[1]:.3g}  '
               f'({time.time() - t0:.0f}s)', flush=True)
-        for lr, (d, k) in zip(grid, lora): print(f'   LoRA lr {lr:<8g} mean|Δlogπ| {d:.3g} ({d / full[0]:.3g}x full)   KL {k:.3g} ({k / full[1]:.3g}x full)')
-        print(f'   LoRA lr matching full FT: {lr_dlp:.3g} by mean|Δlogπ| (ratio {lr_dlp / full_lr:.3g}), {lr_kl:.3g} by KL (ratio {lr_kl / full_lr:.3g})')
+        for lr, (d, k) in zip(grid, lora): print(f'   LoRA lr {lr:<8g} mean|Δlogπ| {d:.3g} ({d / full[0]:.3g}x full)   '
+                                                 f'KL {k:.3g} ({k / full[1]:.3g}x full)')
+        print(f'   LoRA lr matching full FT: {lr_dlp:.3g} by mean|Δlogπ| (ratio {lr_dlp / full_lr:.3g}), '
+              f'{lr_kl:.3g} by KL (ratio {lr_kl / full_lr:.3g})')
     print(f'\nover {len(seeds)} seeds (mean ± std):')
-    print(f'  full FT at lr {full_lr:g}: mean|Δlogπ| {spread([r["full"][0] for r in rows])}, KL {spread([r["full"][1] for r in rows])}')
+    print(f'  full FT at lr {full_lr:g}: mean|Δlogπ| {spread([r["full"][0] for r in rows])}, '
+          f'KL {spread([r["full"][1] for r in rows])}')
     for i, lr in enumerate(grid):
-        print(f'  LoRA lr {lr:<8g}: mean|Δlogπ| ratio to full {spread([r["lora"][i][0] / r["full"][0] for r in rows])}, '
+        print(f'  LoRA lr {lr:<8g}: mean|Δlogπ| ratio to full '
+              f'{spread([r["lora"][i][0] / r["full"][0] for r in rows])}, '
               f'KL ratio {spread([r["lora"][i][1] / r["full"][1] for r in rows])}')
-    print(f'  matching LoRA lr by mean|Δlogπ|: {spread([r["lr_dlp"] for r in rows])}, ratio to full lr {spread([r["lr_dlp"] / full_lr for r in rows])}')
-    print(f'  matching LoRA lr by KL:          {spread([r["lr_kl"] for r in rows])}, ratio to full lr {spread([r["lr_kl"] / full_lr for r in rows])}')
+    print(f'  matching LoRA lr by mean|Δlogπ|: {spread([r["lr_dlp"] for r in rows])}, '
+          f'ratio to full lr {spread([r["lr_dlp"] / full_lr for r in rows])}')
+    print(f'  matching LoRA lr by KL:          {spread([r["lr_kl"] for r in rows])}, '
+          f'ratio to full lr {spread([r["lr_kl"] / full_lr for r in rows])}')
     if out: Path(out).write_text(json.dumps(dict(model=model, full_lr=full_lr, grid=grid, rows=rows), indent=1))
 
 if __name__ == '__main__':

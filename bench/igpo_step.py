@@ -10,8 +10,8 @@ The step's floor is what the same work costs with nothing around it: one `genera
 rollout's first prompt) producing the step's generated tokens (min = max new tokens = their mean per rollout), plus
 one forward and backward over the step's final sequences (the faster of one padded batch and one sequence at a
 time; the loss a sum of trained-token log-probs, the LM head run only where a trained token is predicted, as the
-step's own log-probs are). The ratio step/floor is printed with the excess of each phase over its share of the floor (rollout over
-the generate call, update over the forward-backward; IG scoring and π_ref are all excess).
+step's own log-probs are). The ratio step/floor is printed with the excess of each phase over its share of the floor
+(rollout over the generate call, update over the forward-backward; IG scoring and π_ref are all excess).
 
 The KV cache figure: the rollout phase alone, greedy (T = 0), on the same questions, with `HFEngine(cache_turns=False)`
 (every turn re-prefills its whole context) and with the cache kept across turns; the token ids must be the same.
@@ -43,16 +43,17 @@ def timed(f):
 def floor_generate(model, tok, trajs, cfg):
     "One `generate` call: every rollout's first prompt, the step's generated tokens spread evenly over the rows"
     from venus_nb.rollout import _left_pad, _sampling_kw
-    prompts = [t.tokens.ids[:t.tokens.assistant_spans[0][0]] if t.tokens.assistant_spans else t.tokens.ids for t in trajs]
+    prompts = [t.tokens.ids[:t.tokens.assistant_spans[0][0]] if t.tokens.assistant_spans else t.tokens.ids
+               for t in trajs]
     n = max(1, math.ceil(sum(t.meta['gen_tokens'] for t in trajs) / len(trajs)))
     ids, att = _left_pad(prompts, tok.pad_token_id)
     with torch.no_grad():
-        model.generate(input_ids=ids, attention_mask=att, min_new_tokens=n, max_new_tokens=n, pad_token_id=tok.pad_token_id,
-                       **_sampling_kw(cfg.rollout))
+        model.generate(input_ids=ids, attention_mask=att, min_new_tokens=n, max_new_tokens=n,
+                       pad_token_id=tok.pad_token_id, **_sampling_kw(cfg.rollout))
     return n * len(trajs)
 
 def floor_forward_backward(model, trajs):
-    "One forward and backward over the step's final sequences, the faster of one padded batch and one sequence at a time"
+    "One forward+backward over the step's final sequences, the faster of one padded batch and one sequence at a time"
     return min(timed(lambda: padded_forward_backward(model, trajs)), timed(lambda: each_forward_backward(model, trajs)))
 
 def each_forward_backward(model, trajs):
@@ -92,7 +93,8 @@ def one_repeat(pol, opt, qs, corpus, cfg, k):
     from venus_nb.igpo import igpo_step
     from venus_nb.rollout import HFEngine
     engine = HFEngine(pol.model, pol.tokenizer, cfg.rollout.batch_size)
-    say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)   # progress on a slow machine
+    # progress on a slow machine
+    say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)
     secs, (row, scored) = timed(lambda: igpo_step(pol, opt, engine, qs, corpus, cfg, k, random.Random(k)))
     say(f'step {secs:.1f}s')
     f_gen, gen_tokens = timed(lambda: floor_generate(pol.model, pol.tokenizer, scored.trajs, cfg))
@@ -113,12 +115,15 @@ def one_repeat(pol, opt, qs, corpus, cfg, k):
     return r
 
 def show(r, k):
-    print(f'repeat {k}: step {r["step"]:.1f}s = rollout {r["rollout"]:.1f} + IG scoring {r["score"]:.1f} + ref/old log-probs '
-          f'{r["ref"]:.1f} + update {r["update"]:.1f} (+ {r["step"] - r["rollout"] - r["score"] - r["ref"] - r["update"]:.1f} other) | '
-          f'floor {r["floor"]:.1f}s = generate {r["floor_gen"]:.1f} ({r["floor_gen_tokens"]} tokens) + fwd/bwd {r["floor_fb"]:.1f} '
-          f'({r["tokens"]} tokens) | step/floor {r["ratio"]:.2f}x', flush=True)
-    print(f'   {r["turns"]} turns, {r["gen_tokens"]} generated tokens | greedy rollout: cache off {r["kv_off"]:.1f}s, on {r["kv_on"]:.1f}s '
-          f'({r["kv_speedup"]:.2f}x; {r["reused"]} of {r["prompt"]} prompt tokens from the cache), same ids: {r["same_ids"]}', flush=True)
+    print(f'repeat {k}: step {r["step"]:.1f}s = rollout {r["rollout"]:.1f} + IG scoring {r["score"]:.1f} '
+          f'+ ref/old log-probs {r["ref"]:.1f} + update {r["update"]:.1f} '
+          f'(+ {r["step"] - r["rollout"] - r["score"] - r["ref"] - r["update"]:.1f} other) | '
+          f'floor {r["floor"]:.1f}s = generate {r["floor_gen"]:.1f} ({r["floor_gen_tokens"]} tokens) '
+          f'+ fwd/bwd {r["floor_fb"]:.1f} ({r["tokens"]} tokens) | step/floor {r["ratio"]:.2f}x', flush=True)
+    print(f'   {r["turns"]} turns, {r["gen_tokens"]} generated tokens | '
+          f'greedy rollout: cache off {r["kv_off"]:.1f}s, on {r["kv_on"]:.1f}s '
+          f'({r["kv_speedup"]:.2f}x; {r["reused"]} of {r["prompt"]} prompt tokens from the cache), '
+          f'same ids: {r["same_ids"]}', flush=True)
 
 def spread(rs, key, unit='s'):
     xs = [r[key] for r in rs]
@@ -128,18 +133,21 @@ def summary(rs):
     print(f'\nover {len(rs)} repeats, median (min, max):')
     print(f'  step {spread(rs, "step")}: rollout {spread(rs, "rollout")}, IG scoring {spread(rs, "score")}, '
           f'ref/old log-probs {spread(rs, "ref")}, update {spread(rs, "update")}')
-    print(f'  floor {spread(rs, "floor")}: generate {spread(rs, "floor_gen")}, forward+backward {spread(rs, "floor_fb")}')
+    print(f'  floor {spread(rs, "floor")}: generate {spread(rs, "floor_gen")}, '
+          f'forward+backward {spread(rs, "floor_fb")}')
     for r in rs: r['x_rollout'], r['x_update'] = r['rollout'] - r['floor_gen'], r['update'] - r['floor_fb']
     print(f'  excess over the floor: rollout - generate {spread(rs, "x_rollout")}, IG scoring {spread(rs, "score")}, '
           f'ref/old {spread(rs, "ref")}, update - forward/backward {spread(rs, "x_update")}')
     ratio = statistics.median(r['ratio'] for r in rs)
     print(f'  step/floor = {spread(rs, "ratio", "x")} (target <= 1.5x: {"met" if ratio <= 1.5 else "not met"})')
-    print(f'  KV cache across turns: greedy rollout {spread(rs, "kv_speedup", "x")} faster (off {spread(rs, "kv_off")}, '
+    print(f'  KV cache across turns: greedy rollout {spread(rs, "kv_speedup", "x")} faster '
+          f'(off {spread(rs, "kv_off")}, '
           f'on {spread(rs, "kv_on")}); same greedy ids in every repeat: {all(r["same_ids"] for r in rs)}')
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--model', default=None, help='embedded name or folder (default: the warm start if cached, else smollm2-135m)')
+    p.add_argument('--model', default=None,
+                   help='embedded name or folder (default: the warm start if cached, else smollm2-135m)')
     p.add_argument('--questions', type=int, default=1)
     p.add_argument('--G', type=int, default=4)
     p.add_argument('--max-turns', type=int, default=4)
@@ -154,11 +162,13 @@ def main():
     qs = rl_qs[:a.questions]
     cfg = IGPOConfig(questions_per_step=len(qs), dtype='float32', output_dir=tempfile.mkdtemp(),
                      rollout=RolloutConfig(G=a.G, max_turns=a.max_turns, turn_jitter=0, max_new_tokens=a.max_new_tokens,
-                                           min_answer_tokens=min(16, a.max_new_tokens), max_context=4096, batch_size=a.G * len(qs), progress=False))
+                                           min_answer_tokens=min(16, a.max_new_tokens), max_context=4096,
+                                           batch_size=a.G * len(qs), progress=False))
     pol = rl_policy(base, cfg)
     opt = make_optimizer(pol.model, cfg)
-    print(f'{name}, float32, LoRA r={cfg.lora_r}, {len(qs)} questions x G = {a.G}, max_turns {a.max_turns}, max_new_tokens {a.max_new_tokens}, '
-          f'{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}', flush=True)
+    print(f'{name}, float32, LoRA r={cfg.lora_r}, {len(qs)} questions x G = {a.G}, max_turns {a.max_turns}, '
+          f'max_new_tokens {a.max_new_tokens}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, '
+          f'load average {os.getloadavg()[0]:.2f}', flush=True)
     rs = []
     for k in range(a.repeats):
         rs.append(one_repeat(pol, opt, qs, corpus, cfg, k))

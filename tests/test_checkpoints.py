@@ -1,4 +1,5 @@
-"Saved policies load with plain transformers/PEFT to exactly the weights that produced them: SFT adapters, the RL adapter on a merged SFT adapter, finals, cards."
+"""Saved policies load with plain transformers/PEFT to exactly the weights that produced them: SFT adapters,
+the RL adapter on a merged SFT adapter, finals, cards."""
 import json, random, shutil
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,8 @@ def _perturb(model, seed=1):
         for n, p in model.named_parameters():
             if 'lora_B' in n: p.copy_(0.05 * torch.randn(p.shape, generator=g))
 
-def _adapter_base(folder): return json.loads((Path(folder)/'adapter_config.json').read_text())['base_model_name_or_path']
+def _adapter_base(folder):
+    return json.loads((Path(folder)/'adapter_config.json').read_text())['base_model_name_or_path']
 
 @pytest.fixture(scope='module')
 def sft_run(tmp_path_factory):
@@ -36,7 +38,8 @@ def sft_run(tmp_path_factory):
 def test_sft_adapter_and_checkpoints_load_to_the_trained_weights(sft_run):
     res, want = sft_run
     out = res.output_dir
-    base = out/'base'                                    # a random model has no folder of its own: its weights saved once
+    # a random model has no folder of its own: its weights saved once
+    base = out/'base'
     assert (base/'config.json').exists() and _adapter_base(out) == str(base.resolve())
     assert torch.equal(_logits(_peft(out)), want)
     assert _adapter_base(out/'checkpoint-1') == str(base.resolve())
@@ -53,19 +56,22 @@ def test_rl_adapter_on_a_merged_sft_adapter_names_the_merged_base(sft_run, tmp_p
     pol = rl_policy(Policy_copy(res.policy), cfg)
     _perturb(pol.model)
     want = _logits(pol.model)
-    d = save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [dict(step=1)], random.Random(0), data='4 questions')
+    d = save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [dict(step=1)], random.Random(0),
+                        data='4 questions')
     final = save_final(pol, cfg, '4 questions', 1)
     base = tmp_path/'rl'/'base'
     for folder in (d/'adapter', final):
         assert _adapter_base(folder) == str(base.resolve())
         assert torch.equal(_logits(_peft(folder)), want), folder
-        assert torch.equal(_logits(AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)), want)   # transformers' PEFT path
+        # transformers' PEFT path
+        assert torch.equal(_logits(AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)), want)
     # the raw base (no SFT) under the same RL adapter is another model: what naming it would silently give
     raw = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(res.output_dir/'base')), str(final))
     assert not torch.allclose(_logits(raw), want, atol=1e-3)
     # final: weights, tokenizer with its chat template, a card naming method, base and data
     tok = AutoTokenizer.from_pretrained(str(final))
-    assert tok.chat_template == pol.tokenizer.chat_template and tok.encode('the river') == pol.tokenizer.encode('the river')
+    assert (tok.chat_template == pol.tokenizer.chat_template
+            and tok.encode('the river') == pol.tokenizer.encode('the river'))
     card = (final/'README.md').read_text()
     assert '# IGPO policy' in card and str(base.resolve()) in card and '4 questions' in card and 'after step 1' in card
     # moved elsewhere: the run folder's own base/ still loads it
@@ -128,5 +134,6 @@ def test_load_policy_takes_an_adapter_folder_as_a_peft_model_even_moved(sft_run,
 
 def test_an_adapter_loaded_by_transformers_is_refused_by_stage_two(sft_run):
     res, _ = sft_run
-    m = AutoModelForCausalLM.from_pretrained(str(res.output_dir), dtype=torch.float32)   # transformers' own PEFT loading
+    # transformers' own PEFT loading
+    m = AutoModelForCausalLM.from_pretrained(str(res.output_dir), dtype=torch.float32)
     with pytest.raises(ValueError, match='load_policy'): rl_policy(replace(res.policy, model=m), IGPOConfig())

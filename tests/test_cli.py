@@ -45,7 +45,8 @@ def test_cheap_commands_print_plain_text(tmp_path, capsys):
 def test_settings_layers_defaults_file_flags_set(tmp_path):
     st = stages()['igpo']
     (tmp_path/'c.yaml').write_text('steps: 3\nlr: 2.0e-05\nrollout: {G: 2, max_turns: 4}\nquestions: from-file\n')
-    d = st.settings(tmp_path/'c.yaml', {'questions': 'from-flag', 'policy': None}, ['rollout.G=5', 'lr=1e-5', 'betas=[0.8, 0.9]'])
+    d = st.settings(tmp_path/'c.yaml', {'questions': 'from-flag', 'policy': None},
+                    ['rollout.G=5', 'lr=1e-5', 'betas=[0.8, 0.9]'])
     inputs, cfg = st.resolve(d)
     assert inputs['questions'] == 'from-flag' and inputs['policy'] == 'smollm2-135m'
     assert (cfg.steps, cfg.lr, cfg.betas, cfg.rollout.G, cfg.rollout.max_turns) == (3, 1e-5, (0.8, 0.9), 5, 4)
@@ -57,7 +58,8 @@ def test_unknown_keys_name_themselves_and_the_valid_ones(tmp_path, capsys):
     assert e.value.code == 1 and len(err.splitlines()) == 1
     assert 'unknown setting Gg' in err and 'max_turns' in err and 'questions' in err
     from venus_nb.igpo import IGPOConfig
-    with pytest.raises(CLIError, match=r'unknown setting rollout\.Gx; valid in rollout: G, max_turns'): check_keys({'rollout': {'Gx': 1}}, IGPOConfig)
+    with pytest.raises(CLIError, match=r'unknown setting rollout\.Gx; valid in rollout: G, max_turns'):
+        check_keys({'rollout': {'Gx': 1}}, IGPOConfig)
 
 def _without_timings(path):
     "Trajectories of a file as JSON rows, wall-clock seconds left out"
@@ -78,8 +80,9 @@ def tiny_world(tmp_path_factory):
 
 def test_rollout_config_round_trip(tiny_world, capsys):
     d = tiny_world
-    main(['rollout', '--policy', str(d/'tiny'), '--questions', str(d/'world'), '--limit', '2', '--engine', 'transformers',
-          '--out', str(d/'r1'), '--set', 'G=2', '--set', 'max_turns=2', '--set', 'max_new_tokens=8', '--set', 'seed=3'])
+    main(['rollout', '--policy', str(d/'tiny'), '--questions', str(d/'world'), '--limit', '2',
+          '--engine', 'transformers', '--out', str(d/'r1'),
+          '--set', 'G=2', '--set', 'max_turns=2', '--set', 'max_new_tokens=8', '--set', 'seed=3'])
     saved = d/'r1/config.yaml'
     main(['rollout', '--config', str(saved), '--out', str(d/'r2')])
     first, again = _without_timings(d/'r1/trajectories.jsonl'), _without_timings(d/'r2/trajectories.jsonl')
@@ -96,8 +99,9 @@ def test_sft_config_round_trip(tiny_world, tmp_path):
     d = tiny_world
     short = sorted(read_jsonl(d/'world/trajectories.jsonl').trajectories, key=lambda t: len(t.turns))[:2]
     write_jsonl(short, tmp_path/'short.jsonl')
-    main(['sft', '--data', str(tmp_path/'short.jsonl'), '--policy', str(d/'tiny'), '--out', str(tmp_path/'s1'), '--set', 'max_steps=2',
-          '--set', 'grad_accum=1', '--set', 'backend=transformers', '--set', 'max_length=2048', '--set', 'lr=1e-3', '--set', 'save_steps=100'])
+    main(['sft', '--data', str(tmp_path/'short.jsonl'), '--policy', str(d/'tiny'), '--out', str(tmp_path/'s1'),
+          '--set', 'max_steps=2', '--set', 'grad_accum=1', '--set', 'backend=transformers', '--set', 'max_length=2048',
+          '--set', 'lr=1e-3', '--set', 'save_steps=100'])
     main(['sft', '--config', str(tmp_path/'s1/config.yaml'), '--out', str(tmp_path/'s2')])
     w1, w2 = (load_file(next((tmp_path/s).glob('*.safetensors'))) for s in ('s1', 's2'))
     assert w1.keys() == w2.keys() and all((w1[k] == w2[k]).all() for k in w1)
@@ -109,24 +113,29 @@ def test_quieting_is_put_back(tmp_path):
     import logging, os
     before = (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'), logging.getLogger('transformers').level)
     main(['synth', '--n', '5', '--out', str(tmp_path)])
-    assert (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'), logging.getLogger('transformers').level) == before
+    assert (os.environ.get('TORCH_LOGS'), os.environ.get('TQDM_DISABLE'),
+            logging.getLogger('transformers').level) == before
 
 @pytest.mark.slow
 def test_a_failing_igpo_says_one_line_only(tmp_path):
-    "torch, torchao, bitsandbytes and peft load on the way (each with warnings of its own); stderr holds our error line alone"
+    "torch, torchao, bitsandbytes and peft load on the way, each with its own warnings; stderr has only our error line"
     import subprocess, sys
-    run = subprocess.run([sys.executable, '-m', 'venus_nb.cli', 'igpo', '--questions', str(tmp_path/'missing.jsonl'), '--out', str(tmp_path/'o')],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**__import__('os').environ, 'PYTHONPATH': str(ROOT)})
-    assert run.returncode == 1 and run.stderr.splitlines() == [f'venus-nb: error: {tmp_path/"missing.jsonl"}: no such file or folder'], run.stderr
+    run = subprocess.run([sys.executable, '-m', 'venus_nb.cli', 'igpo', '--questions', str(tmp_path/'missing.jsonl'),
+                          '--out', str(tmp_path/'o')],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**__import__('os').environ, 'PYTHONPATH': str(ROOT)})
+    assert run.returncode == 1 and run.stderr.splitlines() == [
+        f'venus-nb: error: {tmp_path/"missing.jsonl"}: no such file or folder'], run.stderr
     assert (tmp_path/'o/config.yaml').exists()
 
 @pytest.mark.parametrize('command', ['sft', 'rollout', 'igpo', 'eval'])
 def test_saved_settings_read_back_the_same(command, tmp_path):
-    "Every field of every command's config survives config.yaml: tuples, None, floats like 1e-5, dates and nested configs"
+    "Every field of every command's config survives config.yaml: tuples, None, floats like 1e-5, dates, nested configs"
     from venus_nb.cli import settings_of, save_settings
     st = stages()[command]
     sets = ['data=x.jsonl', 'lr=1e-5', 'max_length=null'] if command == 'sft' else \
-           ['questions=q.jsonl', 'lr=3e-6', 'rollout.G=3', 'rollout.stop=[a, b]', 'rewards.gamma=0.9'] if command == 'igpo' else \
+           ['questions=q.jsonl', 'lr=3e-6', 'rollout.G=3', 'rollout.stop=[a, b]',
+            'rewards.gamma=0.9'] if command == 'igpo' else \
            ['questions=q.jsonl', 'G=3', 'date=2026-01-02', 'stop=[a, b]', 'temperature=1']
     first = settings_of(*st.resolve(st.settings(None, {}, sets)))
     saved = save_settings(tmp_path/'config.yaml', command, first)

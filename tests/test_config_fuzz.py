@@ -1,4 +1,5 @@
-"Fuzzing the config loaders: any file, any `--set`, is loaded with its values of the right types or refused with one clear error naming it"
+"""Fuzzing the config loaders: any file, any `--set`, is loaded with its values of the right types or refused
+with one clear error naming it"""
 import json, math
 from dataclasses import fields
 from pathlib import Path
@@ -18,13 +19,15 @@ NAMES = sorted({f.name for c in CLASSES + [LLMJudge] for f in fields(c)} | {'llm
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 12), st.integers(), st.integers(-10**40, 10**40),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(['em', 'f1', '1e-5', 'nan', 'x', '', 'float32', 'copy']),
-                    st.text(max_size=8))
+                    st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from(['em', 'f1', '1e-5', 'nan', 'x', '', 'float32', 'copy']), st.text(max_size=8))
 keys = st.one_of(st.sampled_from(NAMES), st.text(max_size=6))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)), max_leaves=20)
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(keys, inner, max_size=5)), max_leaves=20)
 settings_maps = st.dictionaries(keys, values, max_size=6)
 
-SIMPLE = {'int': (int,), 'float': (int, float), 'str': (str,), 'bool': (bool,), 'tuple': (tuple,), 'dict': (dict,), 'None': (type(None),)}
+SIMPLE = {'int': (int,), 'float': (int, float), 'str': (str,), 'bool': (bool,), 'tuple': (tuple,), 'dict': (dict,),
+          'None': (type(None),)}
 
 def well_typed(cfg, where=''):
     "Every field of a loaded config holds a value of its annotated type (nested configs checked too)"
@@ -33,7 +36,8 @@ def well_typed(cfg, where=''):
         if any(k not in SIMPLE for k in kinds):
             if hasattr(v, '__dataclass_fields__'): well_typed(v, f'{where}{f.name}.')
             continue
-        assert isinstance(v, tuple(t for k in kinds for t in SIMPLE[k])) and not (isinstance(v, bool) and 'bool' not in kinds), (where + f.name, v)
+        assert (isinstance(v, tuple(t for k in kinds for t in SIMPLE[k]))
+                and not (isinstance(v, bool) and 'bool' not in kinds)), (where + f.name, v)
         if isinstance(v, float): assert math.isfinite(v), (where + f.name, v)
 
 def clean_refusal(e:Exception, path):
@@ -44,7 +48,8 @@ def _dump(d, suffix):
     return yaml.safe_dump(d, allow_unicode=True) if suffix == '.yaml' else json.dumps(d)
 
 @FUZZ
-@given(cls=st.sampled_from([IGPOConfig, RolloutConfig, ExperimentConfig]), d=settings_maps, suffix=st.sampled_from(['.json', '.yaml']))
+@given(cls=st.sampled_from([IGPOConfig, RolloutConfig, ExperimentConfig]), d=settings_maps,
+       suffix=st.sampled_from(['.json', '.yaml']))
 def test_any_settings_file_loads_well_typed_or_is_refused_naming_it(tmp_path_factory, cls, d, suffix):
     path = tmp_path_factory.mktemp('fuzz')/f'c{suffix}'
     path.write_text(_dump(d, suffix))
@@ -53,12 +58,14 @@ def test_any_settings_file_loads_well_typed_or_is_refused_naming_it(tmp_path_fac
     well_typed(cfg)
     if cls is ExperimentConfig: well_typed(IGPOConfig(**cfg.igpo))
 
-SPECIAL = [b'\xef\xbb\xbf{}', b'\xef\xbb\xbf', b'\x80', b'\x00', b'', b'[' * 100_000, b'{"a": ' * 50_000, b'a: ' * 30_000,
-           b'steps: ' + b'9' * 5000, b'{"steps": ' + b'9' * 5000 + b'}', b'\xff\xfe{}', b'{"steps": 1e400}', b'{"lr": NaN}', b'&a [*a]',
-           b'x: &a [1, 2]\ny: &b [*a, *a]\nz: [*b, *b]', b'!!python/object/apply:os.system ["true"]', b'{1: 2, a: 3}', b'- 1\n- 2']
+SPECIAL = [b'\xef\xbb\xbf{}', b'\xef\xbb\xbf', b'\x80', b'\x00', b'', b'[' * 100_000, b'{"a": ' * 50_000,
+           b'a: ' * 30_000, b'steps: ' + b'9' * 5000, b'{"steps": ' + b'9' * 5000 + b'}', b'\xff\xfe{}',
+           b'{"steps": 1e400}', b'{"lr": NaN}', b'&a [*a]', b'x: &a [1, 2]\ny: &b [*a, *a]\nz: [*b, *b]',
+           b'!!python/object/apply:os.system ["true"]', b'{1: 2, a: 3}', b'- 1\n- 2']
 
 @FUZZ
-@given(cls=st.sampled_from([IGPOConfig, RolloutConfig, ExperimentConfig]), raw=st.one_of(st.binary(max_size=64), st.text(max_size=64).map(str.encode)),
+@given(cls=st.sampled_from([IGPOConfig, RolloutConfig, ExperimentConfig]),
+       raw=st.one_of(st.binary(max_size=64), st.text(max_size=64).map(str.encode)),
        suffix=st.sampled_from(['.json', '.yaml']))
 def test_any_bytes_load_or_are_refused_naming_the_file(tmp_path_factory, cls, raw, suffix):
     path = tmp_path_factory.mktemp('raw')/f'c{suffix}'
@@ -80,9 +87,11 @@ def test_hostile_bytes_are_refused_naming_the_file(tmp_path, suffix):
 def test_known_bad_files_are_refused_with_the_key(tmp_path):
     "The failures the fuzzing found, each refused with the key it is about"
     cases = {'{"steps": "x"}': 'steps', '{"steps": 1e400}': 'steps', '{"lr": NaN}': 'lr', '{"rollout": 3}': 'rollout',
-             '{"rollout": {"G": "four"}}': 'rollout.G', '{"rollout": {"bogus": 1}}': 'rollout.bogus', '{"betas": 3}': 'betas',
-             '{"betas": [0.9, "x"]}': 'betas[1]', '{"rewards": {"gamma": "a"}}': 'rewards.gamma', '{"report_to": 3}': 'report_to',
-             '{"judge": {"llm_judge": 3}}': 'judge.llm_judge', '{"judge": {"llm_judge": {"zzz": 1}}}': 'judge.llm_judge.zzz',
+             '{"rollout": {"G": "four"}}': 'rollout.G', '{"rollout": {"bogus": 1}}': 'rollout.bogus',
+             '{"betas": 3}': 'betas', '{"betas": [0.9, "x"]}': 'betas[1]',
+             '{"rewards": {"gamma": "a"}}': 'rewards.gamma', '{"report_to": 3}': 'report_to',
+             '{"judge": {"llm_judge": 3}}': 'judge.llm_judge',
+             '{"judge": {"llm_judge": {"zzz": 1}}}': 'judge.llm_judge.zzz',
              '{"judge": {"callable": 3}}': 'judge.callable', '{"steps": true}': 'steps', '\ufeff{"steps": 2}': None}
     for text, key in cases.items():
         (tmp_path/'c.json').write_text(text)
@@ -99,29 +108,38 @@ def test_known_bad_files_are_refused_with_the_key(tmp_path):
         with pytest.raises(ValueError) as e: ExperimentConfig.load(tmp_path/'e.json')
         assert key in str(e.value), (text, str(e.value))
     (tmp_path/'k.yaml').write_text('1: 2\nx: 3\n')   # keys that are not all texts
-    with pytest.raises(ValueError, match=r"unknown RolloutConfig keys \['1', 'x'\]"): RolloutConfig.load(tmp_path/'k.yaml')
+    with pytest.raises(ValueError, match=r"unknown RolloutConfig keys \['1', 'x'\]"):
+        RolloutConfig.load(tmp_path/'k.yaml')
 
-set_pairs = st.lists(st.one_of(st.tuples(st.lists(st.sampled_from(NAMES + ['', 'x']), min_size=1, max_size=3).map('.'.join),
-                                         st.sampled_from(['4', '1e-5', 'true', 'null', '[1, 4]', '{a: 1}', 'x', '', '[', 'nan', '9' * 400]))
+set_pairs = st.lists(st.one_of(st.tuples(st.lists(st.sampled_from(NAMES + ['', 'x']), min_size=1, max_size=3)
+                                         .map('.'.join),
+                                         st.sampled_from(['4', '1e-5', 'true', 'null', '[1, 4]', '{a: 1}', 'x', '', '[',
+                                                          'nan', '9' * 400]))
                                .map('='.join), st.text(max_size=12)), max_size=5)
 
 @FUZZ
 @given(name=st.sampled_from(['igpo', 'rollout', 'eval']), pairs=set_pairs, d=settings_maps)
 def test_any_set_pairs_and_settings_resolve_well_typed_or_are_one_cli_error(name, pairs, d):
     st_ = stages()[name]
-    try: inputs, cfg = st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}), merged(d, parse_sets(pairs))))
+    try: inputs, cfg = st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}),
+                                          merged(d, parse_sets(pairs))))
     except CLIError as e: return
     well_typed(cfg)
 
 def test_known_bad_cli_settings_are_one_error_naming_the_key(tmp_path, capsys):
-    "The CLI's failures the fuzzing found: a --set under a key already set to a value, a nested config given a value, wrong types, unreadable files"
+    """The CLI's failures the fuzzing found: a --set under a key already set to a value, a nested config given a value,
+    wrong types, unreadable files"""
     with pytest.raises(CLIError, match='rollout is set to a value'): parse_sets(['rollout=3', 'rollout.G=4'])
     st_ = stages()['igpo']
-    for d, key in [({'rollout': 3}, 'rollout: expected a mapping'), ({'rollout': {'G': 'four'}}, 'rollout.G: expected a whole number'),
-                   ({'steps': True}, 'steps: expected a whole number'), ({'betas': [0.9, 'x']}, r'betas\[1\]'), ({'lr': 'nan'}, 'lr: expected a finite number')]:
-        with pytest.raises(CLIError, match=key): st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}), d))
+    for d, key in [({'rollout': 3}, 'rollout: expected a mapping'),
+                   ({'rollout': {'G': 'four'}}, 'rollout.G: expected a whole number'),
+                   ({'steps': True}, 'steps: expected a whole number'), ({'betas': [0.9, 'x']}, r'betas\[1\]'),
+                   ({'lr': 'nan'}, 'lr: expected a finite number')]:
+        with pytest.raises(CLIError, match=key):
+            st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}), d))
     for raw in (b'\x80', b'[' * 100_000, b'steps: ' + b'9' * 5000):
         (tmp_path/'c.yaml').write_bytes(raw)
-        with pytest.raises(SystemExit): main(['igpo', '--config', str(tmp_path/'c.yaml'), '--questions', 'q.jsonl', '--out', str(tmp_path/'o')])
+        with pytest.raises(SystemExit):
+            main(['igpo', '--config', str(tmp_path/'c.yaml'), '--questions', 'q.jsonl', '--out', str(tmp_path/'o')])
         err = capsys.readouterr().err
         assert err.startswith('venus-nb: error:') and 'c.yaml' in err and '--traceback' not in err, err

@@ -9,13 +9,16 @@ RECORDS = generate(SynthConfig(n=6, seed=3, lengths=((2, 8, 1.0),))).records
 LINES = [json.dumps(r) for r in RECORDS]
 
 mutated = st.one_of(
-    st.tuples(st.sampled_from(LINES), st.integers(0, 3000)).map(lambda p: p[0][:p[1]]),                           # truncation
-    st.binary(max_size=80).map(lambda b: b.decode('latin-1').replace('\n', ' ').replace('\r', ' ')),                                  # byte garbage
-    st.tuples(st.sampled_from(RECORDS), st.sampled_from(['messages', 'question', 'gt'])).map(lambda p: json.dumps({k: v for k, v in p[0].items() if k != p[1]})),
-    st.tuples(st.sampled_from(RECORDS), st.sampled_from([None, 3, 'x', [], {}, [None], [{'role': 1}]])).map(lambda p: json.dumps({**p[0], 'messages': p[1]})),
+    st.tuples(st.sampled_from(LINES), st.integers(0, 3000)).map(lambda p: p[0][:p[1]]),               # truncation
+    st.binary(max_size=80).map(lambda b: b.decode('latin-1').replace('\n', ' ').replace('\r', ' ')),  # byte garbage
+    st.tuples(st.sampled_from(RECORDS), st.sampled_from(['messages', 'question', 'gt']))
+        .map(lambda p: json.dumps({k: v for k, v in p[0].items() if k != p[1]})),
+    st.tuples(st.sampled_from(RECORDS), st.sampled_from([None, 3, 'x', [], {}, [None], [{'role': 1}]]))
+        .map(lambda p: json.dumps({**p[0], 'messages': p[1]})),
     st.sampled_from(LINES))
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(mutated, min_size=1, max_size=6))
 def test_loaders_never_crash(tmp_path_factory, lines):
     p = tmp_path_factory.mktemp('f')/'x.jsonl'
@@ -27,7 +30,8 @@ def test_loaders_never_crash(tmp_path_factory, lines):
 
 msg = st.fixed_dictionaries({'role': st.sampled_from(['system', 'user', 'assistant', 'tool'])},
                             optional={'content': st.one_of(st.none(), st.integers(), st.text(max_size=30),
-                                                           st.sampled_from([m['content'] for r in RECORDS for m in r['messages']][:40]))})
+                                                           st.sampled_from([m['content'] for r in RECORDS
+                                                                            for m in r['messages']][:40]))})
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(msg, max_size=8), min_size=1, max_size=5), st.sampled_from([None, 'em', 'f1']))

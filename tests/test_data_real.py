@@ -1,8 +1,8 @@
-"Loaders and cleaning on the real data in ../shared/data: nothing crashes, every drop and edit has a reason, counts add up."
+"Loaders and cleaning on real data in ../shared/data: nothing crashes, every drop and edit has a reason, counts add up."
 import pytest
 from conftest import shared_file
-from venus_nb.data import (clean, CleanConfig, load_dr_venus, load_webdancer, load_react, load_verl_parquet, load_xbench,
-                           load_browsecomp_zh, load_qa_jsonl)
+from venus_nb.data import (clean, CleanConfig, load_dr_venus, load_webdancer, load_react, load_verl_parquet,
+                           load_xbench, load_browsecomp_zh, load_qa_jsonl)
 
 LOADERS = {'dr-venus/Trajectory-Example/SFT_Trajectories': load_dr_venus, 'webdancer/sample_traj.jsonl': load_webdancer,
            'fireact/hotpotqa.jsonl': load_react}
@@ -31,14 +31,17 @@ def test_expected_outcomes_on_real_sets():
 
 def test_correctness_filter_on_webdancer_with_a_callable_judge():
     from venus_nb.judges import normalize_answer, aliases
-    contains = lambda q, a, gt: float(any(normalize_answer(g) in normalize_answer(a) for g in aliases(gt)))  # answers are sentences
+    # answers are sentences
+    contains = lambda q, a, gt: float(any(normalize_answer(g) in normalize_answer(a) for g in aliases(gt)))
     trajs = load_webdancer(shared_file('webdancer/sample_traj.jsonl')).trajectories
     kept, report = clean(trajs, CleanConfig(judge=contains))
     _accounted(trajs, kept, report)
     assert 0 < len(kept) < len(trajs) and report.reason.str.startswith('judged incorrect').any()
 
-@pytest.mark.parametrize('rel,loader,n', [('dr-venus/RL/data/test.parquet', load_verl_parquet, 3197), ('deepresearcher/dev.parquet', load_verl_parquet, 875),
-                                          ('xbench/DeepSearch-2505.csv', load_xbench, 100), ('xbench/DeepSearch-2510.csv', load_xbench, 100),
+@pytest.mark.parametrize('rel,loader,n', [('dr-venus/RL/data/test.parquet', load_verl_parquet, 3197),
+                                          ('deepresearcher/dev.parquet', load_verl_parquet, 875),
+                                          ('xbench/DeepSearch-2505.csv', load_xbench, 100),
+                                          ('xbench/DeepSearch-2510.csv', load_xbench, 100),
                                           ('browsecomp-zh/browsecomp-zh-encrypted.xlsx', load_browsecomp_zh, 289),
                                           ('r1-searcher/eval_set/bamboogle.jsonl', load_qa_jsonl, 125)])
 def test_qa_loaders(rel, loader, n):

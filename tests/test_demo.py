@@ -1,5 +1,6 @@
 """`make demo`'s whole path (stage 1, the warm start, then rollouts, IGPO, evaluation and the rollout replay) in a fresh
-output folder, and what stage 2 must show: IGPO steps that carry a learning signal; the demo's cheap steps on their own."""
+output folder, and what stage 2 must show: IGPO steps that carry a learning signal; the demo's cheap steps on their
+own."""
 import csv, os, subprocess, sys, types
 from pathlib import Path
 import pytest
@@ -12,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_demo_end_to_end(tmp_path):
     out = tmp_path/'out'
-    run = subprocess.run([str(Path(sys.executable).parent/'venus-nb'), 'demo', '--out', str(out)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=1800, env={**os.environ, 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')})
+    run = subprocess.run([str(Path(sys.executable).parent/'venus-nb'), 'demo', '--out', str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=1800,
+                         env={**os.environ, 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    for f in ('cleaned.jsonl', 'sft.jsonl', 'replay.html', 'rollouts_warm.jsonl', 'igpo_metrics.csv', 'eval_pass_at_k.csv', 'replay_rollouts.html'):
+    for f in ('cleaned.jsonl', 'sft.jsonl', 'replay.html', 'rollouts_warm.jsonl', 'igpo_metrics.csv',
+              'eval_pass_at_k.csv', 'replay_rollouts.html'):
         assert (out/f).exists() and (out/f).stat().st_size > 0, f
     steps = list(csv.DictReader(open(out/'igpo_metrics.csv')))
     assert [r['step'] for r in steps] == ['1', '2']
@@ -30,7 +33,8 @@ def test_demo_end_to_end(tmp_path):
     assert {r['model'] for r in csv.DictReader(open(out/'eval_pass_at_k.csv'))} == {'warm start', 'IGPO'}
 
 def test_format_errors_are_grouped_by_rule():
-    assert error_rule('tool call is not valid JSON: <string>:1 Unexpected """ at column 35') == 'tool call is not valid JSON'
+    assert (error_rule('tool call is not valid JSON: <string>:1 Unexpected """ at column 35')
+            == 'tool call is not valid JSON')
     assert error_rule('expected one <answer>, found 2') == error_rule('expected one <answer>, found 3')
     sample = read_jsonl(ROOT/'data/sample/world/trajectories.jsonl').trajectories
     raw = {r for t in sample for _, r in t.format_errors() if 'JSON' in r}
@@ -41,11 +45,13 @@ def test_demo_change_line_says_what_four_questions_can_show():
     report = lambda label, acc: types.SimpleNamespace(label=label, summary=dict(samples_per_question=4),
         per_question=lambda: pd.DataFrame(dict(question=['a', 'b', 'c', 'd'], accuracy=acc)))
     line = change_line(report('warm start', [0.5, 0.25, 0.0, 0.5]), report('IGPO', [0.0, 0.25, 0.0, 0.25]))
-    assert 'IGPO − warm start, Pass@1: -0.19' in line and 'on 4 questions × 4 samples' in line and '2 questions differ' in line
+    assert ('IGPO − warm start, Pass@1: -0.19' in line and 'on 4 questions × 4 samples' in line
+            and '2 questions differ' in line)
     assert 'sign test p = 0.50' in line and 'no difference measured' in line and 'noise, not a result' in line
 
 def test_demo_trains_at_the_step_size_measured_for_the_embedded_model(tmp_path):
-    "The demo's LoRA lr is the one that moves the embedded model as far as the full step the experiment measured (3e-6), not DR-Venus' 4B one"
+    """The demo's LoRA lr is the one that moves the embedded model as far as the full step the experiment measured
+    (3e-6), not DR-Venus' 4B one"""
     from types import SimpleNamespace
     from venus_nb.demo import demo_igpo_config
     from venus_nb.experiment import ExperimentConfig

@@ -20,13 +20,15 @@ def notebooks():
                   and not p.name.startswith('_'))
 
 def pipeline_order():
-    "The numbered notebooks in the pipeline's order (the README's table lists them in it), then the explanations and tutorials"
+    "The numbered notebooks in the pipeline's order (as the README's table lists them), then explanations and tutorials"
     table = (ROOT/'README.md').read_text().split('## The pipeline', 1)[1].split('\n## ', 1)[0]
-    listed = [n for row in table.splitlines() if row.startswith('|') for n in re.findall(r'`(\d\d_\w+)`', row.split('|')[2])]
+    listed = [n for row in table.splitlines() if row.startswith('|')
+              for n in re.findall(r'`(\d\d_\w+)`', row.split('|')[2])]
     numbered = [n for n in notebooks() if re.match(r'\d\d_', n)]
     assert [n for n in numbered if n in listed] == listed, 'the README lists the notebooks out of their numbers\' order'
     rest = [n for n in notebooks() if n != 'index' and n not in numbered]
-    return ['index'] + numbered + sorted(rest, key=lambda n: (not n.startswith('explanations/'), n != 'tutorials/recipe', n))
+    return ['index'] + numbered + sorted(rest, key=lambda n: (not n.startswith('explanations/'),
+                                                              n != 'tutorials/recipe', n))
 
 SCRIPT = re.compile(r'(<script\b[^>]*>).*?</script>', re.S)
 ATTR = re.compile(r'<(\w+)\b[^>]*?\s(href|src|id|name)="([^"]*)"')
@@ -34,7 +36,8 @@ ATTR = re.compile(r'<(\w+)\b[^>]*?\s(href|src|id|name)="([^"]*)"')
 def parse(page):
     "(links, ids) of an HTML page: every href and src (the first attribute a tag has), every id"
     links, ids = [], set()
-    text = SCRIPT.sub(r'\1</script>', page.read_text(errors='replace'))  # markup inside inlined JavaScript is not a link
+    # markup inside inlined JavaScript is not a link
+    text = SCRIPT.sub(r'\1</script>', page.read_text(errors='replace'))
     for tag, attr, value in ATTR.findall(text):
         if attr in ('id', 'name'): ids.add(unescape(value))
         else: links.append(unescape(value))
@@ -43,7 +46,8 @@ def parse(page):
 @pytest.fixture(scope='module')
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp('site')/'_docs'
-    r = subprocess.run([sys.executable, 'docs/build.py', str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([sys.executable, 'docs/build.py', str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     return out
 
@@ -69,7 +73,8 @@ def test_no_broken_internal_links(site):
             checked += 1
             assert not path.endswith('.ipynb'), f'{p.relative_to(site)} links a notebook file: {link}'
             if not target.exists(): bad.append(f'{p.relative_to(site)} -> {link}')
-            elif frag and target in parsed and unquote(frag) not in parsed[target][1]: bad.append(f'{p.relative_to(site)} -> {link} (no anchor)')
+            elif frag and target in parsed and unquote(frag) not in parsed[target][1]:
+                bad.append(f'{p.relative_to(site)} -> {link} (no anchor)')
     assert checked > 500 and not bad, bad[:20]
 
 def test_settings_and_reference(site):
@@ -81,7 +86,8 @@ def test_settings_and_reference(site):
     traj = (site/'01_trajectory.html').read_text()
     assert '#|' not in traj  # nbdev's directives are not shown
     # exported functions and classes have reference entries: their signature and docstring, and a link to their source
-    assert re.search(r'<h3>.*?read_jsonl.*?</h3>', traj) and f'{ini["git_url"]}/blob/{ini["branch"]}/venus_nb/trajectory.py#L' in traj
+    assert (re.search(r'<h3>.*?read_jsonl.*?</h3>', traj)
+            and f'{ini["git_url"]}/blob/{ini["branch"]}/venus_nb/trajectory.py#L' in traj)
 
 @pytest.fixture(scope='module')
 def browser(tmp_path_factory):

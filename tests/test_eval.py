@@ -1,4 +1,5 @@
-"Evaluation: Pass@K by hand and by property, the score table, browse ratio, K > samples, and the R1-Searcher loader on real data."
+"""Evaluation: Pass@K by hand and by property, the score table, browse ratio, K > samples, and the R1-Searcher loader
+on real data."""
 import math, sys, types
 from fractions import Fraction
 import httpx, pytest
@@ -8,9 +9,9 @@ from venus_nb.trajectory import Trajectory, Turn, ToolCall
 from venus_nb.synth import generate, SynthConfig, SAMPLE, write_world
 from venus_nb.judges import LLMJudge
 from venus_nb.eval import (pass_at_k, final_answer, score_trajectories, pass_at_k_table, browse_summary, per_question,
-                           evaluate_trajectories, evaluate, EvalReport, pass_at_k_figure, browse_figure, synthetic_rollouts,
-                           world_eval, shared_data, r1_passages, r1_turns, r1_searcher_eval, r1_searcher_trajectories,
-                           corpus_coverage, COLUMNS)
+                           evaluate_trajectories, evaluate, EvalReport, pass_at_k_figure, browse_figure,
+                           synthetic_rollouts, world_eval, shared_data, r1_passages, r1_turns, r1_searcher_eval,
+                           r1_searcher_trajectories, corpus_coverage, COLUMNS)
 
 # --- Pass@K -------------------------------------------------------------------------------------------------------
 
@@ -32,7 +33,8 @@ def test_pass_at_k_is_stable_for_large_n():
     assert pass_at_k(1000, 1, 500) == pytest.approx(0.5)               # C(1000, 500) overflows a float
     assert pass_at_k(2000, 3, 1) == pytest.approx(3 / 2000)
 
-@pytest.mark.parametrize('n,c,k,msg', [(4, 1, 8, 'at least 8 samples'), (4, 5, 1, '0 <= c <= n'), (4, -1, 1, '0 <= c <= n'), (4, 1, 0, 'k >= 1')])
+@pytest.mark.parametrize('n,c,k,msg', [(4, 1, 8, 'at least 8 samples'), (4, 5, 1, '0 <= c <= n'),
+                                       (4, -1, 1, '0 <= c <= n'), (4, 1, 0, 'k >= 1')])
 def test_pass_at_k_errors(n, c, k, msg):
     with pytest.raises(ValueError, match=msg): pass_at_k(n, c, k)
 
@@ -63,16 +65,22 @@ def _turns(answer='1889', visit=True):
     turns = [Turn.make(f'step {i}', c, observation='obs', index=i) for i, c in enumerate(calls)]
     return turns + [Turn.make('done', answer=answer, index=len(turns))]
 
-def _traj(answer='1889', visit=True, gt='1889', **meta): return Trajectory('When did the Eiffel Tower open?', _turns(answer, visit), gt, meta)
+def _traj(answer='1889', visit=True, gt='1889', **meta):
+    return Trajectory('When did the Eiffel Tower open?', _turns(answer, visit), gt, meta)
 
 def test_browse_ratio_and_counts_on_a_hand_made_trajectory():
-    bad = Turn.parse({'role': 'assistant', 'content': '<think>x</think>\n<tool_call>\n{"name": "visit", "arguments": {{}\n</tool_call>'}, [], 2)
+    bad = Turn.parse({'role': 'assistant',
+                      'content': '<think>x</think>\n<tool_call>\n{"name": "visit", "arguments": {{}\n</tool_call>'},
+                     [], 2)
     t = _traj()
     weird = Trajectory(t.question, t.turns[:2] + [bad] + t.turns[2:], '1889')
-    df = score_trajectories([t, _traj(visit=False), Trajectory('q', [Turn.make('guess', answer='1889')], '1889'), weird])
+    df = score_trajectories([t, _traj(visit=False), Trajectory('q', [Turn.make('guess', answer='1889')], '1889'),
+                             weird])
     assert df.browse_ratio.iloc[0] == 0.25 and df.browse_ratio.iloc[1] == 0.0 and math.isnan(df.browse_ratio.iloc[2])
-    assert df[['search', 'visit', 'tool_calls', 'turns']].values.tolist()[:3] == [[2, 1, 4, 5], [2, 0, 3, 4], [0, 0, 0, 1]]
-    assert df.tool_calls.iloc[3] == 4 and df.format_errors.iloc[3] == 1   # the malformed call is not a tool call, it is a format error
+    assert (df[['search', 'visit', 'tool_calls', 'turns']].values.tolist()[:3]
+            == [[2, 1, 4, 5], [2, 0, 3, 4], [0, 0, 0, 1]])
+    # the malformed call is not a tool call, it is a format error
+    assert df.tool_calls.iloc[3] == 4 and df.format_errors.iloc[3] == 1
     assert df.format_errors.iloc[0] == 0 and list(df.columns) == COLUMNS
 
 def test_final_answer_is_the_last_answer_or_none():
@@ -86,13 +94,16 @@ def test_judges_em_f1_callables_and_llm_judge():
     ts = [_traj('1889'), _traj('in 1889'), _traj('1890')]
     assert score_trajectories(ts, 'em').correct.tolist() == [True, False, False]
     f1 = score_trajectories(ts, 'f1')
-    assert f1.correct.tolist() == [True, True, False] and f1.score.iloc[1] == pytest.approx(2 / 3)   # precision 1/2, recall 1
+    # precision 1/2, recall 1
+    assert f1.correct.tolist() == [True, True, False] and f1.score.iloc[1] == pytest.approx(2 / 3)
     assert score_trajectories(ts, 'f1', threshold=1.0).correct.tolist() == [True, False, False]
     assert score_trajectories(ts, lambda pred, gt: float('1889' in pred)).correct.tolist() == [True, True, False]
     seen = []
-    assert score_trajectories(ts, lambda q, pred, gt: seen.append(q) or 1.0).correct.all() and seen == [ts[0].question] * 3
+    assert (score_trajectories(ts, lambda q, pred, gt: seen.append(q) or 1.0).correct.all()
+            and seen == [ts[0].question] * 3)
     reply = {'choices': [{'message': {'content': 'extracted_final_answer: 1889\ncorrect: yes'}}]}
-    judge = LLMJudge(base_url='http://judge.test/v1', transport=httpx.MockTransport(lambda r: httpx.Response(200, json=reply)))
+    judge = LLMJudge(base_url='http://judge.test/v1',
+                     transport=httpx.MockTransport(lambda r: httpx.Response(200, json=reply)))
     assert score_trajectories(ts[1:2], judge).correct.tolist() == [True]
     with pytest.raises(ValueError, match="'em', 'f1' or a callable"): score_trajectories(ts, 'bleu')
 
@@ -121,7 +132,8 @@ def test_k_larger_than_the_samples_is_left_out_with_a_note(experts):
     t = pass_at_k_table(df)
     assert t.k.tolist() == [1, 2] and len(t.attrs['notes']) == 3 and 'Pass@16 left out' in t.attrs['notes'][-1]
     uneven = score_trajectories(synthetic_rollouts(experts, G=4, seed=0)[:-1])   # the last question has 3 samples
-    assert pass_at_k_table(uneven).k.tolist() == [1, 2] and 'fewest any question has is 3' in pass_at_k_table(uneven).attrs['notes'][0]
+    assert (pass_at_k_table(uneven).k.tolist() == [1, 2]
+            and 'fewest any question has is 3' in pass_at_k_table(uneven).attrs['notes'][0])
     report = evaluate_trajectories(synthetic_rollouts(experts, G=2, seed=0))
     assert len(report.notes) == 3 and 'Pass@4 left out' in report._repr_markdown_()
 
@@ -164,9 +176,12 @@ def test_evaluate_calls_rollout(monkeypatch, experts):
     def rollout(policy, questions, tools, cfg):
         calls.append((policy, len(questions), tools, cfg.G))
         return synthetic_rollouts(experts[:len(questions)], G=cfg.G)
-    monkeypatch.setitem(sys.modules, 'venus_nb.rollout', types.SimpleNamespace(rollout=rollout, RolloutConfig=RolloutConfig))
-    r = evaluate(types.SimpleNamespace(name='tiny'), [{'question': 'q', 'answer': 'a'}] * 3, 'corpus', RolloutConfig(G=2))
-    assert calls == [(calls[0][0], 3, 'corpus', 2)] and r.label == 'tiny' and len(r.rows) == 6 and r.pass_at_k.k.tolist() == [1, 2]
+    monkeypatch.setitem(sys.modules, 'venus_nb.rollout',
+                        types.SimpleNamespace(rollout=rollout, RolloutConfig=RolloutConfig))
+    r = evaluate(types.SimpleNamespace(name='tiny'), [{'question': 'q', 'answer': 'a'}] * 3, 'corpus',
+                 RolloutConfig(G=2))
+    assert (calls == [(calls[0][0], 3, 'corpus', 2)] and r.label == 'tiny' and len(r.rows) == 6
+            and r.pass_at_k.k.tolist() == [1, 2])
     assert len(evaluate(None, [{'question': 'q', 'answer': 'a'}], 'corpus').rows) == 4   # the default config
 
 # --- QA sets -------------------------------------------------------------------------------------------------------
@@ -177,7 +192,8 @@ def test_world_eval_default_folder_and_generated(tmp_path):
     data = generate(SynthConfig(n=5, seed=7))
     q2, c2 = world_eval(write_world(data, tmp_path)['qa'].parent)
     q3, c3 = world_eval(data)
-    assert [q['question'] for q in q2] == [q['question'] for q in q3] == [q['question'] for q in data.qa] and len(c2) == len(c3)
+    assert ([q['question'] for q in q2] == [q['question'] for q in q3] == [q['question'] for q in data.qa]
+            and len(c2) == len(c3))
     assert len(world_eval(SynthConfig(n=3, seed=1))[0]) == 3
 
 def test_missing_shared_data_says_where(tmp_path):
@@ -186,14 +202,19 @@ def test_missing_shared_data_says_where(tmp_path):
 
 def test_r1_passages_and_turns():
     text = ('I should search. <|begin_of_query|> Citibank founded year<|end_of_query|>\n\n<|begin_of_documents|>\n'
-            '(1)Title: Citibank Text:  Citibank was founded in 1812 (as City Bank).\n(2)"Title: X Text:  a ""quoted"" word"\n'
-            '<|end_of_documents|>\n\nNow the president. <|begin_of_query|> US president 1812<|end_of_query|>\n\n<|begin_of_documents|>\n'
-            '(1)James Madison   James Madison was president from 1809 to 1817.\n<|end_of_documents|>\n\nSo Madison. </think>\n\n <answer> james madison </answer>')
+            '(1)Title: Citibank Text:  Citibank was founded in 1812 (as City Bank).\n'
+            '(2)"Title: X Text:  a ""quoted"" word"\n'
+            '<|end_of_documents|>\n\nNow the president. <|begin_of_query|> US president 1812<|end_of_query|>\n\n'
+            '<|begin_of_documents|>\n'
+            '(1)James Madison   James Madison was president from 1809 to 1817.\n<|end_of_documents|>\n\n'
+            'So Madison. </think>\n\n <answer> james madison </answer>')
     assert r1_passages(text) == [('Citibank', 'Citibank was founded in 1812 (as City Bank).'), ('X', 'a "quoted" word'),
                                  ('James Madison', 'James Madison was president from 1809 to 1817.')]
     turns = r1_turns(text)
-    assert [t.kind for t in turns] == ['search', 'search', 'answer'] and turns[0].call.arguments == {'query': ['Citibank founded year']}
-    assert 'founded in 1812' in turns[0].observation and turns[-1].answer == 'james madison' and turns[-1].think == 'So Madison.'
+    assert ([t.kind for t in turns] == ['search', 'search', 'answer']
+            and turns[0].call.arguments == {'query': ['Citibank founded year']})
+    assert ('founded in 1812' in turns[0].observation and turns[-1].answer == 'james madison'
+            and turns[-1].think == 'So Madison.')
     assert [t.kind for t in r1_turns('no answer here')] == ['invalid']
 
 def test_r1_searcher_loader_on_real_data():
@@ -204,9 +225,11 @@ def test_r1_searcher_loader_on_real_data():
     cov = corpus_coverage(qs, corpus)
     frac = (cov.docs > 0).mean()
     print(f'\nR1-Searcher: {len(qs)} questions, {len(corpus)} pages; retrieved pages for {frac:.1%}, '
-          f'gold answer in them for {cov.answer_in_docs.mean():.1%}, in BM25 top 10 for {cov.answer_in_top_k.mean():.1%}')
+          f'gold answer in them for {cov.answer_in_docs.mean():.1%}, '
+          f'in BM25 top 10 for {cov.answer_in_top_k.mean():.1%}')
     assert frac > 0.95 and cov.answer_in_docs.mean() > 0.6 and cov.answer_in_top_k.mean() > 0.5
-    assert {d for q in qs for d in q['docs']} == {d.id for d in corpus.docs}         # the corpus is exactly what was retrieved
+    # the corpus is exactly what was retrieved
+    assert {d for q in qs for d in q['docs']} == {d.id for d in corpus.docs}
     small, c_small = r1_searcher_eval('bamboogle', root=root, limit=10)
     assert len(small) == 10 and all(q['source'] == 'bamboogle' for q in small) and len(c_small) < len(corpus)
 
@@ -215,9 +238,10 @@ def test_r1_searcher_rollouts_against_gpt4o_labels():
     trajs = r1_searcher_trajectories(root=root)
     by_set = {s: [t for t in trajs if t.meta['source'] == f'r1-searcher/{s}'] for s in ('bamboogle', 'hotpotqa')}
     assert [len(v) for v in by_set.values()] == [125, 500]
-    assert [sum(t.meta['judge'] for t in v) for v in by_set.values()] == [68, 375]   # SOURCES.md: judged correct 68 / 375
+    # SOURCES.md: judged correct 68 / 375
+    assert [sum(t.meta['judge'] for t in v) for v in by_set.values()] == [68, 375]
     df = evaluate_trajectories(trajs, ks=(1,)).rows
     gpt = [t.meta['judge'] for t in trajs]
     assert df.answer.notna().all() and (df.stop == 'answer').all()
     agree = sum(g for c, g in zip(df.correct, gpt) if c) / df.correct.sum()
-    assert df.correct.mean() < sum(gpt) / len(gpt) and agree > 0.95               # EM is stricter than GPT-4o, rarely looser
+    assert df.correct.mean() < sum(gpt) / len(gpt) and agree > 0.95   # EM is stricter than GPT-4o, rarely looser

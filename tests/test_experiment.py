@@ -1,15 +1,16 @@
-"The experiment: signal density on a hand-made batch, bootstrap intervals, equal budgets, and a resumable run on a tiny model."
+"Experiment: signal density on a hand-made batch, bootstrap intervals, equal budgets, a resumable run on a tiny model."
 from dataclasses import replace
 import json, re
 import numpy as np, pandas as pd, pytest
-from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix, ExperimentConfig,
-                                 Start, arm_config, experiment, sign_test, paired_stats, kind_table, eval_steps, heldout_curve,
-                                 check_resume, final_evals)
+from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix,
+                                 ExperimentConfig, Start, arm_config, experiment, sign_test, paired_stats, kind_table,
+                                 eval_steps, heldout_curve, check_resume, final_evals)
 from venus_nb.replay import Scored
 from venus_nb.trajectory import Trajectory
 
 def _traj(answer, gt='y'):
-    call = lambda name, args: f'<think>t</think>\n<tool_call>\n{json.dumps(dict(name=name, arguments=args))}\n</tool_call>'
+    call = lambda name, args: (f'<think>t</think>\n<tool_call>\n{json.dumps(dict(name=name, arguments=args))}\n'
+                               '</tool_call>')
     msgs = [dict(role='user', content='Q?'), dict(role='assistant', content=call('search', {'query': ['q']})),
             dict(role='user', content='<tool_response>\nr\n</tool_response>'),
             dict(role='assistant', content=call('visit', {'url': ['u'], 'goal': 'g'})),
@@ -18,14 +19,16 @@ def _traj(answer, gt='y'):
     return Trajectory.from_messages(msgs, gt=gt)
 
 def _batch(outcome, ig):
-    return Scored([_traj('y' if o else 'n') for o in outcome], [0, 0, 1, 1], [[None, v, None] for v in ig], list(outcome))
+    return Scored([_traj('y' if o else 'n') for o in outcome], [0, 0, 1, 1], [[None, v, None] for v in ig],
+                  list(outcome))
 
 def test_grpo_is_silent_where_every_outcome_agrees_and_igpo_is_not():
     d = signal_density(_batch([0.0, 0.0, 1.0, 0.0], [0.4, -0.3, 0.5, 0.1]))
     assert d['groups'] == 2 and d['grpo_silent_groups'] == 0.5 and d['igpo_silent_groups'] == 0.0
     assert d['grpo_nonzero_turns'] == pytest.approx(0.5)      # the 6 turns of the differing group, out of 12
     assert d['igpo_nonzero_turns'] > d['grpo_nonzero_turns']
-    assert d['visit_ig_correct'] == pytest.approx(0.5) and d['visit_ig_incorrect'] == pytest.approx((0.4 - 0.3 + 0.1) / 3)
+    assert (d['visit_ig_correct'] == pytest.approx(0.5)
+            and d['visit_ig_incorrect'] == pytest.approx((0.4 - 0.3 + 0.1) / 3))
     assert d['browse_correct'] == d['browse_incorrect'] == 0.5
 
 def test_all_failed_batch_gives_grpo_nothing():
@@ -43,7 +46,8 @@ def test_bootstrap_interval_covers_the_mean_and_narrows_with_data():
 
 def _evals(p_a, p_b, seeds=3, questions=20, n=4, seed=0):
     rng = np.random.default_rng(seed)
-    return pd.DataFrame([dict(arm=a, seed=s, question=q, n=n, c=int(rng.binomial(n, p))) for a, p in (('IGPO (DR-Venus)', p_a), ('GRPO', p_b))
+    return pd.DataFrame([dict(arm=a, seed=s, question=q, n=n, c=int(rng.binomial(n, p)))
+                         for a, p in (('IGPO (DR-Venus)', p_a), ('GRPO', p_b))
                          for s in range(seeds) for q in range(questions)])
 
 def test_summary_has_every_arm_and_a_paired_difference():
@@ -60,11 +64,13 @@ def test_pass_at_k_matrix_is_unbiased_per_question():
     assert m.loc[0, 0] == pytest.approx(0.5) and m.loc[0, 1] == 0.0   # 1 - C(3,2)/C(4,2)
 
 def test_every_arm_gets_the_same_budget():
-    start = Start(lambda: None, [], [], None, __import__('venus_nb.rollout', fromlist=['RolloutConfig']).RolloutConfig(G=8))
+    start = Start(lambda: None, [], [], None,
+                  __import__('venus_nb.rollout', fromlist=['RolloutConfig']).RolloutConfig(G=8))
     cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO', 'split credit', 'γ=0.9'), G=4, igpo=dict(lr=1e-5))
     runs = [arm_config(cfg, start, a, 1) for a in cfg.arms]
     assert {(r.steps, r.questions_per_step, r.rollout.G, r.lr, r.seed) for r in runs} == {(4, 2, 4, 1e-5, 1)}
-    assert len({r.output_dir for r in runs}) == 4 and runs[1].rewards.estimator == 'grpo' and runs[3].rewards.gamma == 0.9
+    assert (len({r.output_dir for r in runs}) == 4 and runs[1].rewards.estimator == 'grpo'
+            and runs[3].rewards.gamma == 0.9)
     with pytest.raises(ValueError, match='unknown arm'): arm_config(cfg, start, 'PPO', 0)
 
 def test_config_reads_yaml(tmp_path):
@@ -79,20 +85,25 @@ def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     qa, corpus = world_eval()
     start = Start(lambda: tiny_model('llama'), qa[:4], qa[4:6], corpus,
                   RolloutConfig(max_turns=2, max_new_tokens=8, min_answer_tokens=4, turn_jitter=0, progress=False))
-    cfg = ExperimentConfig(seeds=(0, 1), steps=2, questions_per_step=1, G=2, eval_questions=2, ks=(1, 2), igpo=dict(lr=1e-3), output_dir=str(tmp_path))
+    cfg = ExperimentConfig(seeds=(0, 1), steps=2, questions_per_step=1, G=2, eval_questions=2, ks=(1, 2),
+                           igpo=dict(lr=1e-3), output_dir=str(tmp_path))
     said = []
     res = experiment(cfg, start, say=said.append)
     assert len(said) == 6 and set(res.evals.arm) == {'start', 'IGPO (DR-Venus)', 'GRPO'}
     assert len(res.steps) == 2 * 2 * 2 and set(res.steps.step) == {1, 2}
     assert (res.evals.n == 2).all() and len(res.evals) == 3 * 2 * 2
-    assert len(res.summary) == 5 * 2 and {'summary.csv', 'summary.json', 'report.html', 'steps.csv', 'evals.csv', 'config.json'} <= {p.name for p in tmp_path.iterdir()}
+    assert (len(res.summary) == 5 * 2
+            and {'summary.csv', 'summary.json', 'report.html', 'steps.csv', 'evals.csv', 'config.json'}
+            <= {p.name for p in tmp_path.iterdir()})
     page = (tmp_path/'report.html').read_text()
     assert 'IGPO against GRPO' in page and 'https://cdn' not in page.split('<body>')[0]
     assert json.loads((tmp_path/'summary.json').read_text())['rollouts_per_run'] == 4
     from venus_nb.experiment import eval_rollouts_path
     from venus_nb.trajectory import read_jsonl
-    saved = read_jsonl(eval_rollouts_path(cfg, 'GRPO', 1, 2)).trajectories   # what each run did on the held-out questions, not only its score
-    assert len(saved) == 2 * 2 and sorted(p.name for p in (tmp_path/'rollouts').iterdir())[0] == 'grpo-seed0-step2.jsonl'
+    # what each run did on the held-out questions, not only its score
+    saved = read_jsonl(eval_rollouts_path(cfg, 'GRPO', 1, 2)).trajectories
+    assert (len(saved) == 2 * 2
+            and sorted(p.name for p in (tmp_path/'rollouts').iterdir())[0] == 'grpo-seed0-step2.jsonl')
     said.clear()
     again = experiment(cfg, start, say=said.append)   # every run is on disk: nothing runs again
     assert said == [] and again.evals.equals(pd.read_csv(tmp_path/'evals.csv'))
@@ -103,17 +114,20 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     import venus_nb.experiment as ex
     from venus_nb.cli import main
     seen = {}
-    monkeypatch.setattr(ex, 'warm_signal', lambda warm=None: (dict(grpo_silent_groups=0.4, igpo_silent_groups=0.0), None))
+    monkeypatch.setattr(ex, 'warm_signal',
+                        lambda warm=None: (dict(grpo_silent_groups=0.4, igpo_silent_groups=0.0), None))
     def fake(cfg, say=print):
         seen['cfg'] = cfg
         ev = pd.DataFrame([dict(arm=a, seed=0, question=0, n=4, c=1) for a in cfg.arms])
-        return ex.ExperimentResult(cfg, pd.DataFrame(), ev, summary_table(ev, cfg.ks), tmp_path/'x', pd.DataFrame([dict(arm='GRPO', seed=0, seconds=1.0)]))
+        return ex.ExperimentResult(cfg, pd.DataFrame(), ev, summary_table(ev, cfg.ks), tmp_path/'x',
+                                   pd.DataFrame([dict(arm='GRPO', seed=0, seconds=1.0)]))
     monkeypatch.setattr(ex, 'experiment', fake)
     (tmp_path/'c.yaml').write_text('arms: [GRPO]\nseeds: [3]\nks: [1]\n')
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
     out = capsys.readouterr().out
     assert seen['cfg'].arms == ('GRPO',) and seen['cfg'].output_dir == str(tmp_path/'x')
-    assert 'report:' in out and 'silent_groups' not in out   # the signal density (IG over every check rollout) only when asked
+    # the signal density (IG over every check rollout) only when asked
+    assert 'report:' in out and 'silent_groups' not in out
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x'), '--signal'])
     assert 'grpo_silent_groups: 0.400' in capsys.readouterr().out
     seen.clear()
@@ -147,25 +161,31 @@ def test_fewer_than_five_seeds_are_not_resampled():
     assert set(t.resampled) == {'questions'} and t.discordant.notna().sum() == 1
 
 def test_summary_pairs_against_the_start_and_both_grpo_arms():
-    e = pd.concat([_evals(0.8, 0.3), _evals(0.3, 0.3, seed=1).replace({'IGPO (DR-Venus)': 'start', 'GRPO': 'GRPO + format penalty'})])
+    e = pd.concat([_evals(0.8, 0.3),
+                   _evals(0.3, 0.3, seed=1).replace({'IGPO (DR-Venus)': 'start', 'GRPO': 'GRPO + format penalty'})])
     t = summary_table(e, ks=(1,))
     diffs = t[t.arm.str.contains('−')]
-    assert list(diffs.arm) == ['IGPO (DR-Venus) − start', 'IGPO (DR-Venus) − GRPO', 'IGPO (DR-Venus) − GRPO + format penalty']
+    assert list(diffs.arm) == ['IGPO (DR-Venus) − start', 'IGPO (DR-Venus) − GRPO',
+                               'IGPO (DR-Venus) − GRPO + format penalty']
     assert (diffs.verdict == 'higher').all() and (diffs.discordant == diffs.better + diffs.worse).all()
 
 def test_kinds_and_curves_from_evaluations_along_the_run():
-    e = _evals(0.7, 0.3).assign(kind=lambda d: np.where(d.question % 2, '2-hop', '1-hop'), step=4, rollouts=64, turns=3.0, visits=1.0)
+    e = _evals(0.7, 0.3).assign(kind=lambda d: np.where(d.question % 2, '2-hop', '1-hop'), step=4, rollouts=64,
+                                turns=3.0, visits=1.0)
     early = e.assign(step=2, rollouts=32, c=0)
     both = pd.concat([early, e], ignore_index=True)
-    assert final_evals(both).reset_index(drop=True).equals(e) and summary_table(both).equals(summary_table(e))   # the summary reads each run's last evaluation
+    # the summary reads each run's last evaluation
+    assert final_evals(both).reset_index(drop=True).equals(e) and summary_table(both).equals(summary_table(e))
     k = kind_table(e, ks=(1,))
     assert set(k.kind) == {'1-hop', '2-hop'} and (k.questions[~k.arm.str.contains('−')] == 10).all()
     c = heldout_curve(both)
-    assert set(c.kind) == {'all', '1-hop', '2-hop'} and list(c[(c.kind == 'all') & (c.arm == 'GRPO')].rollouts) == [32, 64]
+    assert (set(c.kind) == {'all', '1-hop', '2-hop'}
+            and list(c[(c.kind == 'all') & (c.arm == 'GRPO')].rollouts) == [32, 64])
     assert c[(c.kind == 'all') & (c.step == 2)]['mean'].eq(0).all()
 
 def test_eval_steps_and_the_resume_refusal(tmp_path):
-    assert eval_steps(ExperimentConfig(steps=10, eval_every=4)) == [4, 8, 10] and eval_steps(ExperimentConfig(steps=3)) == [3]
+    assert (eval_steps(ExperimentConfig(steps=10, eval_every=4)) == [4, 8, 10]
+            and eval_steps(ExperimentConfig(steps=3)) == [3])
     cfg = ExperimentConfig(output_dir=str(tmp_path))
     cfg.save(tmp_path/'config.json')
     check_resume(tmp_path, cfg)   # the same configuration: allowed
@@ -178,7 +198,8 @@ def test_the_cpu_learn_yaml_is_the_named_configuration():
     yaml = Path(__file__).resolve().parents[1]/'examples'/'experiment'/'cpu_learn.yaml'
     assert ExperimentConfig.load(yaml) == ExperimentConfig.cpu_learn()
     cfg = ExperimentConfig.cpu_learn()
-    assert cfg.eval_questions >= 64 and cfg.G >= 4 and set(cfg.arms) == {'IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'}
+    assert (cfg.eval_questions >= 64 and cfg.G >= 4
+            and set(cfg.arms) == {'IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'})
 
 def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_questions():
     from venus_nb.experiment import checked_rollouts, reference_rows
@@ -198,17 +219,21 @@ def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_question
 
 def test_a_folder_from_before_evaluations_along_the_run_still_reads(tmp_path):
     from venus_nb.experiment import read_experiment, write_results
-    ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), ks=(1,), output_dir=str(tmp_path)).save(tmp_path/'config.json')
-    _evals(0.6, 0.4, seeds=1).to_csv(tmp_path/'evals.csv', index=False)   # arm, seed, question, n, c: no step, kind, turns
+    ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), ks=(1,),
+                     output_dir=str(tmp_path)).save(tmp_path/'config.json')
+    # arm, seed, question, n, c: no step, kind, turns
+    _evals(0.6, 0.4, seeds=1).to_csv(tmp_path/'evals.csv', index=False)
     res = read_experiment(tmp_path)
     assert len(res.curve) == 0 and len(res.by_kind) == 0 and len(res.summary) == 3
     write_results(res)
     assert (tmp_path/'report.html').exists()
-    json.loads((tmp_path/'summary.json').read_text(), parse_constant=lambda c: pytest.fail(f'{c} in summary.json'))  # strict JSON
+    # strict JSON
+    json.loads((tmp_path/'summary.json').read_text(), parse_constant=lambda c: pytest.fail(f'{c} in summary.json'))
 
 def test_strict_json_makes_missing_values_null():
     from venus_nb.experiment import strict_json
-    assert strict_json(dict(a=[1.0, float('nan'), (np.float32('inf'), 'x')], b=np.float64(2.5))) == dict(a=[1.0, None, [None, 'x']], b=2.5)
+    assert (strict_json(dict(a=[1.0, float('nan'), (np.float32('inf'), 'x')], b=np.float64(2.5)))
+            == dict(a=[1.0, None, [None, 'x']], b=2.5))
 
 def test_a_variant_is_an_arm_of_its_own(tmp_path):
     from venus_nb.experiment import arm_config, experiment_pairs, Start
@@ -220,18 +245,20 @@ def test_a_variant_is_an_arm_of_its_own(tmp_path):
     assert (a.rewards.gamma, a.rewards.estimator) == (0.9, 'grpo')   # a nested dict changes only the keys it names
     assert experiment_pairs(cfg)[-2:] == (('IGPO, 3:1 two-hop', 'start'), ('IGPO, 3:1 two-hop', 'GRPO'))
     assert ExperimentConfig.load(cfg.save(tmp_path/'c.json')) == cfg
-    for bad, said in [(dict(arm='nope'), "needs 'arm'"), (dict(arm='GRPO', lr='x'), 'variants.v.lr'), (dict(arm='GRPO', bogus=1), 'variants.v.bogus')]:
+    for bad, said in [(dict(arm='nope'), "needs 'arm'"), (dict(arm='GRPO', lr='x'), 'variants.v.lr'),
+                      (dict(arm='GRPO', bogus=1), 'variants.v.bogus')]:
         with pytest.raises(ValueError, match=re.escape(said)): ExperimentConfig(arms=('v',), variants={'v': bad})
     with pytest.raises(ValueError, match='name of an arm'): ExperimentConfig(variants={'GRPO': dict(arm='GRPO')})
     with pytest.raises(ValueError, match=re.escape("unknown arms ['v']")): ExperimentConfig(arms=('GRPO', 'v'))
 
 def _visits_then_answer(question, visits, answer, gt, group):
     from venus_nb.trajectory import Trajectory, Turn, ToolCall
-    turns = [Turn.make(f'Visit {i}.', ToolCall('visit', {'url': [f'p{i}.html'], 'goal': 'g'}), observation='...', index=i) for i in range(visits)]
+    turns = [Turn.make(f'Visit {i}.', ToolCall('visit', {'url': [f'p{i}.html'], 'goal': 'g'}), observation='...',
+                       index=i) for i in range(visits)]
     return Trajectory(question, turns + [Turn.make('Done.', answer=answer, index=visits)], gt, dict(group=group))
 
 def test_stopping_table_counts_visits_ig_and_each_estimators_push(tmp_path):
-    "By kind × visits: rollouts, correct, IG after each visit, and the summed advantage (GRPO: ±1 per turn in a 1-right-1-wrong group)"
+    "By kind × visits: rollouts, correct, IG per visit, summed advantage (GRPO: ±1 per turn in a 1-right-1-wrong group)"
     import json
     from venus_nb.experiment import stopping_table, step_batches
     from venus_nb.rewards import Scored, RewardConfig
@@ -240,9 +267,11 @@ def test_stopping_table_counts_visits_ig_and_each_estimators_push(tmp_path):
                 _visits_then_answer(two, 1, 'a', 'b', 1), _visits_then_answer(two, 2, 'b', 'b', 1)],
                [0, 0, 1, 1], [[2.4, None], [2.4, -2.7, None], [-1.8, None], [-1.8, 4.7, None]], [1.0, 0.0, 0.0, 1.0])
     t = stopping_table([s, s], {one: '1-hop', two: '2-hop'})
-    assert t[['kind', 'visits', 'rollouts', 'correct']].values.tolist() == [['1-hop', 1, 2, 2.0], ['1-hop', 2, 2, 0.0], ['2-hop', 1, 2, 0.0], ['2-hop', 2, 2, 2.0]]
+    assert t[['kind', 'visits', 'rollouts', 'correct']].values.tolist() == [['1-hop', 1, 2, 2.0], ['1-hop', 2, 2, 0.0],
+                                                                            ['2-hop', 1, 2, 0.0], ['2-hop', 2, 2, 2.0]]
     assert t.ig_visit2.tolist()[1::2] == pytest.approx([-2.7, 4.7]) and t.ig_visit2.isna().tolist()[::2] == [True, True]
-    assert t.push_grpo.tolist() == pytest.approx([4.0, -6.0, -4.0, 6.0], abs=1e-4)   # ±1 on each of 2 or 3 turns, in two batches
+    # ±1 on each of 2 or 3 turns, in two batches
+    assert t.push_grpo.tolist() == pytest.approx([4.0, -6.0, -4.0, 6.0], abs=1e-4)
     assert [p > 0 for p in t.push_igpo] == [True, False, False, True]
     assert stopping_table([s], {}).kind.unique().tolist() == ['all']
     run = tmp_path/'run'
@@ -250,4 +279,5 @@ def test_stopping_table_counts_visits_ig_and_each_estimators_push(tmp_path):
     (run/'igpo_config.json').write_text(json.dumps({'rewards': {'credit': 'split'}}))
     for n in (10, 2): s.save(run/'rollouts'/f'step-{n}.jsonl')
     got = step_batches(run)
-    assert len(got) == 2 and got[0].cfg == RewardConfig(credit='split') and got[0].ig == s.ig and got[1].outcome == s.outcome
+    assert (len(got) == 2 and got[0].cfg == RewardConfig(credit='split') and got[0].ig == s.ig
+            and got[1].outcome == s.outcome)

@@ -3,11 +3,16 @@ import json
 from hypothesis import given, settings, strategies as st, HealthCheck
 from venus_nb.trajectory import Trajectory, check_format, read_jsonl, from_record
 
-TAGS = ['<think>', '</think>', '<tool_call>', '</tool_call>', '<answer>', '</answer>', '<tool_response>', '{', '}', '"name"', ':', '"search"', '"arguments"', 'Action: search[', ']', '\n']
+TAGS = ['<think>', '</think>', '<tool_call>', '</tool_call>', '<answer>', '</answer>', '<tool_response>', '{', '}',
+        '"name"', ':', '"search"', '"arguments"', 'Action: search[', ']', '\n']
 texty = st.lists(st.one_of(st.sampled_from(TAGS), st.text(max_size=8)), max_size=20).map(''.join)
-content = st.one_of(texty, st.none(), st.integers(), st.lists(st.one_of(texty, st.dictionaries(st.text(max_size=4), texty, max_size=2)), max_size=3))
+content = st.one_of(texty, st.none(), st.integers(),
+                    st.lists(st.one_of(texty, st.dictionaries(st.text(max_size=4), texty, max_size=2)), max_size=3))
 message = st.fixed_dictionaries({'role': st.sampled_from(['system', 'user', 'assistant', 'tool'])},
-                                optional={'content': content, 'tool_calls': st.lists(st.dictionaries(st.sampled_from(['function', 'name', 'arguments', 'id']), st.one_of(texty, st.dictionaries(st.sampled_from(['name', 'arguments']), texty))), max_size=2)})
+                                optional={'content': content, 'tool_calls': st.lists(st.dictionaries(
+                                    st.sampled_from(['function', 'name', 'arguments', 'id']),
+                                    st.one_of(texty, st.dictionaries(st.sampled_from(['name', 'arguments']), texty))),
+                                    max_size=2)})
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(message, max_size=8))

@@ -29,7 +29,8 @@ def peak_mb(f)->tuple:
 # ---- JSON arrays are read a record at a time, each record within the cap
 
 def test_json_array_over_the_cap_is_never_read_whole(tmp_path):
-    big = sparse(tmp_path/'big.json', b'[{"id": "a", "title": "A", "text": "first"}, {"id": "b", "text": "', 4 * MAX_RECORD_BYTES)
+    big = sparse(tmp_path/'big.json', b'[{"id": "a", "title": "A", "text": "first"}, {"id": "b", "text": "',
+                 4 * MAX_RECORD_BYTES)
     out, peak = peak_mb(lambda: read_records(big, array=True))
     assert isinstance(out, ValueError) and 'big.json: not a valid JSON array' in str(out), out
     assert peak < 16, f'{peak:.0f} MiB held to read a {big.stat().st_size / MB:.0f} MiB array'
@@ -38,14 +39,18 @@ def test_json_array_over_the_cap_is_never_read_whole(tmp_path):
 
 def test_json_array_record_over_the_cap_is_a_load_error_naming_the_file_and_the_cap(tmp_path):
     p = tmp_path/'long.json'
-    p.write_text(json.dumps([{'id': 'a', 'text': 'short'}, {'id': 'b', 'text': 'x' * 5000}, {'id': 'c', 'text': 'never read'}]))
+    p.write_text(json.dumps([{'id': 'a', 'text': 'short'}, {'id': 'b', 'text': 'x' * 5000},
+                             {'id': 'c', 'text': 'never read'}]))
     kept, errors = read_records(p, array=True, max_line_bytes=1000)
     assert kept == [{'id': 'a', 'text': 'short'}]
-    assert len(errors) == 1 and errors[0].source == str(p) and errors[0].index == 1 and '1,000 bytes' in errors[0].reason, errors
+    assert (len(errors) == 1 and errors[0].source == str(p) and errors[0].index == 1
+            and '1,000 bytes' in errors[0].reason), errors
 
 def test_json_array_streamed_reads_like_json_loads(tmp_path):
-    recs = [{'n': i, 'text': 'café ☃ 😀 ' * (i % 7), 'f': [1.5e3, -2, None, True, False, {'x': 'a\\"b\\u00e9'}]} for i in range(3000)]
-    for i, text in enumerate([json.dumps(recs), json.dumps(recs, indent=3, ensure_ascii=False), '\n  ' + json.dumps(recs, separators=(',', ':'))]):
+    recs = [{'n': i, 'text': 'café ☃ 😀 ' * (i % 7), 'f': [1.5e3, -2, None, True, False, {'x': 'a\\"b\\u00e9'}]}
+            for i in range(3000)]
+    for i, text in enumerate([json.dumps(recs), json.dumps(recs, indent=3, ensure_ascii=False),
+                              '\n  ' + json.dumps(recs, separators=(',', ':'))]):
         p = tmp_path/f'{i}.json'
         p.write_bytes(text.encode())   # across many 64 KiB chunks, cut anywhere
         assert read_records(p, array=True) == (recs, [])
@@ -65,7 +70,8 @@ def test_json_array_streamed_reads_like_json_loads(tmp_path):
 
 def record(tape:Path, n:int):
     "Record `n` requests (2 KiB bodies) through a `Cassette` into `tape`"
-    inner = httpx.MockTransport(lambda req: httpx.Response(200, content=b'w' * 2048, headers={'content-type': 'text/plain'}))
+    inner = httpx.MockTransport(lambda req: httpx.Response(200, content=b'w' * 2048,
+                                                           headers={'content-type': 'text/plain'}))
     async def go():
         async with httpx.AsyncClient(transport=Cassette(tape, inner=inner)) as c:
             for i in range(n): await c.get(f'https://example.org/page/{i}')
@@ -91,7 +97,8 @@ def test_cassette_cut_last_line_then_recording_goes_on(tmp_path):
     record(tape, 2)                                               # pages 0 and 1 again, on lines of their own
     with pytest.warns(RuntimeWarning, match='1 unreadable line'): cas = Cassette(tape)
     assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(3, 'not JSON')]
-    assert sorted((k.split()[1], len(v)) for k, v in cas.replies.items()) == [('https://example.org/page/0', 2), ('https://example.org/page/1', 2)]
+    assert (sorted((k.split()[1], len(v)) for k, v in cas.replies.items())
+            == [('https://example.org/page/0', 2), ('https://example.org/page/1', 2)])
 
 # ---- writes: unique temporary files, fsynced, renamed; two writers never tear a file
 
@@ -136,7 +143,8 @@ def test_atomic_open_fsyncs_before_the_rename_and_cleans_up(tmp_path, monkeypatc
     assert [f.name for f in tmp_path.iterdir()] == ['a.txt'] and (tmp_path/'a.txt').read_text() == 'text'
 
 def test_write_world_keeps_the_old_files_when_a_write_fails(tmp_path):
-    world = SynthData([{'id': 'd', 'text': 'a page'}], [{'id': 'q', 'question': 'q?', 'answer': 'a'}], [{'question': 'q?', 'n': i} for i in range(500)])
+    world = SynthData([{'id': 'd', 'text': 'a page'}], [{'id': 'q', 'question': 'q?', 'answer': 'a'}],
+                      [{'question': 'q?', 'n': i} for i in range(500)])
     paths = write_world(world, tmp_path)
     old = {n: p.read_bytes() for n, p in paths.items()}
     world.records.insert(250, {'not': object()})   # json cannot write it: the write fails half way
@@ -148,7 +156,8 @@ def test_write_verl_sft_keeps_the_old_files_when_a_write_fails(tmp_path, monkeyp
     pytest.importorskip('verl', reason='verl is not installed: `make verl-test` runs this in .venv-verl')
     import pandas as pd
     from venus_nb import verl as vv
-    monkeypatch.setattr(vv, 'verl_sft_frame', lambda *a, **k: pd.DataFrame({'messages': [[{'role': 'user', 'content': 'q'}]]}))
+    monkeypatch.setattr(vv, 'verl_sft_frame',
+                        lambda *a, **k: pd.DataFrame({'messages': [[{'role': 'user', 'content': 'q'}]]}))
     monkeypatch.setattr(vv, 'sft_chat_template', lambda tok: '{{ messages }}')
     out = vv.write_verl_sft([], tmp_path, None)
     old = {n: (out/n).read_bytes() for n in ('train.parquet', 'sft.yaml')}

@@ -1,11 +1,13 @@
-"""Broken checkpoints, a changed config on resume, atomic writes, and a CLI that answers bad paths and bad bytes with one line."""
+"""Broken checkpoints, a changed config on resume, atomic writes, and a CLI that answers bad paths and bad bytes with
+one line."""
 import json, os, random, warnings
 from dataclasses import replace
 from pathlib import Path
 import pytest
 import pandas as pd, torch
 from hypothesis import given, settings, strategies as st, HealthCheck
-from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo
+from venus_nb.igpo import (IGPOConfig, rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint,
+                           load_checkpoint, igpo)
 from venus_nb.models import tiny_model
 from venus_nb.rollout import RolloutConfig
 from venus_nb.trajectory import read_jsonl, to_record
@@ -33,7 +35,8 @@ def _newest(out)->tuple:
         got = last_igpo_checkpoint(out)
     return got, [str(x.message) for x in w]
 
-@pytest.mark.parametrize('part,lora_r', [('optimizer.pt', 16), ('adapter/adapter_model.safetensors', 16), ('model/model.safetensors', None)],
+@pytest.mark.parametrize('part,lora_r', [('optimizer.pt', 16), ('adapter/adapter_model.safetensors', 16),
+                                         ('model/model.safetensors', None)],
                          ids=['optimizer', 'adapter', 'model'])
 def test_truncated_part_falls_back_to_the_previous_checkpoint(tmp_path, part, lora_r):
     pol, cfg, d = _two_checkpoints(tmp_path, lora_r)
@@ -81,7 +84,8 @@ def test_changed_config_is_refused(tmp_path):
     changed = replace(cfg, lr=1e-3, kl_coef=0.5, steps=5, rollout=replace(cfg.rollout, progress=False))
     with pytest.raises(ValueError) as e: igpo(tiny_model('llama'), [], None, changed, live=False)
     msg = str(e.value)
-    assert 'lr' in msg and 'kl_coef' in msg and 'steps' not in msg.replace('apply_changes', '') and 'progress' not in msg, msg
+    assert ('lr' in msg and 'kl_coef' in msg and 'steps' not in msg.replace('apply_changes', '')
+            and 'progress' not in msg), msg
     assert '\n' not in msg and 'apply_changes=True' in msg
     assert all(p.read_text() == t for p, t in saved.items()) and not (tmp_path/'igpo_config.json').exists()
 
@@ -108,8 +112,10 @@ def test_changed_config_applied_when_asked_and_recorded(tmp_path, monkeypatch):
         res = igpo(tiny_model('llama'), [], None, new, apply_changes=True, live=False)
     assert res.resumed_from.endswith('checkpoint-1') and list(res.metrics.step) == [2]
     opt_groups = torch.load(tmp_path/'checkpoint-2'/'optimizer.pt', weights_only=True)['param_groups']
-    assert all(g['lr'] == 3e-3 and g['weight_decay'] == 0.0 for g in opt_groups)   # the optimiser follows the new config
-    assert IGPOConfig.load(tmp_path/'checkpoint-2'/'igpo_config.json') == new == IGPOConfig.load(tmp_path/'igpo_config.json')
+    # the optimiser follows the new config
+    assert all(g['lr'] == 3e-3 and g['weight_decay'] == 0.0 for g in opt_groups)
+    assert (IGPOConfig.load(tmp_path/'checkpoint-2'/'igpo_config.json') == new
+            == IGPOConfig.load(tmp_path/'igpo_config.json'))
     changes = json.loads((tmp_path/'checkpoint-2'/'state.json').read_text())['config_changes']
     assert changes == [dict(step=1, changed={'lr': [1e-4, 3e-3], 'weight_decay': [0.01, 0.0]})]
     assert res.config_changes == changes
@@ -125,8 +131,8 @@ def _sft_data():
 
 def _sft_cfg(out, **kw):
     from venus_nb.sft import SFTConfig
-    return SFTConfig(output_dir=str(out), backend='transformers', grad_accum=1, batch_size=2, save_steps=1, max_length=1024,
-                     **{'max_steps': 2, 'lr': 1e-3, **kw})
+    return SFTConfig(output_dir=str(out), backend='transformers', grad_accum=1, batch_size=2, save_steps=1,
+                     max_length=1024, **{'max_steps': 2, 'lr': 1e-3, **kw})
 
 @pytest.fixture(scope='module')
 def sft_run(tmp_path_factory):
@@ -153,10 +159,12 @@ def test_sft_truncated_trainer_state_is_skipped(run_copy):
 def test_sft_truncated_weights_are_skipped(run_copy):
     from venus_nb.sft import last_checkpoint
     _cut(run_copy/'checkpoint-2'/'adapter_model.safetensors')
-    with pytest.warns(UserWarning, match='adapter_model'): assert last_checkpoint(run_copy) == str(run_copy/'checkpoint-1')
+    with pytest.warns(UserWarning, match='adapter_model'):
+        assert last_checkpoint(run_copy) == str(run_copy/'checkpoint-1')
     _cut(run_copy/'checkpoint-1'/'optimizer.pt')
     with pytest.warns(UserWarning) as skipped: assert last_checkpoint(run_copy) is None
-    assert sorted(str(w.message).split(': ')[0][-12:] for w in skipped) == ['checkpoint-1', 'checkpoint-2']   # both said, with why
+    # both said, with why
+    assert sorted(str(w.message).split(': ')[0][-12:] for w in skipped) == ['checkpoint-1', 'checkpoint-2']
     assert any('optimizer.pt' in str(w.message) for w in skipped)
 
 def test_sft_changed_config_is_refused(run_copy):
@@ -223,7 +231,8 @@ def tiny_dir(tmp_path_factory):
 
 def test_replay_empty_file_and_index_out_of_range(tmp_path, capsys, tiny_dir):
     (tmp_path/'empty.jsonl').write_text('')
-    _one_error(*_cli(['replay', tmp_path/'empty.jsonl', '--model', tiny_dir], capsys)[::2], 'empty.jsonl', 'no readable trajectory')
+    _one_error(*_cli(['replay', tmp_path/'empty.jsonl', '--model', tiny_dir], capsys)[::2], 'empty.jsonl',
+               'no readable trajectory')
     one = tmp_path/'one.jsonl'
     one.write_text(json.dumps(to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])) + '\n')
     _one_error(*_cli(['replay', one, '--index', 3, '--model', tiny_dir], capsys)[::2], '--index 3', '1 trajectory')
@@ -250,12 +259,14 @@ def test_missing_unreadable_and_unwritable_paths(tmp_path, capsys, monkeypatch):
 def test_read_only_output_is_one_error_line(tmp_path, capsys, monkeypatch):
     def read_only(*a, **kw): raise PermissionError(30, 'Read-only file system', str(tmp_path/'ro'/'.sft.jsonl.tmp'))
     monkeypatch.setattr('venus_nb.base.os.replace', read_only)
-    _one_error(*_cli(['resample', WORLD/'trajectories.jsonl', '--out', tmp_path/'ro'/'sft.jsonl'], capsys)[::2], 'Read-only file system')
+    _one_error(*_cli(['resample', WORLD/'trajectories.jsonl', '--out', tmp_path/'ro'/'sft.jsonl'], capsys)[::2],
+               'Read-only file system')
 
 def test_traceback_flag_shows_the_error(tmp_path):
     from venus_nb.cli import main
     from venus_nb.terminal import CLIError
-    with pytest.raises(CLIError, match='no such file'): main(['--traceback', 'clean', str(tmp_path/'nope.jsonl'), '--out', str(tmp_path/'o')])
+    with pytest.raises(CLIError, match='no such file'):
+        main(['--traceback', 'clean', str(tmp_path/'nope.jsonl'), '--out', str(tmp_path/'o')])
 
 def test_demo_with_a_mistyped_data_path_is_an_error(tmp_path, capsys):
     code, out, err = _cli(['demo', '--data', tmp_path/'typo.jsonl', '--out', tmp_path/'out', '--stage1-only'], capsys)
@@ -267,15 +278,19 @@ def test_demo_with_a_mistyped_data_path_is_an_error(tmp_path, capsys):
 
 GOOD = (json.dumps(to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])) + '\n').encode()
 lines = st.lists(st.one_of(st.binary(max_size=60), st.just(GOOD), st.just(b'{"messages": [1]}\n'), st.just(b'[]\n'),
-                           st.just(b'\xff\xfe\x00'), st.just(b'{"question": "q", "messages": []}\n')), max_size=5).map(b''.join)
+                           st.just(b'\xff\xfe\x00'), st.just(b'{"question": "q", "messages": []}\n')),
+                 max_size=5).map(b''.join)
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(data=lines, cmd=st.sampled_from(['clean', 'resample', 'replay']), fmt=st.sampled_from(['dr-venus', 'webdancer', 'react']))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=lines, cmd=st.sampled_from(['clean', 'resample', 'replay']),
+       fmt=st.sampled_from(['dr-venus', 'webdancer', 'react']))
 def test_cli_fuzz(tmp_path_factory, capsys, tiny_dir, data, cmd, fmt):
     d = tmp_path_factory.mktemp('fuzz')
     f = d/'in.jsonl'
     f.write_bytes(data)
-    args = {'clean': ['clean', f, '--out', d/'out', '--format', fmt], 'resample': ['resample', f, '--out', d/'sft.jsonl'],
+    args = {'clean': ['clean', f, '--out', d/'out', '--format', fmt],
+            'resample': ['resample', f, '--out', d/'sft.jsonl'],
             'replay': ['replay', f, '--out', d/'r.html', '--format', fmt, '--model', tiny_dir]}[cmd]
     code, out, err = _cli(args, capsys)
     assert 'Traceback' not in out + err
@@ -283,7 +298,7 @@ def test_cli_fuzz(tmp_path_factory, capsys, tiny_dir, data, cmd, fmt):
     else: _one_error(code, err)
 
 def test_clean_report_counts_unreadable_records(tmp_path, capsys):
-    "Every record read is counted: 5 readable + 3 unreadable lines give input 8, the 3 dropped at 'load' with their line"
+    "Every record read is counted: 5 readable + 3 unreadable lines give input 8, 3 dropped at 'load' with their line"
     good = (WORLD/'trajectories.jsonl').read_text().splitlines()[:5]
     f = tmp_path/'mixed.jsonl'
     f.write_text('\n'.join(good[:2] + ['{"messages": [', 'not json'] + good[2:] + ['[[[[', '']) + '\n')

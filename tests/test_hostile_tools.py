@@ -9,15 +9,16 @@ import asyncio, http.server, json, os, random, re, sqlite3, sys, threading, time
 from collections import Counter
 import httpx, pytest
 from venus_nb import tools as T, web as W
-from venus_nb.tools import (Cache, Cassette, Doc, Fetched, ReplayMiss, ToolConfig, ToolError, Toolbox, address_error, load_config,
-                            make_client, page_of, parse_visit_observation, read_docs, run_tool, save_config, url_error, visit,
-                            visit_observation, write_docs)
+from venus_nb.tools import (Cache, Cassette, Doc, Fetched, ReplayMiss, ToolConfig, ToolError, Toolbox, address_error,
+                            load_config, make_client, page_of, parse_visit_observation, read_docs, run_tool,
+                            save_config, url_error, visit, visit_observation, write_docs)
 from venus_nb.trajectory import ToolCall
 
 def run(coro): return asyncio.run(coro)
 
 MB = 1 << 20
-HTML = b'<html><head><title>Tower</title></head><body><article><h1>The Eiffel Tower</h1><p>The Eiffel Tower opened in March 1889.</p></article></body></html>'
+HTML = (b'<html><head><title>Tower</title></head><body><article><h1>The Eiffel Tower</h1>'
+        b'<p>The Eiffel Tower opened in March 1889.</p></article></body></html>')
 
 def gzip_bomb(n:int)->bytes:
     "`n` bytes of the same two words, gzipped (about 1000x smaller)"
@@ -38,10 +39,14 @@ class Handler(ReplyHandler):
         if path == '/bomb': return self.reply(body=BOMB, ctype='text/plain', headers=[('Content-Encoding', 'gzip')])
         if path == '/endless': return self.endless()
         if path == '/drip': return self.drip()
-        if path == '/nul': return self.reply(body=b'GIF89a\x00\x00\x01\x00 words after the nul bytes', ctype='text/plain')
-        if path == '/nul-html': return self.reply(body=b'<html><body>\x00\x00\x00 secret binary</body></html>', ctype='text/html')
-        if path == '/utf16': return self.reply(body='caf\xe9 au lait'.encode('utf-16'), ctype='text/plain; charset=utf-16')
-        if path == '/to-creds': return self.reply(302, b'', None, [('Location', f'http://user:s3cret@127.0.0.1:{s.server_port}/page')])
+        if path == '/nul':
+            return self.reply(body=b'GIF89a\x00\x00\x01\x00 words after the nul bytes', ctype='text/plain')
+        if path == '/nul-html':
+            return self.reply(body=b'<html><body>\x00\x00\x00 secret binary</body></html>', ctype='text/html')
+        if path == '/utf16':
+            return self.reply(body='caf\xe9 au lait'.encode('utf-16'), ctype='text/plain; charset=utf-16')
+        if path == '/to-creds':
+            return self.reply(302, b'', None, [('Location', f'http://user:s3cret@127.0.0.1:{s.server_port}/page')])
         self.reply(404, b'not found', 'text/plain')
 
     def endless(self):
@@ -70,7 +75,8 @@ class Handler(ReplyHandler):
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)): super().handle_error(request, client_address)
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 @pytest.fixture(scope='module')
 def server():
@@ -82,7 +88,8 @@ def server():
     srv.shutdown()
     srv.server_close()
 
-def cfg(**kw): return ToolConfig(**{'allow_hosts': ('127.0.0.1',), 'backoff': 0.01, 'retries': 0, 'request_timeout': 5, **kw})
+def cfg(**kw):
+    return ToolConfig(**{'allow_hosts': ('127.0.0.1',), 'backoff': 0.01, 'retries': 0, 'request_timeout': 5, **kw})
 
 async def _page_through(tape, url, c, inner=None):
     "The page (text only, no summary) at `url`, its HTTP through a cassette (recording when `inner` is given)"
@@ -90,7 +97,8 @@ async def _page_through(tape, url, c, inner=None):
 
 async def _visit_through(tape, url, c, inner=None):
     "A visit whose HTTP goes through a cassette (recording when `inner` is given)"
-    async with Toolbox.web(c, make_client(c, Cassette(tape, inner=inner))) as tb: return await tb.run(ToolCall('visit', {'url': url, 'goal': 'what is it'}))
+    async with Toolbox.web(c, make_client(c, Cassette(tape, inner=inner))) as tb:
+        return await tb.run(ToolCall('visit', {'url': url, 'goal': 'what is it'}))
 
 def peak_memory(fn):
     "`fn()`'s result and the peak of Python memory allocated while it ran"
@@ -133,7 +141,8 @@ def test_record_mode_caps_an_endless_body(server, tmp_path):
 def test_record_mode_has_the_request_timeout(server, tmp_path):
     "A cassette under a plain httpx client (no `send` around it) still stops a body that drips forever"
     async def go():
-        async with httpx.AsyncClient(transport=Cassette(tmp_path/'drip.jsonl', httpx.AsyncHTTPTransport(), cfg(request_timeout=0.5))) as client:
+        async with httpx.AsyncClient(transport=Cassette(tmp_path/'drip.jsonl', httpx.AsyncHTTPTransport(),
+                                                        cfg(request_timeout=0.5))) as client:
             return await client.get(f'{server.base}/drip')
     t0 = time.perf_counter()
     with pytest.raises(httpx.TimeoutException, match='0.5 s'): run(go())
@@ -153,7 +162,8 @@ def search_once(tb, q='tower'): return run(tb.run(ToolCall('search', {'query': [
 
 def test_garbage_cache_file_is_set_aside_and_rebuilt(tmp_path):
     (p := tmp_path/'cache.sqlite').write_bytes(b'this is not a database' * 100)
-    with pytest.warns(RuntimeWarning, match='is damaged') as w: tb = Toolbox(backend := Counting(), cfg=ToolConfig(cache_path=str(p)))
+    with pytest.warns(RuntimeWarning, match='is damaged') as w:
+        tb = Toolbox(backend := Counting(), cfg=ToolConfig(cache_path=str(p)))
     assert len(w) == 1 and 'moved it to' in str(w[0].message)
     (aside,) = tmp_path.glob('cache.sqlite.corrupt-*')
     assert aside.read_bytes() == b'this is not a database' * 100
@@ -162,7 +172,9 @@ def test_garbage_cache_file_is_set_aside_and_rebuilt(tmp_path):
 def test_cache_damaged_during_use_is_rebuilt_and_refetched(tmp_path):
     p = tmp_path/'cache.sqlite'
     Cache(p).close()
-    with sqlite3.connect(p) as db: db.executemany('insert into results values (?, ?)', [(Cache.key('k', i), '"' + 'x' * 1000 + '"') for i in range(300)])
+    with sqlite3.connect(p) as db:
+        db.executemany('insert into results values (?, ?)',
+                       [(Cache.key('k', i), '"' + 'x' * 1000 + '"') for i in range(300)])
     db.close()
     tb = Toolbox(backend := Counting(), cfg=ToolConfig(cache_path=str(p)))
     data = bytearray(p.read_bytes())
@@ -188,11 +200,13 @@ def test_cache_does_not_answer_a_url_the_guard_now_refuses(server, tmp_path):
     assert 'opened in March 1889' in run(visit(f'{server.base}/page', 'when', cfg(cache_path=path)))
     n = server.hits['/page']
     obs = run(visit(f'{server.base}/page', 'when', ToolConfig(cache_path=path)))   # 127.0.0.1 no longer allowed
-    assert obs == f'[visit error] {server.base}/page: refused: 127.0.0.1 is a loopback address' and server.hits['/page'] == n
+    assert (obs == f'[visit error] {server.base}/page: refused: 127.0.0.1 is a loopback address'
+            and server.hits['/page'] == n)
 
 EMBEDDED = [('2002:7f00:1::', '127.0.0.1'), ('2002:7f00:1::1', '127.0.0.1'), ('2002:a9fe:a9fe::1', '169.254.169.254'),
-            ('2002:a00:1::1', '10.0.0.1'), ('2002:c0a8:101::', '192.168.1.1'), ('::127.0.0.1', '127.0.0.1'), ('::a00:1', '10.0.0.1'),
-            ('::ffff:0:7f00:1', '127.0.0.1'), ('64:ff9b::7f00:1', '127.0.0.1'), ('64:ff9b::a9fe:a9fe', '169.254.169.254'),
+            ('2002:a00:1::1', '10.0.0.1'), ('2002:c0a8:101::', '192.168.1.1'), ('::127.0.0.1', '127.0.0.1'),
+            ('::a00:1', '10.0.0.1'), ('::ffff:0:7f00:1', '127.0.0.1'), ('64:ff9b::7f00:1', '127.0.0.1'),
+            ('64:ff9b::a9fe:a9fe', '169.254.169.254'),
             ('2001:0:4136:e378:8000:63bf:80ff:fffe', '127.0.0.1'),
             ('2001:0:4136:e378:8000:63bf:f5ff:fffe', '10.0.0.1')]
 
@@ -201,16 +215,18 @@ def test_ipv6_that_embeds_a_private_ipv4_is_refused(ip, v4):
     why = address_error(ip)
     assert why and f'embeds {v4}' in why, why
     sent = []
-    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
     obs = run(visit(f'http://[{ip}]/latest/meta-data/', 'read it', ToolConfig(), client))
     assert f'embeds {v4}' in obs and obs.startswith('[visit error]') and sent == []
 
 def test_mapped_loopback_keeps_its_plain_reason():
     assert address_error('::ffff:127.0.0.1') == 'a loopback address' and address_error('2002:5db8:d70e::1') is None
-    assert address_error('64:ff9b:1::a00:1')   # local-use NAT64 (its prefix length is the operator's choice): refused whole
+    # local-use NAT64 (its prefix length is the operator's choice): refused whole
+    assert address_error('64:ff9b:1::a00:1')
 
-@pytest.mark.parametrize('url', ['http://user:s3cret@{host}/page', 'http://user@{host}/page', 'http://:s3cret@{host}/page',
-                                 'http://user:s3cret@{host}@{host}/page'])
+@pytest.mark.parametrize('url', ['http://user:s3cret@{host}/page', 'http://user@{host}/page',
+                                 'http://:s3cret@{host}/page', 'http://user:s3cret@{host}@{host}/page'])
 def test_credentials_in_a_url_are_refused_and_never_echoed(server, url):
     url = url.format(host=f'127.0.0.1:{server.server_port}')
     n = server.hits['/page']
@@ -234,7 +250,8 @@ def test_cassette_with_a_cut_last_line_loads_the_whole_ones(server, tmp_path):
     whole = tape.read_bytes()
     tape.write_bytes(whole[:len(whole) - 40])   # the recording was killed while writing its last line
     with pytest.warns(RuntimeWarning, match='1 unreadable line'): cas = Cassette(tape)
-    assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(2, 'cut short (no newline at the end of the file)')]
+    assert ([(e.index, e.reason.split(':')[0]) for e in cas.errors]
+            == [(2, 'cut short (no newline at the end of the file)')])
     assert run(_visit_through(tape, f'{server.base}/page', cfg())) == page
     assert 'ReplayMiss' in run(_visit_through(tape, f'{server.base}/text', cfg()))
 
@@ -243,7 +260,8 @@ def test_cassette_bad_lines_are_reported_with_their_line(server, tmp_path):
     record_tape(server, tape)
     good = tape.read_text().split('\n')[:2]
     bad = ['{"key": "GET x", "status": "two hundred", "headers": [], "body": ""}', 'garbage \x00', '[' * 100_000,
-           '{"key": "GET y", "status": 200, "headers": [["a"]], "body": ""}', '{"key": "GET z", "status": 200, "headers": [], "body": "%%%"}']
+           '{"key": "GET y", "status": 200, "headers": [["a"]], "body": ""}',
+           '{"key": "GET z", "status": 200, "headers": [], "body": "%%%"}']
     tape.write_text('\n'.join([good[0], *bad, '', good[1]]) + '\n')
     with pytest.warns(RuntimeWarning, match='5 unreadable lines'): cas = Cassette(tape)
     assert [e.index for e in cas.errors] == [2, 3, 4, 5, 6] and all(e.source == str(tape) for e in cas.errors)
@@ -254,7 +272,9 @@ def test_nul_bytes_mean_binary_even_when_the_type_says_text(server):
         obs = run(visit(f'{server.base}{path}', 'what does it say', cfg()))
         assert obs == f'[visit error] {server.base}{path}: the body is binary (it has NUL bytes), not text'
     assert 'café au lait' in run(visit(f'{server.base}/utf16', 'what', cfg()))   # UTF-16 text has NULs and is text
-    with pytest.raises(ToolError, match='binary'): page_of(Fetched('https://x.org', 200, httpx.Headers({'content-type': 'application/json'}), b'{"a": "\x00"}'), ToolConfig())
+    with pytest.raises(ToolError, match='binary'):
+        page_of(Fetched('https://x.org', 200, httpx.Headers({'content-type': 'application/json'}), b'{"a": "\x00"}'),
+                ToolConfig())
 
 # --- 9. atomic writes; corpus lines split at '\n' only ---
 
@@ -276,9 +296,11 @@ def test_cassette_appends_and_config_writes_are_whole_or_nothing(server, tmp_pat
     conf.write_text('{"top_k": 3}')
     obs = run(_visit_through(tape, f'{server.base}/page', cfg(), httpx.AsyncHTTPTransport()))
     lines = tape.read_text().splitlines()   # a cassette is appended to (no rename to fail), the earlier line untouched
-    assert 'disk full' not in obs and len(lines) == 2 and lines[0] == '{"earlier": "recording"}' and json.loads(lines[1])['status'] == 200
+    assert ('disk full' not in obs and len(lines) == 2 and lines[0] == '{"earlier": "recording"}'
+            and json.loads(lines[1])['status'] == 200)
     with pytest.raises(OSError, match='disk full'): save_config(ToolConfig(top_k=7), conf)
-    assert conf.read_text() == '{"top_k": 3}' and sorted(f.name for f in tmp_path.iterdir()) == ['tape.jsonl', 'tools.json']
+    assert (conf.read_text() == '{"top_k": 3}'
+            and sorted(f.name for f in tmp_path.iterdir()) == ['tape.jsonl', 'tools.json'])
 
 BREAKS = '\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\r'
 
@@ -288,15 +310,18 @@ def test_corpus_with_unicode_line_breaks_round_trips(tmp_path):
     assert errors == [] and back == docs
 
 def test_corpus_line_that_is_not_utf8_is_reported(tmp_path):
-    (p := tmp_path/'c.jsonl').write_bytes(b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "caf\xe9"}\n{"id": "c", "text": "fine"}\n')
+    (p := tmp_path/'c.jsonl').write_bytes(b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "caf\xe9"}\n'
+                                          b'{"id": "c", "text": "fine"}\n')
     docs, errors = read_docs(p)
-    assert [d.id for d in docs] == ['a', 'c'] and [(e.source, e.index, e.reason.split(':')[0]) for e in errors] == [(str(p), 2, 'not UTF-8')]
+    assert ([d.id for d in docs] == ['a', 'c']
+            and [(e.source, e.index, e.reason.split(':')[0]) for e in errors] == [(str(p), 2, 'not UTF-8')])
 
 def test_corpus_deeply_nested_line_is_a_bad_record(tmp_path):
     (p := tmp_path/'c.jsonl').write_text('{"id": "a", "text": "ok"}\n' + '[' * 100_000 + '\n')
     docs, errors = read_docs(p)
     assert [d.id for d in docs] == ['a'] and [e.index for e in errors] == [2]
-    for bad in [b'[' * 100_000, b'[{"id": "a", "text": "caf\xe9"}]', b'[[[ \x00\xff']:   # a file that starts with '[' is one JSON array
+    # a file that starts with '[' is one JSON array
+    for bad in [b'[' * 100_000, b'[{"id": "a", "text": "caf\xe9"}]', b'[[[ \x00\xff']:
         (q := tmp_path/'c.json').write_bytes(bad)
         with pytest.raises(ValueError, match='c.json: not a valid JSON array'): read_docs(q)
 
@@ -304,9 +329,10 @@ def test_corpus_deeply_nested_line_is_a_bad_record(tmp_path):
 
 def fuzz_lines(n:int, rng:random.Random, good)->list[bytes]:
     "A mix of good records, random bytes, nested brackets, huge strings and line breaks other than '\\n'"
-    kinds = [lambda: good(rng), lambda: rng.randbytes(rng.randrange(1, 200)).replace(b'\n', b' '), lambda: b'[' * rng.randrange(1, 3000),
-             lambda: b'{"id": "' + b'x' * rng.randrange(1000, 20000) + b'"', lambda: json.dumps({'id': 'u\u2028', 'text': 'a\x85b'}).encode(),
-             lambda: b'{"a": 1}', lambda: b'', lambda: b'null', lambda: json.dumps({'id': rng.random(), 'text': [1, {}]}).encode()]
+    kinds = [lambda: good(rng), lambda: rng.randbytes(rng.randrange(1, 200)).replace(b'\n', b' '),
+             lambda: b'[' * rng.randrange(1, 3000), lambda: b'{"id": "' + b'x' * rng.randrange(1000, 20000) + b'"',
+             lambda: json.dumps({'id': 'u\u2028', 'text': 'a\x85b'}).encode(), lambda: b'{"a": 1}', lambda: b'',
+             lambda: b'null', lambda: json.dumps({'id': rng.random(), 'text': [1, {}]}).encode()]
     return [rng.choice(kinds)() for _ in range(n)]
 
 def best_time(fn, reps=3):
@@ -319,9 +345,11 @@ def best_time(fn, reps=3):
     return min(out)
 
 def test_fuzz_read_docs_counts_and_stays_linear(tmp_path):
-    good = lambda rng: json.dumps({'id': str(rng.random()), 'title': 't', 'text': 'words ' * rng.randrange(1, 50)}).encode()
+    good = lambda rng: json.dumps({'id': str(rng.random()), 'title': 't',
+                                   'text': 'words ' * rng.randrange(1, 50)}).encode()
     def check(n, seed):
-        lines = [good(random.Random(seed))] + fuzz_lines(n, random.Random(seed), good)   # a JSONL file (a first '[' means a JSON array)
+        # a JSONL file (a first '[' means a JSON array)
+        lines = [good(random.Random(seed))] + fuzz_lines(n, random.Random(seed), good)
         (p := tmp_path/f'f{n}-{seed}.jsonl').write_bytes(b'\n'.join(lines))
         docs, errors = read_docs(p, 'jsonl')
         assert len(docs) + len(errors) == sum(1 for l in lines if l.strip()), (n, seed)
@@ -333,7 +361,8 @@ def test_fuzz_read_docs_counts_and_stays_linear(tmp_path):
     assert t4 < 8 * t1 + 0.05, (t1, t4)
 
 def test_fuzz_cassette_loading_counts_and_stays_linear(tmp_path):
-    good = lambda rng: json.dumps({'key': f'GET http://x/{rng.random()} 0', 'status': 200, 'headers': [['a', 'b']], 'body': 'aGk='}).encode()
+    good = lambda rng: json.dumps({'key': f'GET http://x/{rng.random()} 0', 'status': 200, 'headers': [['a', 'b']],
+                                   'body': 'aGk='}).encode()
     def check(n, seed):
         lines = fuzz_lines(n, random.Random(seed), good)
         (p := tmp_path/f'c{n}-{seed}.jsonl').write_bytes(b'\n'.join(lines))
@@ -354,19 +383,24 @@ def test_fuzz_cassette_loading_counts_and_stays_linear(tmp_path):
 def test_parse_visit_observation_is_linear():
     "The lazy regex tried every split of the text (quadratic); the parser now finds each marker once"
     def hostile(n): return 'The useful information in ' + 'x for user goal ' * n
-    t1, t4 = best_time(lambda: parse_visit_observation(hostile(2000))), best_time(lambda: parse_visit_observation(hostile(8000)))
+    t1, t4 = (best_time(lambda: parse_visit_observation(hostile(2000))),
+              best_time(lambda: parse_visit_observation(hostile(8000))))
     assert parse_visit_observation(hostile(10)) is None and t4 < 8 * t1 + 0.01, (t1, t4)
 
-VISIT_RE = re.compile(r'The useful information in (.*?) for user goal (.*?) as follows: \n\n(?:Evidence in page: \n(.*?)\n\n)?Summary: \n(.*)', re.S)
+VISIT_RE = re.compile(r'The useful information in (.*?) for user goal (.*?) as follows: \n\n'
+                      r'(?:Evidence in page: \n(.*?)\n\n)?Summary: \n(.*)', re.S)
 
 @pytest.mark.parametrize('text', ['The useful information in u for user goal g as follows: \n\nSummary: \ns',
     'The useful information in u for user goal g as follows: \n\nEvidence in page: \ne\n\nSummary: \ns',
-    'The useful information in a for user goal b for user goal c as follows: \n\nSummary: \nx as follows: \n\nSummary: \ny',
+    ('The useful information in a for user goal b for user goal c as follows: \n\nSummary: \n'
+     'x as follows: \n\nSummary: \ny'),
     'The useful information in u for user goal g as follows: \n\nnope as follows: \n\nSummary: \ns',
-    'The useful information in u for user goal g as follows: \n\nEvidence in page: \nno end as follows: \n\nSummary: \ns',
+    ('The useful information in u for user goal g as follows: \n\nEvidence in page: \n'
+     'no end as follows: \n\nSummary: \ns'),
     'The useful information in u for user goal g as follows: \n\nEvidence in page: \n\n\nSummary: \n',
     'The useful information in u for user goal g as follows: \n\nEvidence in page: \na\n\nSummary: \nb\n\nSummary: \nc',
-    'The useful information in  for user goal  as follows: \n\nSummary: \n', 'The useful information in u as follows: \n\nSummary: \ns',
+    'The useful information in  for user goal  as follows: \n\nSummary: \n',
+    'The useful information in u as follows: \n\nSummary: \ns',
     '  The useful information in u for user goal g as follows: \n\nSummary: \ns  \n'])
 def test_parse_visit_observation_agrees_with_the_regex(text):
     "The linear parser gives what the old regex gave, on the cases where the markers repeat or are missing"
@@ -375,8 +409,9 @@ def test_parse_visit_observation_agrees_with_the_regex(text):
 
 TITLE_RE = re.compile(r'<title[^>]*>(.*?)</title>', re.S | re.I)
 
-@pytest.mark.parametrize('html', ['<html><head><title>T &amp; co</title></head></html>', '<TITLE lang="en">Up</Title>', '<title>no end',
-                                  '<title no close', 'x<title>a</title><title>b</title>', '<titlex>odd</title>', '', '<title></title>'])
+@pytest.mark.parametrize('html', ['<html><head><title>T &amp; co</title></head></html>', '<TITLE lang="en">Up</Title>',
+                                  '<title>no end', '<title no close', 'x<title>a</title><title>b</title>',
+                                  '<titlex>odd</title>', '', '<title></title>'])
 def test_page_title_agrees_with_the_regex(html):
     m = TITLE_RE.search(html)
     assert W._title(html) == (W.unescape(m[1]).strip() if m else '')
@@ -391,12 +426,15 @@ def test_parse_extraction_time_is_bounded():
     def bad(n): return '{"summary": "s", "evidence": [' + '1,' * n + '],}'   # trailing commas: not strict JSON
     t1, t4 = best_time(lambda: T.parse_extraction(bad(50_000))), best_time(lambda: T.parse_extraction(bad(200_000)))
     assert T.parse_extraction(bad(50_000)) is None and t4 < 8 * t1 + 0.01, (t1, t4)
-    assert T.parse_extraction('{"summary": "s", "evidence": "' + 'x' * 500_000 + '"}') == ('x' * 500_000, 's')   # long and strict: read
+    # long and strict: read
+    assert T.parse_extraction('{"summary": "s", "evidence": "' + 'x' * 500_000 + '"}') == ('x' * 500_000, 's')
     assert T.parse_extraction("{'summary': 's', 'evidence': 'e',}") == ('e', 's')
 
 def test_corpus_with_no_readable_record_says_why(tmp_path):
     (p := tmp_path/'c.jsonl').write_bytes(b'not json\n\xff\xfe\n')
-    with pytest.raises(ValueError, match=r'c.jsonl: no documents to index; 2 unreadable lines skipped \(line 1: not JSON'): T.load_corpus(p)
+    with pytest.raises(ValueError,
+                       match=r'c.jsonl: no documents to index; 2 unreadable lines skipped \(line 1: not JSON'):
+        T.load_corpus(p)
     (e := tmp_path/'e.jsonl').write_text('\n\n')
     with pytest.raises(ValueError, match=r'e.jsonl: no documents to index \(the file is empty\)'): T.load_corpus(e)
 

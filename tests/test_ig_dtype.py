@@ -33,7 +33,8 @@ def _trained(pol, trajs, lr=1e-2):
     "The policy after one real update (the adapter or the weights moved away from their start)"
     cfg = IGPOConfig(lr=lr, kl_coef=0.0)
     adv, _ = advantages_of(score_rollouts(pol.model, pol.tokenizer, trajs, cfg))
-    adv = [[a + random.Random(i).gauss(0, 1) for a in row] for i, row in enumerate(adv)]   # nonzero whatever the outcomes
+    # nonzero whatever the outcomes
+    adv = [[a + random.Random(i).gauss(0, 1) for a in row] for i, row in enumerate(adv)]
     policy_update(pol.model, make_optimizer(pol.model, cfg), pieces(trajs, adv), cfg, random.Random(0))
     return pol
 
@@ -68,7 +69,8 @@ def test_float32_scoring_of_a_bf16_full_fine_tune():
     got = _logps(score_rollouts(m, pol.tokenizer, trajs, IGPOConfig()))
     plain = copy.deepcopy(m)
     plain.venus_autocast = None
-    assert got == pytest.approx(_logps(score_rollouts(plain, pol.tokenizer, trajs, IGPOConfig(ig_dtype='train'))), abs=1e-5)
+    assert got == pytest.approx(_logps(score_rollouts(plain, pol.tokenizer, trajs, IGPOConfig(ig_dtype='train'))),
+                                abs=1e-5)
     half = _logps(score_rollouts(m, pol.tokenizer, trajs, IGPOConfig(ig_dtype='train')))
     assert max(abs(a - b) for a, b in zip(half, got)) > 1e-4
 

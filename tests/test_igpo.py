@@ -6,8 +6,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss, token_logps, score_rollouts,
-                           advantages_of, Piece, pieces, fill_old_and_ref, policy_update, rl_policy, make_optimizer, save_checkpoint,
-                           last_igpo_checkpoint, load_checkpoint, igpo, turn_logps, learning_rate, reference, sync_engine,
+                           advantages_of, Piece, pieces, fill_old_and_ref, policy_update, rl_policy, make_optimizer,
+                           save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo, turn_logps, learning_rate,
+                           reference, sync_engine,
                            FULL_LR, LORA_LR)
 from venus_nb.models import tiny_model
 from venus_nb.judges import LLMJudge, em_judge, judge_fn, outcomes, judge_spec
@@ -41,7 +42,8 @@ def test_ratio_one_is_plain_policy_gradient_plus_kl():
     t = loss_terms(logp, logp.detach(), ref, adv, cfg)
     assert torch.allclose(t['ratio'], torch.ones_like(logp)) and t['clipped'].sum() == 0
     # no reference (kl_coef=0 path): the KL term is zero
-    assert torch.allclose(igpo_loss(logp, logp.detach(), None, adv, mask, cfg), -(adv * mask).sum() / mask.sum(), atol=1e-6)
+    assert torch.allclose(igpo_loss(logp, logp.detach(), None, adv, mask, cfg), -(adv * mask).sum() / mask.sum(),
+                          atol=1e-6)
 
 @pytest.mark.parametrize('r,A,want,clipped', [
     (1.5, 2.0, -2 * 1.2, 1),    # A > 0, r above 1+ε: −A(1+ε)
@@ -65,7 +67,8 @@ def test_dual_clip_off_and_asymmetric_clip():
 
 def test_k3_kl_by_hand():
     d = math.log(.25) - math.log(.5)
-    assert float(k3_kl(torch.tensor(math.log(.5)), torch.tensor(math.log(.25)))) == pytest.approx(math.exp(d) - d - 1, abs=1e-6)
+    assert (float(k3_kl(torch.tensor(math.log(.5)), torch.tensor(math.log(.25))))
+            == pytest.approx(math.exp(d) - d - 1, abs=1e-6))
     assert float(k3_kl(torch.tensor(-1.0), torch.tensor(-1.0))) == 0.0                      # same policy: zero
     assert float(k3_kl(torch.tensor(-30.0), torch.tensor(0.0))) == 10.0                     # clamped to [-10, 10]
     g = torch.Generator().manual_seed(0)
@@ -143,7 +146,8 @@ def test_second_epoch_moves_the_ratio(tiny_rl):
     assert m['trained_tokens'] == sum(int(p.mask.sum()) for p in ps)
 
 def test_token_logps_scores_only_the_positions_asked():
-    "`at` runs the LM head only there: the same log-probs at those positions, 0 elsewhere, also for a model that ignores logits_to_keep"
+    """`at` runs the LM head only there: the same log-probs at those positions, 0 elsewhere, also for a model that
+    ignores logits_to_keep"""
     model = tiny_model('llama').model
     ids, at = list(range(3, 40)), [5, 6, 7, 30]
     every, some = token_logps(model, ids), token_logps(model, ids, at=at)
@@ -158,7 +162,8 @@ def test_token_logps_scores_only_the_positions_asked():
     assert torch.allclose(token_logps(EveryPosition(model), ids), every, atol=1e-5)
 
 def test_prompt_shared_by_a_group_is_run_once_with_the_same_logps(tiny_rl):
-    "π_ref and π_old of rollouts that share a prompt continue from one prefilled prompt; the values are those of separate passes"
+    """π_ref and π_old of rollouts that share a prompt continue from one prefilled prompt; the values are those of
+    separate passes"""
     cfg = IGPOConfig(kl_coef=0.1, ppo_epochs=2)
     prompt = list(range(7, 19))
     ps = _random_pieces((30, 41, 25))
@@ -224,10 +229,12 @@ def test_full_fine_tuning_in_bf16_keeps_the_update():
     m = pol.model
     assert m.venus_autocast == torch.bfloat16 and {p.dtype for p in m.parameters()} == {torch.float32}
     before = _weights(m)
-    policy_update(m, make_optimizer(m, IGPOConfig(lora_r=None)), _random_pieces(), IGPOConfig(lora_r=None, kl_coef=0.0), random.Random(0))
+    policy_update(m, make_optimizer(m, IGPOConfig(lora_r=None)), _random_pieces(), IGPOConfig(lora_r=None, kl_coef=0.0),
+                  random.Random(0))
     after = _weights(m)
     moved = sum(int((after[k] != v).sum()) for k, v in before.items()) / sum(v.numel() for v in before.values())
-    kept_in_bf16 = sum(int((after[k].bfloat16() != v.bfloat16()).sum()) for k, v in before.items()) / sum(v.numel() for v in before.values())
+    kept_in_bf16 = (sum(int((after[k].bfloat16() != v.bfloat16()).sum()) for k, v in before.items())
+                    / sum(v.numel() for v in before.values()))
     assert moved > 0.5 and kept_in_bf16 < 0.05, (moved, kept_in_bf16)
 
 def test_engines_follow_the_policy(tmp_path):
@@ -241,7 +248,8 @@ def test_engines_follow_the_policy(tmp_path):
     for pol in (full, rl_policy(tiny_model('llama'), IGPOConfig()).model):   # merged weights for an engine without LoRA
         e = Reloads()
         sync_engine(e, pol, tmp_path/'m')
-        assert e.folder == str(tmp_path/'m') and (tmp_path/'m'/'config.json').exists() and not (tmp_path/'m'/'adapter_config.json').exists()
+        assert (e.folder == str(tmp_path/'m') and (tmp_path/'m'/'config.json').exists()
+                and not (tmp_path/'m'/'adapter_config.json').exists())
     assert hasattr(pol, 'peft_config')   # the policy keeps its adapter
     e = FakeVLLM()
     sync_engine(e, rl_policy(tiny_model('llama'), IGPOConfig()).model, tmp_path/'a')
@@ -252,13 +260,15 @@ def test_resume_needs_the_same_mode(tmp_path):
     cfg = IGPOConfig(output_dir=str(tmp_path))
     d = save_checkpoint(lora.model, make_optimizer(lora.model, cfg), cfg, 1, [], random.Random(0))
     full = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None)).model
-    with pytest.raises(ValueError, match='lora_r'): load_checkpoint(full, make_optimizer(full, IGPOConfig(lora_r=None)), d)
+    with pytest.raises(ValueError, match='lora_r'):
+        load_checkpoint(full, make_optimizer(full, IGPOConfig(lora_r=None)), d)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Config, judges, outcomes, the GRPO estimator
 
 def test_config_round_trip_and_validation(tmp_path):
-    cfg = IGPOConfig(rewards=RewardConfig(credit='split', gamma=0.9), rollout=RolloutConfig(G=3, stop=['</answer>']), dual_clip=None, lr=3e-4)
+    cfg = IGPOConfig(rewards=RewardConfig(credit='split', gamma=0.9), rollout=RolloutConfig(G=3, stop=['</answer>']),
+                     dual_clip=None, lr=3e-4)
     back = IGPOConfig.load(cfg.save(tmp_path/'c.json'))
     assert back == cfg and isinstance(back.rollout, RolloutConfig) and isinstance(back.rewards, RewardConfig)
     assert back.dual_clip is None and back.rollout.stop == ('</answer>',) and isinstance(back.betas, tuple)
@@ -284,9 +294,11 @@ def test_config_saves_the_judge(tmp_path):
     back = IGPOConfig.load(llm.save(tmp_path/'llm.json'))
     assert back == llm and isinstance(back.judge, LLMJudge) and back.judge.base_url == 'http://localhost:8000/v1'
     assert 'api_key' not in (tmp_path/'llm.json').read_text()
-    with pytest.warns(UserWarning, match='api_key'): keyed = IGPOConfig(judge=LLMJudge(base_url='u', api_key='sk-secret')).save(tmp_path/'k.json')
+    with pytest.warns(UserWarning, match='api_key'):
+        keyed = IGPOConfig(judge=LLMJudge(base_url='u', api_key='sk-secret')).save(tmp_path/'k.json')
     assert 'sk-secret' not in keyed.read_text() and IGPOConfig.load(keyed).judge.api_key is None
-    for f in (strict_judge, em_judge):   # module-level functions: saved by name, loaded only with trust_code (it imports code)
+    # module-level functions: saved by name, loaded only with trust_code (it imports code)
+    for f in (strict_judge, em_judge):
         assert IGPOConfig.load(IGPOConfig(judge=f).save(tmp_path/'f.json'), trust_code=True).judge is f
         with pytest.raises(ValueError, match='trust_code=True'): IGPOConfig.load(tmp_path/'f.json')
     assert judge_spec(strict_judge) == {'callable': 'test_igpo.strict_judge'}
@@ -297,7 +309,7 @@ def test_config_saves_the_judge(tmp_path):
     with pytest.raises(ValueError, match='saved judge'): IGPOConfig(judge={'name': 'x'})
 
 def test_judge_and_outcomes():
-    "The judges igpo scores outcomes with (`judges`): (question, answer, gt) -> score, and legacy (answer, gt) callables"
+    "Judges igpo scores outcomes with (`judges`): (question, answer, gt) -> score, and legacy (answer, gt) callables"
     with pytest.raises(ValueError, match="'em', 'f1' or a callable"): judge_fn('x')
     f3, f = (lambda q, a, gt: 0.25), (lambda a, gt: 0.25)
     assert judge_fn(f3) is f3 and judge_fn(f)('q', 'a', 'gt') == 0.25 and judge_fn('em')('q', '1926', '1926') == 1
@@ -305,7 +317,8 @@ def test_judge_and_outcomes():
     ans = t.turns[-1].answer
     no_answer = replace(t, turns=t.turns[:-1])                 # ends on a tool call
     assert t.turns[-2].answer is None
-    assert outcomes([t, replace(t, gt='not the answer'), no_answer, replace(t, gt=None), replace(t, turns=[])]) == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert (outcomes([t, replace(t, gt='not the answer'), no_answer, replace(t, gt=None), replace(t, turns=[])])
+            == [1.0, 0.0, 0.0, 0.0, 0.0])
     assert outcomes([t], f) == [0.25] and outcomes([no_answer], f) == [0.0]
     assert 0 < outcomes([replace(t, gt=ans + ' extra words')], 'f1')[0] < 1
 
@@ -313,7 +326,7 @@ from functools import lru_cache
 
 @lru_cache(maxsize=None)
 def _experts(shorten=300):
-    "Four expert trajectories of the world as one group, tool responses cut to `shorten` characters; two right, two wrong"
+    "Four expert trajectories of the world as one group, tool responses cut to `shorten` chars; two right, two wrong"
     ts = sorted(read_jsonl(WORLD/'trajectories.jsonl').trajectories, key=lambda t: len(t.turns))
     group = [t.shorten(shorten) for t in ts if 3 <= len(t.turns) <= 6][:4]
     assert len(group) == 4
@@ -360,12 +373,14 @@ def _moves(pol, group, cfg, updates):
     return sum(up) / len(up), sum(down) / len(down)
 
 def test_update_moves_policy_tiny():
-    up, down = _moves(rl_policy(tiny_model('llama'), IGPOConfig(seed=0)), _experts(150), IGPOConfig(lr=2e-3, kl_coef=0.0), 3)
+    up, down = _moves(rl_policy(tiny_model('llama'), IGPOConfig(seed=0)), _experts(150),
+                      IGPOConfig(lr=2e-3, kl_coef=0.0), 3)
     assert up > down, (up, down)
 
 @pytest.mark.slow
 def test_update_moves_policy_smollm2():
-    up, down = _moves(rl_policy('smollm2-135m'), _experts(150), IGPOConfig(lr=1e-3, kl_coef=0.0), 2)   # ~1.1k tokens each
+    # ~1.1k tokens each
+    up, down = _moves(rl_policy('smollm2-135m'), _experts(150), IGPOConfig(lr=1e-3, kl_coef=0.0), 2)
     assert up > down and up > 0, (up, down)
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -390,7 +405,8 @@ def test_truncated_state_is_not_a_complete_checkpoint(tmp_path):
     save_checkpoint(pol.model, opt, cfg, 1, [dict(step=1, loss=0.5)], rng)
     d = save_checkpoint(pol.model, opt, cfg, 2, [dict(step=1, loss=0.5), dict(step=2, loss=0.4)], rng)
     (d/'state.json').write_text((d/'state.json').read_text()[:100])   # what a SIGKILL mid-write leaves
-    with pytest.warns(UserWarning, match='checkpoint-2'): assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-1'
+    with pytest.warns(UserWarning, match='checkpoint-2'):
+        assert last_igpo_checkpoint(tmp_path) == tmp_path/'checkpoint-1'
 
 def _cfg(out, lora_r=16):
     return IGPOConfig(steps=4, questions_per_step=2, lr=1e-3, save_steps=1, output_dir=str(out), lora_r=lora_r,
@@ -452,12 +468,15 @@ def test_kill_and_resume(tmp_path, lora_r):
     cols = ['step', 'accuracy', 'format_error_rate', 'turns', 'gen_tokens', 'trained_tokens', 'loss', 'kl']
     assert whole.resumed_from is None
     assert res.metrics[cols].equals(whole.metrics[cols]), (res.metrics[cols], whole.metrics[cols])
-    # every step's scored rollouts are on disk, the killed run's and the resumed run's alike, and read back as they scored
+    # every step's scored rollouts are on disk, the killed run's and the resumed run's alike,
+    # and read back as they scored
     from venus_nb.replay import Scored
     steps = [Scored.load(out/'rollouts'/f'step-{i}.jsonl') for i in range(1, 5)]
     assert [sum(s.outcome) / len(s.outcome) for s in steps] == list(whole.metrics.accuracy)
-    assert steps[-1].ig == whole.last.ig and [t.question for t in steps[-1].trajs] == [t.question for t in whole.last.trajs]
-    assert all(torch.equal(v.detach(), dict(whole.policy.model.named_parameters())[k].detach()) for k, v in mine.items())
+    assert (steps[-1].ig == whole.last.ig
+            and [t.question for t in steps[-1].trajs] == [t.question for t in whole.last.trajs])
+    assert all(torch.equal(v.detach(), dict(whole.policy.model.named_parameters())[k].detach())
+               for k, v in mine.items())
     # and an earlier checkpoint differs from the last (training moved the adapter)
     early = rl_policy(tiny_model('llama'), cfg(out))
     load_checkpoint(early.model, make_optimizer(early.model, cfg(out)), out/'checkpoint-1')
@@ -466,7 +485,8 @@ def test_kill_and_resume(tmp_path, lora_r):
 def test_signal_metrics_counts_differing_groups_and_ig_slots():
     from venus_nb.igpo import signal_metrics
     from venus_nb.replay import Scored
-    s = Scored(trajs=[None] * 4, groups=[0, 0, 1, 1], ig=[[None, 0.2], [None], [0.1, None, -0.3], []], outcome=[1.0, 0.0, 0.0, 0.0])
+    s = Scored(trajs=[None] * 4, groups=[0, 0, 1, 1], ig=[[None, 0.2], [None], [0.1, None, -0.3], []],
+               outcome=[1.0, 0.0, 0.0, 0.0])
     assert signal_metrics(s) == dict(groups=2, groups_differing=1, ig_slots=3)
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -488,7 +508,8 @@ def test_kind_shares_draw_fixed_counts_of_each_kind():
     assert seen == {q['id'] for q in qs}                       # every question of every kind comes up
     only = IGPOConfig(questions_per_step=3, kind_shares={'2-hop': 1, '1-hop': 0})
     assert {question_kind(q) for q in draw_batch(qs, only, rng)} == {'2-hop'}
-    # without shares the draw is the uniform one every earlier run made, so their batches (and resumes) stay as they were
+    # without shares the draw is the uniform one every earlier run made, so their batches
+    # (and resumes) stay as they were
     assert draw_batch(qs, IGPOConfig(questions_per_step=4), random.Random(5)) == random.Random(5).sample(qs, 4)
 
 @pytest.mark.parametrize('shares', [{}, {'2-hop': -1}, {'2-hop': 0}, {'2-hop': True}, {'2-hop': '3'}, ['2-hop']])

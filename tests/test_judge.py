@@ -1,10 +1,12 @@
-"One judge signature everywhere: `LLMJudge` against a real OpenAI-compatible server on the loopback, `judge_fn`, `outcomes`, evaluation and the verl hook."
+"""One judge signature everywhere: `LLMJudge` against a real OpenAI-compatible server on the loopback, `judge_fn`,
+`outcomes`, evaluation and the verl hook."""
 import json, re, warnings
 from http.server import ThreadingHTTPServer
 from conftest import ChatHandler, chat_server
 import pytest
 from venus_nb.trajectory import Trajectory, Turn, ToolCall
-from venus_nb.judges import LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes, exact_match
+from venus_nb.judges import (LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes,
+                             exact_match)
 from venus_nb import eval as ev
 
 # --- a tiny chat-completions server --------------------------------------------------------------------------------
@@ -41,8 +43,10 @@ Q = 'Which river runs through Kestra?'
 
 def test_shortcuts_never_call_the_server(server, sent):
     j = judge_at(server)
-    assert [j(Q, 'Sael', 'Sael'), j(Q, '  River Sael ', 'Sael<|answer_split|>River Sael'), j(Q, 'River Sael', ['Sael', 'River Sael'])] == [1.0] * 3
-    assert [j(Q, '', 'Sael'), j(Q, '   ', 'Sael'), j(Q, None, 'Sael'), j(Q, 'answer here', 'Sael'), j(Q, 'the Sael', None)] == [0.0] * 5
+    assert [j(Q, 'Sael', 'Sael'), j(Q, '  River Sael ', 'Sael<|answer_split|>River Sael'),
+            j(Q, 'River Sael', ['Sael', 'River Sael'])] == [1.0] * 3
+    assert [j(Q, '', 'Sael'), j(Q, '   ', 'Sael'), j(Q, None, 'Sael'), j(Q, 'answer here', 'Sael'),
+            j(Q, 'the Sael', None)] == [0.0] * 5
     assert sent == [] and j.errors == []
 
 def test_prompt_and_sampling_params_as_sent(server, sent):
@@ -51,12 +55,16 @@ def test_prompt_and_sampling_params_as_sent(server, sent):
     r = sent[0]
     assert r['path'] == '/v1/chat/completions' and r['headers']['Authorization'] == 'Bearer sk-test'
     body = r['body']
-    assert {k: v for k, v in body.items() if k != 'messages'} == {'model': 'judge-model', 'temperature': 0.1, 'top_p': 0.95, 'n': 1}
+    assert ({k: v for k, v in body.items() if k != 'messages'}
+            == {'model': 'judge-model', 'temperature': 0.1, 'top_p': 0.95, 'n': 1})
     assert [m['role'] for m in body['messages']] == ['user']
     prompt = body['messages'][0]['content']
-    assert prompt == JUDGE_PROMPT.format(question=Q, response='the river Sael', correct_answer='Sael (also accepted: River Sael)')
-    assert prompt.startswith('"Judge whether the following [response]') and '\nconfidence: The extracted confidence score' in prompt
-    assert '[correct_answer]: Sael\n' in sent[1]['body']['messages'][0]['content']   # one answer: the prompt is DR-Venus' own
+    assert prompt == JUDGE_PROMPT.format(question=Q, response='the river Sael',
+                                         correct_answer='Sael (also accepted: River Sael)')
+    assert (prompt.startswith('"Judge whether the following [response]')
+            and '\nconfidence: The extracted confidence score' in prompt)
+    # one answer: the prompt is DR-Venus' own
+    assert '[correct_answer]: Sael\n' in sent[1]['body']['messages'][0]['content']
 
 def test_defaults_thinking_and_full_url(server, sent, monkeypatch):
     full = f'http://127.0.0.1:{server.server_port}/v1/chat/completions'
@@ -88,13 +96,15 @@ def test_judge_errors_score_zero_with_the_reason(server, sent, answer, requests,
     if answer == 'mumble': assert e['reply'] == 'These look alike to me.'
 
 def test_unreachable_endpoint_is_a_judge_error():
-    with ThreadingHTTPServer(('127.0.0.1', 0), Judge) as closed: port = closed.server_port   # a port nobody listens on now
+    # a port nobody listens on now
+    with ThreadingHTTPServer(('127.0.0.1', 0), Judge) as closed: port = closed.server_port
     j = LLMJudge(f'http://127.0.0.1:{port}/v1', backoff=0, attempts=2, timeout=5)
     with pytest.warns(RuntimeWarning): assert j(Q, 'the Sael', 'Sael') == 0.0
     assert j.errors[0]['reason'].startswith('no reply after 2 attempts (ConnectError')
 
 def test_verdict_parser_reads_the_first_verdict():
-    assert [parse_verdict(r) for r in ('correct: yes\ncorrect: no', 'CORRECT : No', 'correct:yes.', 'correct: yesterday', '', None)] == [1.0, 0.0, 1.0, None, None, None]
+    assert [parse_verdict(r) for r in ('correct: yes\ncorrect: no', 'CORRECT : No', 'correct:yes.',
+                                       'correct: yesterday', '', None)] == [1.0, 0.0, 1.0, None, None, None]
     assert judge_reference(['A', 'B', 'C']) == 'A (also accepted: B; C)' and judge_reference(' A ') == 'A'
 
 # --- one signature: judge_fn, outcomes, evaluation -----------------------------------------------------------------
@@ -103,7 +113,8 @@ def test_judge_fn_signatures():
     three = lambda question, answer, gt: float(question.startswith('Which'))
     assert judge_fn(three) is three and judge_fn(judge := LLMJudge('http://x/v1')) is judge and ev.scorer is judge_fn
     assert [judge_fn(k)(Q, 'the Sael', 'Sael') for k in ('em', 'f1')] == [1.0, 1.0]
-    assert judge_fn(exact_match)(Q, 'the Sael', 'Sael') == 1.0                         # legacy (answer, gt): called without the question
+    # legacy (answer, gt): called without the question
+    assert judge_fn(exact_match)(Q, 'the Sael', 'Sael') == 1.0
     assert judge_fn(lambda answer, gt, strict=False: float(answer == gt))(Q, 'x', 'x') == 1.0
     assert judge_fn(lambda *args: len(args))(Q, 'x', 'x') == 3
     assert judge_fn(judge_fn(exact_match))(Q, 'Sael', 'Sael') == 1.0                  # idempotent
@@ -113,7 +124,8 @@ def test_judge_fn_signatures():
         with pytest.raises(ValueError, match="'em', 'f1' or a callable"): judge_fn(bad)
 
 def _rollout(answer, gt='Sael<|answer_split|>River Sael', i=0):
-    search = Turn.make('Look it up.', ToolCall('search', {'query': ['Kestra river']}), observation='Kestra lies on the Sael.', index=0)
+    search = Turn.make('Look it up.', ToolCall('search', {'query': ['Kestra river']}),
+                       observation='Kestra lies on the Sael.', index=0)
     turns = [search] if answer is None else [search, Turn.make('Found it.', answer=answer, index=1)]
     return Trajectory(Q, turns, gt, dict(qid='q0', group=0, sample=i), [{'role': 'user', 'content': Q}])
 
@@ -124,9 +136,11 @@ def test_outcomes_through_the_server(server, sent):
     trajs = [_rollout(a, i=i) for i, a in enumerate(ANSWERS)] + [_rollout('the Sael', gt=None)]
     assert outcomes(trajs, j) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
     prompts = [r['body']['messages'][0]['content'] for r in sent]
-    assert [_field(p, 'response') for p in prompts] == ['the river Sael', 'Kestra', 'flaky', 'flaky']   # flaky: a 500, then a verdict
+    # flaky: a 500, then a verdict
+    assert [_field(p, 'response') for p in prompts] == ['the river Sael', 'Kestra', 'flaky', 'flaky']
     assert all(_field(p, 'question') == Q for p in prompts) and j.errors == []
-    assert outcomes(trajs, lambda answer, gt: 0.5) == [0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0]      # a legacy judge, never asked without an answer
+    # a legacy judge, never asked without an answer
+    assert outcomes(trajs, lambda answer, gt: 0.5) == [0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0]
 
 def test_evaluation_through_the_server(server, sent):
     j = judge_at(server)
@@ -139,10 +153,12 @@ def test_evaluation_through_the_server(server, sent):
 def test_verl_hook_asks_the_same_judge(server, sent, request):
     vv = pytest.importorskip('venus_nb.verl', exc_type=ImportError)
     qwen3_tok = request.getfixturevalue('qwen3_tok')
-    j = vv.agent_judge('venus_nb.judges.LLMJudge', {'base_url': f'http://127.0.0.1:{server.server_port}/v1', 'backoff': 0})
+    j = vv.agent_judge('venus_nb.judges.LLMJudge',
+                       {'base_url': f'http://127.0.0.1:{server.server_port}/v1', 'backoff': 0})
     tk = _rollout('the river Sael').tokenize(qwen3_tok)
     resp, mask = tk.ids[tk.prompt_len:], tk.loss_mask[tk.prompt_len:]
     row = vv.rollout_turn_rewards(qwen3_tok, resp, mask, 'Sael', None, j, question=Q)
     assert vv.decode_turn_rewards(row, mask)[2] == 1.0
-    assert [(_field(p, 'question'), _field(p, 'response')) for p in (r['body']['messages'][0]['content'] for r in sent)] == [(Q, 'the river Sael')]
+    assert ([(_field(p, 'question'), _field(p, 'response'))
+             for p in (r['body']['messages'][0]['content'] for r in sent)] == [(Q, 'the river Sael')])
     assert vv.rollout_question({'extra_info': {'question': Q}}) == Q

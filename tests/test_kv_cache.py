@@ -11,7 +11,8 @@ def tiny():
     from venus_nb.models import tiny_model
     return tiny_model('llama')
 
-GREEDY = RolloutConfig(G=2, max_turns=4, turn_jitter=0, max_new_tokens=16, min_answer_tokens=8, temperature=0, progress=False)
+GREEDY = RolloutConfig(G=2, max_turns=4, turn_jitter=0, max_new_tokens=16, min_answer_tokens=8, temperature=0,
+                       progress=False)
 
 def ids_of(trajs): return [t.tokens.ids for t in trajs]
 
@@ -25,7 +26,7 @@ def test_greedy_ids_are_the_same_with_the_cache(tiny, world, qa):
     plain, cached, engine = both(tiny, qa[:2], world, GREEDY)   # 4 rollouts in batches of 3: rows move between batches
     assert all(len(t.turns) >= 3 for t in cached)
     assert ids_of(cached) == ids_of(plain)
-    assert engine.tokens['reused'] > engine.tokens['prompt'] / 2   # most of each later turn's prompt came from the cache
+    assert engine.tokens['reused'] > engine.tokens['prompt'] / 2   # most of each later turn's prompt from the cache
     assert engine.kept == []                                       # freed when the rollouts ended
 
 def test_seeded_sampling_is_reproducible_with_the_cache(tiny, world, qa):
@@ -39,7 +40,8 @@ def test_a_fresh_prompt_beside_continued_ones(tiny):
     "A batch mixing a continued sequence and a new one gives what prefilling both gives"
     model, tok = tiny
     enc = lambda s: tok.encode(s, add_special_tokens=False)
-    a, b = enc('<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n'), enc('<|im_start|>user\nHi<|im_end|>\n')
+    a, b = (enc('<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n'),
+            enc('<|im_start|>user\nHi<|im_end|>\n'))
     cached, plain = HFEngine(model, tok), HFEngine(model, tok, cache_turns=False)
     gen = cached([a], [8], GREEDY)[0].ids
     assert gen == plain([a], [8], GREEDY)[0].ids
@@ -81,11 +83,13 @@ def test_igpo_steps_are_the_same_with_the_cache(tmp_path, world, qa):
     from venus_nb.igpo import IGPOConfig, igpo
     from venus_nb.models import tiny_model
     cfg = lambda out: IGPOConfig(steps=2, questions_per_step=1, lr=1e-3, save_steps=2, output_dir=str(out),
-                                 rollout=RolloutConfig(G=2, max_turns=3, turn_jitter=0, max_new_tokens=12, min_answer_tokens=8, progress=False))
+                                 rollout=RolloutConfig(G=2, max_turns=3, turn_jitter=0, max_new_tokens=12,
+                                                       min_answer_tokens=8, progress=False))
     runs = []
     for cache_turns in (False, True):
         pol = tiny_model('llama')
-        res = igpo(pol, qa[:2], world, cfg(tmp_path/str(cache_turns)), engine=None if cache_turns else HFEngine(*pol, cache_turns=False), live=False)
+        res = igpo(pol, qa[:2], world, cfg(tmp_path/str(cache_turns)),
+                   engine=None if cache_turns else HFEngine(*pol, cache_turns=False), live=False)
         runs.append(res.metrics)
     cols = ['step', 'turns', 'gen_tokens', 'trained_tokens', 'loss', 'kl']
     assert runs[0][cols].equals(runs[1][cols]), (runs[0][cols], runs[1][cols])

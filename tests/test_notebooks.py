@@ -39,8 +39,10 @@ def test_run_all_skips_cells_this_machine_cannot_run(nb, flag, monkeypatch):
     if not _missing(flag): pytest.skip(f'this machine has what `#| {flag}` cells need')
     from execnb.shell import CaptureShell
     monkeypatch.chdir(nb.parent)
-    setup = [s for s in _raw_cells(nb) if 'skip_flagged' in s and s not in _flagged(nb)[flag]]   # its import and its call
-    assert any(f"skip_flagged('{flag}'" in s for s in setup), f'{nb.name} has `#| {flag}` cells but no cell calls skip_flagged({flag!r}, ...)'
+    # its import and its call
+    setup = [s for s in _raw_cells(nb) if 'skip_flagged' in s and s not in _flagged(nb)[flag]]
+    assert any(f"skip_flagged('{flag}'" in s for s in setup), (
+        f'{nb.name} has `#| {flag}` cells but no cell calls skip_flagged({flag!r}, ...)')
     k = CaptureShell(nb)
     for s in setup:
         k.run_cell(s)
@@ -48,14 +50,16 @@ def test_run_all_skips_cells_this_machine_cannot_run(nb, flag, monkeypatch):
     for s in _flagged(nb)[flag]:
         res = k.run_cell(s)
         assert k.exc is None, f'{nb.name}: a `#| {flag}` cell raised {k.exc!r}'
-        assert res['stdout'].endswith(': skipped\n') and res['stdout'].count('\n') == 1 and NEEDS[flag] in res['stdout'], res['stdout']
+        assert (res['stdout'].endswith(': skipped\n') and res['stdout'].count('\n') == 1
+                and NEEDS[flag] in res['stdout']), res['stdout']
     assert k.run_cell('#| other\nx = 6 * 7\nx')['result'].result == 42   # cells without the flag still run
 
 def test_skip_flagged_outside_ipython():
     "In plain Python there are no cells: nothing to register; a cell's flags are its opening `#|` lines"
     from venus_nb.models import cell_flags
     code = "from venus_nb.models import skip_flagged; print(skip_flagged('gpu', 'needs a CUDA GPU'))"
-    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT.parent, env={**os.environ, 'PYTHONPATH': str(ROOT.parent)}, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT.parent,
+                       env={**os.environ, 'PYTHONPATH': str(ROOT.parent)}, capture_output=True, text=True)
     assert r.stdout == 'None\n', r.stderr[-2000:]
     assert cell_flags(['#| export\n', '#| gpu\n', '\n', 'x = 1  #| verl\n', '#| slow\n']) == {'export', 'gpu'}
 
@@ -77,15 +81,18 @@ def _docs_preprocess(src:Path, dst:Path):
     from nbdev import serve_drv
     from nbdev.processors import FilterDefaults
     from ipywidgets import Widget
-    Widget.close_all()   # nbdev runs each notebook in a fresh process: no widgets of other tests in the saved widget state
+    # nbdev runs each notebook in a fresh process: no widgets of other tests in the saved widget state
+    Widget.close_all()
     serve_drv.main((src, dst, FilterDefaults))
 
 def _preprocess_in(python:str, src:Path, dst:Path):
     "The same in another environment's Python (the notebook's own kernel)"
-    code = ('import sys; from pathlib import Path; from nbdev import serve_drv; from nbdev.processors import FilterDefaults; '
+    code = ('import sys; from pathlib import Path; from nbdev import serve_drv; '
+            'from nbdev.processors import FilterDefaults; '
             'serve_drv.main((Path(sys.argv[1]), Path(sys.argv[2]), FilterDefaults))')
     env = {**os.environ, 'PYTHONPATH': str(ROOT.parent)}
-    r = subprocess.run([python, '-c', code, str(src), str(dst)], cwd=ROOT.parent, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([python, '-c', code, str(src), str(dst)], cwd=ROOT.parent, env=env, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
 
 # a notebook of another kernel (41_verl: verl's environment) starts that environment's Python: slow
@@ -97,7 +104,8 @@ def test_docs_preprocessing(nb, tmp_path, monkeypatch):
     dst, kernel = tmp_path/nb.name, _kernel(nb)
     if kernel == VERL_KERNEL and not has_module('verl'):
         python = _kernel_python(VERL_KERNEL)
-        if python is None: pytest.skip(f'{nb.name} runs in the kernel {VERL_KERNEL!r}, not registered here (`make verl-env`)')
+        if python is None:
+            pytest.skip(f'{nb.name} runs in the kernel {VERL_KERNEL!r}, not registered here (`make verl-env`)')
         _preprocess_in(python, nb, dst)
     else:
         monkeypatch.chdir(ROOT.parent)   # where `nbdev_docs` runs
@@ -105,7 +113,8 @@ def test_docs_preprocessing(nb, tmp_path, monkeypatch):
     cells = json.loads(dst.read_text())['cells']
     docs = [c for c in cells if c['cell_type'] == 'code' and 'show_doc(' in ''.join(c['source'])]
     assert all(c['outputs'] for c in docs), [''.join(c['source']) for c in docs if not c['outputs']][:3]
-    exported = any(re.match(r'#\|\s*export', ''.join(c['source'])) for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code')
+    exported = any(re.match(r'#\|\s*export', ''.join(c['source']))
+                   for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code')
     assert bool(docs) == exported, 'a notebook that exports shows its API'
 
 
@@ -122,6 +131,7 @@ def test_saved_outputs(nb):
     "At least one code cell with saved outputs (unless allowed above, with the reason), and no saved error"
     name, outs = str(nb.relative_to(ROOT).with_suffix('')), _saved(nb)
     if name in NO_SAVED_OUTPUTS: assert not outs, f'{name} now has saved outputs: drop it from NO_SAVED_OUTPUTS'
-    else: assert outs, f'{name} has no saved outputs: save them (run it and save; cells flagged slow/gpu/verl/notest stay empty)'
+    else: assert outs, (f'{name} has no saved outputs: save them '
+                        '(run it and save; cells flagged slow/gpu/verl/notest stay empty)')
     bad = [o for o in outs if o.get('output_type') == 'error' or any(m in json.dumps(o) for m in ERROR_MARKS)]
     assert not bad, f'{name} saved an error: {json.dumps(bad[0])[:500]}'

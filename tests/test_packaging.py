@@ -8,7 +8,8 @@ BIN = Path(sys.executable).parent
 
 def _tracked_copy(dst):
     "Copy the files git tracks (plus untracked, unignored ones) into `dst`: a clean checkout of the work tree"
-    files = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard'], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard'], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
     for f in files:
         if (ROOT/f).is_file():
             (dst/f).parent.mkdir(parents=True, exist_ok=True)
@@ -38,10 +39,12 @@ def test_wheel_installs_and_runs_without_nbs(tmp_path):
                                capture_output=True, text=True, check=True).stdout.strip())
     (site/'deps.pth').write_text(sysconfig.get_paths()['purelib'] + '\n')
     run = dict(cwd=tmp_path, capture_output=True, text=True, env={**os.environ, 'PYTHONPATH': ''})
-    where = subprocess.run([str(py), '-c', 'import venus_nb, venus_nb.trajectory, venus_nb.models; print(venus_nb.__file__)'], **run)
+    where = subprocess.run([str(py), '-c', ('import venus_nb, venus_nb.trajectory, venus_nb.models; '
+                                            'print(venus_nb.__file__)')], **run)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(env_dir), where.stdout
     helped = subprocess.run([str(env_dir/'bin'/'venus-nb'), '--help'], **run)
     assert helped.returncode == 0 and 'demo' in helped.stdout, helped.stderr
-    reqs = subprocess.run([str(py), '-c', 'from importlib.metadata import requires; print(requires("venus-nb"))'], **run).stdout
+    reqs = subprocess.run([str(py), '-c', 'from importlib.metadata import requires; print(requires("venus-nb"))'],
+                          **run).stdout
     assert 'transformers' in reqs and 'torch' in reqs

@@ -1,4 +1,5 @@
-"The replay widget without a browser: its state follows the slider, buttons and chart clicks; variants recompute; HTML export."
+"""The replay widget without a browser: its state follows the slider, buttons and chart clicks; variants recompute;
+HTML export."""
 import json, random, re, time
 import pytest
 from conftest import shared_file, ROOT
@@ -11,9 +12,11 @@ def rollout(kinds, answer='42', bad=(), seed=0):
     "A trajectory from a kind string such as 'ssvsv' (then an answer turn); turns in `bad` are malformed"
     turns = []
     for i, k in enumerate(kinds):
-        call = ToolCall('search', {'query': [f'query-{seed}-{i}']}) if k == 's' else ToolCall('visit', {'url': [f'https://e.x/{seed}/{i}'], 'goal': 'g'})
+        call = (ToolCall('search', {'query': [f'query-{seed}-{i}']}) if k == 's'
+                else ToolCall('visit', {'url': [f'https://e.x/{seed}/{i}'], 'goal': 'g'}))
         t = Turn.make(f'thinking {i}', call, observation=f'observation {seed}-{i} ' + 'x' * 40, index=i)
-        if i in bad: t = Turn.parse({'role': 'assistant', 'content': t.raw.replace('</think>', '')}, t.source[1:], i, False)
+        if i in bad:
+            t = Turn.parse({'role': 'assistant', 'content': t.raw.replace('</think>', '')}, t.source[1:], i, False)
         turns.append(t)
     turns.append(Turn.make('done', answer=answer, index=len(kinds)))
     return Trajectory(f'question {seed}', turns, '42')
@@ -24,7 +27,8 @@ def scored(trajs, outcome=None, **cfg):
 
 @pytest.fixture
 def group():
-    trajs = [rollout('ssvsv', seed=0), rollout('svsssv', seed=1, bad={2}), rollout('ss', seed=2, answer='7'), rollout('vvvv', seed=3)]
+    trajs = [rollout('ssvsv', seed=0), rollout('svsssv', seed=1, bad={2}), rollout('ss', seed=2, answer='7'),
+             rollout('vvvv', seed=3)]
     return trajs, scored(trajs, outcome=[1.0, 1.0, 0.0, 0.0])
 
 def query(turn): return turn.call.arguments.get('query', turn.call.arguments.get('url'))[0]
@@ -56,7 +60,8 @@ def test_chart_click_jumps_to_turn(group):
     trajs, sc = group
     r = Replay(trajs[0], sc)
     # the message plotly.js sends when bar 4 of trace 0 is clicked
-    r.fig._js2py_pointsCallback = dict(event_type='plotly_click', points=dict(xs=[4], ys=[0.1], point_indexes=[4], trace_indexes=[0]))
+    r.fig._js2py_pointsCallback = dict(event_type='plotly_click',
+                                       points=dict(xs=[4], ys=[0.1], point_indexes=[4], trace_indexes=[0]))
     assert (r.turn, r.slider.value, r.fig.data[0].selectedpoints) == (4, 4, (4,))
 
 def test_long_rollout_turn_change_sends_only_the_highlight():
@@ -65,12 +70,14 @@ def test_long_rollout_turn_change_sends_only_the_highlight():
     r = Replay(big, scored([big]))
     sent = []
     r.fig.observe(lambda c: sent.append((c.name, c.new)) if c.new else None,
-                  names=['_py2js_update', '_py2js_restyle', '_py2js_relayout', '_py2js_addTraces', '_py2js_deleteTraces'])
+                  names=['_py2js_update', '_py2js_restyle', '_py2js_relayout', '_py2js_addTraces',
+                         '_py2js_deleteTraces'])
     start = time.perf_counter()
     for t in range(1, 61): r.turn = t
     per_turn = (time.perf_counter() - start) / 60
     assert len(sent) == 60 and {n for n, _ in sent} == {'_py2js_update'}
-    assert all(set(m['style_data']) == {'selectedpoints'} and set(m['layout_data']) == {'shapes.0.x0', 'shapes.0.x1'} for _, m in sent)
+    assert all(set(m['style_data']) == {'selectedpoints'} and set(m['layout_data']) == {'shapes.0.x0', 'shapes.0.x1'}
+               for _, m in sent)
     assert per_turn < 0.1, f'{per_turn * 1000:.0f} ms per turn change'
 
 def test_credit_and_penalty_toggles_recompute(group):
@@ -82,7 +89,8 @@ def test_credit_and_penalty_toggles_recompute(group):
     want = turn_rewards(trajs, [0] * 4, sc.ig, sc.outcome, RewardConfig(credit='split', penalty='replace'), sc.logp)
     assert list(r.fig.data[0].y) == pytest.approx(want[want.rollout == 1].advantage.tolist())
     assert list(r.fig.data[0].y) != pytest.approx(copy)
-    assert r.fig.data[0].selectedpoints == (2,) and f'{want[want.rollout == 1].advantage.iloc[2]:+.3f}' in r.transcript.value
+    assert (r.fig.data[0].selectedpoints == (2,)
+            and f'{want[want.rollout == 1].advantage.iloc[2]:+.3f}' in r.transcript.value)
     assert r.group.summary.loc[1, 'advantage'] == pytest.approx(want[want.rollout == 1].advantage.mean())
 
 def test_table_input_replays_without_variants(group):
@@ -151,7 +159,8 @@ def test_replay_html_is_self_contained(tmp_path, group):
     trajs, sc = group
     page = replay_html(trajs[1], sc)
     markup = re.sub(r'<script[^>]*>.*?</script>', '', page, flags=re.S)  # plotly.js itself holds URL strings
-    assert '<script src' not in page and not re.search(r'''(src|href)\s*=\s*["']?(https?:)?//''', markup), 'the page must not fetch anything'
+    assert '<script src' not in page and not re.search(r'''(src|href)\s*=\s*["']?(https?:)?//''', markup), (
+        'the page must not fetch anything')
     assert 'Plotly.newPlot' in page and len(page) > 1_000_000  # plotly.js inlined
     assert len(re.findall(r'<section class="venus-turn" data-turn=', page)) == len(trajs[1].turns)
     assert '<table class="venus-group">' in page

@@ -9,8 +9,9 @@ from venus_nb.replay import Scored, random_logprobs, write_replay
 from venus_nb.trajectory import read_jsonl
 
 CHROMIUM, DRIVER = Path('/usr/bin/chromium'), Path('/usr/bin/chromedriver')
-FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--no-proxy-server', '--window-size=1500,1000']
+FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-proxy-server',
+         '--window-size=1500,1000']
 SAMPLE = ROOT/'data'/'sample'/'trajectories.jsonl'
 
 def _apt_install():
@@ -22,7 +23,8 @@ def _apt_install():
         if CHROMIUM.exists() and DRIVER.exists(): return None
         for cmd in (['apt-get', 'update', '-qq'], ['apt-get', 'install', '-y', '-qq', 'chromium', 'chromium-driver']):
             r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-            if r.returncode: return f'`{" ".join(cmd)}` failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-300:]}'
+            if r.returncode:
+                return f'`{" ".join(cmd)}` failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-300:]}'
 
 @pytest.fixture(scope='session')
 def webdriver():
@@ -30,7 +32,8 @@ def webdriver():
     if not (CHROMIUM.exists() and DRIVER.exists()):
         why = _apt_install()
         if why or not (CHROMIUM.exists() and DRIVER.exists()):
-            pytest.skip(f'headless Chromium unavailable: {why or "apt-get did not provide /usr/bin/chromium and /usr/bin/chromedriver"}')
+            pytest.skip('headless Chromium unavailable: '
+                        f'{why or "apt-get did not provide /usr/bin/chromium and /usr/bin/chromedriver"}')
     return wd
 
 def start_chromium(webdriver, profile, flags=FLAGS):
@@ -49,7 +52,8 @@ def browser(webdriver, tmp_path):
 
 def sample_scored():
     trajs = read_jsonl(SAMPLE).trajectories
-    return trajs, Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0])
+    return trajs, Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)],
+                                       outcome=[1.0, 0.0, 1.0])
 
 def visible_turn(d):
     from selenium.webdriver.common.by import By
@@ -64,7 +68,8 @@ def test_exported_html_in_chromium(browser, tmp_path):
     traj = trajs[1]
     page = write_replay(tmp_path/'replay.html', traj, sc)
     browser.get(page.as_uri())
-    js = "return Array.from(document.querySelectorAll('#venus-chart .barlayer .trace.bars'), t => t.querySelectorAll('.point').length)"
+    js = ("return Array.from(document.querySelectorAll('#venus-chart .barlayer .trace.bars'), "
+          "t => t.querySelectorAll('.point').length)")
     WebDriverWait(browser, 30).until(lambda d: d.execute_script(js))
     assert browser.execute_script(js) == [len(traj.turns)]  # one bar trace, one bar per turn
     assert visible_turn(browser)[0] == 0
@@ -73,7 +78,8 @@ def test_exported_html_in_chromium(browser, tmp_path):
         shown, text = visible_turn(browser)
         assert shown == t.index and f'tool call: {t.call.name}' in text
         assert json.dumps(t.call.arguments, ensure_ascii=False, indent=1).splitlines()[2].strip() in text
-        gd = "const g = document.getElementById('venus-chart'); return [g.layout.shapes[0].x0, g.data[0].selectedpoints]"
+        gd = ("const g = document.getElementById('venus-chart'); "
+              "return [g.layout.shapes[0].x0, g.data[0].selectedpoints]")
         assert browser.execute_script(gd) == [t.index - 0.5, [t.index]]
     browser.find_element(By.ID, 'venus-next').click()
     assert visible_turn(browser)[0] == len(traj.turns) - 1
@@ -118,16 +124,18 @@ def lab(tmp_path):
     root, port, token = tmp_path/'nb', _free_port(), secrets.token_hex(16)
     root.mkdir()
     cell = nbformat.v4.new_code_cell(NOTEBOOK.format(sample=str(SAMPLE)))
-    nb = nbformat.v4.new_notebook(cells=[cell], metadata=dict(kernelspec=dict(name='python3', display_name='Python 3', language='python')))
+    nb = nbformat.v4.new_notebook(cells=[cell], metadata=dict(kernelspec=dict(name='python3', display_name='Python 3',
+                                                                              language='python')))
     nbformat.write(nb, root/'replay.ipynb')
     dirs = ('JUPYTER_CONFIG_DIR', 'JUPYTER_RUNTIME_DIR', 'JUPYTERLAB_WORKSPACES_DIR', 'JUPYTERLAB_SETTINGS_DIR')
     env = {**os.environ, **{k: str(tmp_path/k.lower()) for k in dirs}}
     news = tmp_path/'jupyterlab_settings_dir'/'@jupyterlab'/'apputils-extension'/'notification.jupyterlab-settings'
     news.parent.mkdir(parents=True)
     news.write_text(json.dumps({'fetchNews': 'false'}))  # no "get notified about Jupyter news?" toast over the output
-    cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.ip=127.0.0.1', f'--ServerApp.port={port}',
-           '--ServerApp.port_retries=0', f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={root}',
-           '--LabApp.news_url=None', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--LabApp.extension_manager=readonly']
+    cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.ip=127.0.0.1',
+           f'--ServerApp.port={port}', '--ServerApp.port_retries=0', f'--IdentityProvider.token={token}',
+           f'--ServerApp.root_dir={root}', '--LabApp.news_url=None',
+           '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--LabApp.extension_manager=readonly']
     log = open(tmp_path/'lab.log', 'w')
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -154,20 +162,27 @@ def test_widget_renders_in_jupyterlab(browser, lab, tmp_path):
     trajs, _ = sample_scored()
     browser.get(lab)
     wait = WebDriverWait(browser, 120)
-    wait.until(lambda d: d.find_elements(By.XPATH, "//*[contains(@class,'jp-StatusBar')]//*[contains(text(),'| Idle')]"))  # kernel ready
+    # kernel ready
+    wait.until(lambda d: d.find_elements(By.XPATH,
+                                         "//*[contains(@class,'jp-StatusBar')]//*[contains(text(),'| Idle')]"))
     wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, '.jp-Notebook .jp-Cell .cm-content'))).click()
     ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()  # run the cell
     out = '.jp-OutputArea-output '
     try: wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point'))
     finally: browser.save_screenshot(str(tmp_path/'lab.png'))
-    assert len(browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point')) == len(trajs[1].turns)
-    assert browser.find_elements(By.CSS_SELECTOR, out + '.widget-slider') and browser.find_elements(By.CSS_SELECTOR, out + 'table.venus-group')
-    head = lambda d: d.execute_script(f"return document.querySelector('{out}.venus-turn .venus-head')?.textContent || ''")
+    assert (len(browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point'))
+            == len(trajs[1].turns))
+    assert (browser.find_elements(By.CSS_SELECTOR, out + '.widget-slider')
+            and browser.find_elements(By.CSS_SELECTOR, out + 'table.venus-group'))
+    head = lambda d: d.execute_script(f"return document.querySelector('{out}.venus-turn .venus-head')"
+                                      "?.textContent || ''")
     assert head(browser).startswith('turn 0 · search')
-    browser.find_element(By.XPATH, "//div[contains(@class,'jp-OutputArea-output')]//button[normalize-space()='▶']").click()
+    browser.find_element(By.XPATH,
+                         "//div[contains(@class,'jp-OutputArea-output')]//button[normalize-space()='▶']").click()
     wait.until(lambda d: head(d).startswith('turn 1 · '))  # the kernel answered: the widget is live
     bar = browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point')[3]
-    x, y = browser.execute_script('const b = arguments[0]; b.scrollIntoView({block: "center"}); const r = b.getBoundingClientRect();'
+    x, y = browser.execute_script('const b = arguments[0]; b.scrollIntoView({block: "center"}); '
+                                  'const r = b.getBoundingClientRect();'
                                   'return [Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2)]', bar)
     click = ActionBuilder(browser)
     click.pointer_action.move_to_location(x, y).pause(0.3).click()  # viewport coordinates: no scrolling by the driver

@@ -12,7 +12,8 @@ def test_group_of_one_gets_zero_outcome_and_zero_ig():
     assert adv == [[0.0, 0.0]]
 
 def test_no_visit_turns_is_outcome_only():
-    adv = turn_advantages([['search', 'search', 'answer'], ['search', 'answer']], [[None] * 3, [None] * 2], [ok(3), ok(2)], [1.0, 0.0], [0, 0])
+    adv = turn_advantages([['search', 'search', 'answer'], ['search', 'answer']], [[None] * 3, [None] * 2],
+                          [ok(3), ok(2)], [1.0, 0.0], [0, 0])
     O = Z(0.5, 0.25)
     assert adv[0] == pytest.approx([O] * 3) and adv[1] == pytest.approx([-O] * 2)
 
@@ -20,11 +21,12 @@ def test_all_outcomes_equal_eta_floor():
     d = reward_details([['visit', 'answer']] * 2, [[0.1, None], [0.9, None]], [ok(2)] * 2, [0.0, 0.0], [0, 0])
     I = Z(0.4, 0.16)
     assert d.scale == pytest.approx(0.3 / (I + 1e-6))
-    assert d.advantages[0] == pytest.approx([d.scale * -I, 0.0]) and d.advantages[1] == pytest.approx([d.scale * I, 0.0])
+    assert (d.advantages[0] == pytest.approx([d.scale * -I, 0.0])
+            and d.advantages[1] == pytest.approx([d.scale * I, 0.0]))
 
 def test_malformed_middle_search_creates_pooled_slot():
-    d = reward_details([['search', 'visit', 'answer'], ['visit', 'search', 'answer']], [[None, 0.5, None], [0.5, None, None]],
-                       [[False, True, True], ok(3)], [1.0, 1.0], [0, 0])
+    d = reward_details([['search', 'visit', 'answer'], ['visit', 'search', 'answer']],
+                       [[None, 0.5, None], [0.5, None, None]], [[False, True, True], ok(3)], [1.0, 1.0], [0, 0])
     assert d.slots[0].types == ['penalty', 'ig', 'outcome'] and d.slots[0].values[0] == -1.0
     vals = [-1.0, 0.5, 0.5]
     m = sum(vals) / 3
@@ -35,11 +37,13 @@ def test_malformed_middle_search_creates_pooled_slot():
 
 def test_penalty_replace_is_raw_minus_lambda():
     cfg = RewardConfig(penalty='replace', lambda_fmt=0.5)
-    d = reward_details([['search', 'visit', 'answer']] * 2, [[None, 0.2, None], [None, 0.6, None]], [[False, True, True], ok(3)], [1.0, 0.0], [0, 0], cfg)
+    d = reward_details([['search', 'visit', 'answer']] * 2, [[None, 0.2, None], [None, 0.6, None]],
+                       [[False, True, True], ok(3)], [1.0, 0.0], [0, 0], cfg)
     assert d.rewards[0][0] == -0.5 and d.advantages[0][0] == pytest.approx(-0.5 + 0.95 * d.slot_adv[0][1])
 
 def test_malformed_final_turn_outcome_is_minus_lambda():
-    d = reward_details([['search', 'answer'], ['search', 'answer']], [[None, None]] * 2, [[True, False], ok(2)], [1.0, 1.0], [0, 0])
+    d = reward_details([['search', 'answer'], ['search', 'answer']], [[None, None]] * 2, [[True, False], ok(2)],
+                       [1.0, 1.0], [0, 0])
     assert d.slots[0].values[-1] == -1.0
     assert d.advantages[0] == pytest.approx([Z(-1.0, 1.0)] * 2) and d.advantages[1] == pytest.approx([Z(1.0, 1.0)] * 2)
 
@@ -50,7 +54,8 @@ def test_nan_inf_ig_is_zero(bad):
     assert a == b
 
 def test_ig_exactly_zero_is_still_a_slot():
-    d = reward_details([['visit', 'search', 'answer']] * 2, [[0.0, None, None], [1.0, None, None]], [ok(3)] * 2, [1.0, 0.0], [0, 0])
+    d = reward_details([['visit', 'search', 'answer']] * 2, [[0.0, None, None], [1.0, None, None]], [ok(3)] * 2,
+                       [1.0, 0.0], [0, 0])
     assert d.slots[0].types == ['ig', 'outcome'] and d.slots[0].turns == [0, 2]
 
 def test_groups_are_normalised_separately_and_scale_is_batch_wide():
@@ -62,7 +67,8 @@ def test_groups_are_normalised_separately_and_scale_is_batch_wide():
 
 def test_split_credit_divides_immediate_reward():
     kinds = [['search', 'search', 'visit', 'answer']] * 2
-    d = reward_details(kinds, [[None, None, 0.0, None], [None, None, 2.0, None]], [ok(4)] * 2, [0.0, 1.0], [0, 0], RewardConfig(credit='split'))
+    d = reward_details(kinds, [[None, None, 0.0, None], [None, None, 2.0, None]], [ok(4)] * 2, [0.0, 1.0], [0, 0],
+                       RewardConfig(credit='split'))
     r, A_out = d.rewards[0][0], d.slot_adv[0][1]
     assert d.advantages[0] == pytest.approx([r / 3 + 0.95 * A_out] * 3 + [A_out])
 
@@ -77,35 +83,43 @@ def test_grpo_and_joint():
     assert j.scale == 1.0 and [j.normed[0][0], j.normed[0][1]] == pytest.approx([Z(0.1 - m, var), Z(1.0 - m, var)])
 
 def test_a_registered_estimator_is_used(monkeypatch):
-    "A function added to ESTIMATORS under a new name is a valid `estimator` and makes the advantages; the rest of the details stay IGPO's"
+    """A function added to ESTIMATORS under a new name is a valid `estimator` and makes the advantages; the rest of the
+    details stay IGPO's"""
     from venus_nb.rewards import ESTIMATORS
     seen = []
     def by_group(slots, rewards, slot_adv, groups, cfg):
         seen.append((groups, cfg))
         return [[float(g)] * (s.turns[-1] + 1) for s, g in zip(slots, groups)]
     monkeypatch.setitem(ESTIMATORS, 'by_group', by_group)
-    kinds, ig, fo = [['visit', 'answer'], [], ['search', 'visit', 'answer']], [[0.1, None], [], [None, 0.9, None]], [ok(2), [], ok(3)]
+    kinds, ig, fo = ([['visit', 'answer'], [], ['search', 'visit', 'answer']], [[0.1, None], [], [None, 0.9, None]],
+                     [ok(2), [], ok(3)])
     cfg = RewardConfig(estimator='by_group')
     d = reward_details(kinds, ig, fo, [1.0, 0.0, 0.0], [3, 5, 3], cfg)
-    assert d.advantages == [[3.0, 3.0], [], [3.0, 3.0, 3.0]] and seen == [([3, 3], cfg)]   # only rollouts with turns reach it
+    # only rollouts with turns reach it
+    assert d.advantages == [[3.0, 3.0], [], [3.0, 3.0, 3.0]] and seen == [([3, 3], cfg)]
     igpo = reward_details(kinds, ig, fo, [1.0, 0.0, 0.0], [3, 5, 3])
-    assert (d.slots, d.normed, d.scale, d.rewards, d.slot_adv) == (igpo.slots, igpo.normed, igpo.scale, igpo.rewards, igpo.slot_adv)
+    assert ((d.slots, d.normed, d.scale, d.rewards, d.slot_adv)
+            == (igpo.slots, igpo.normed, igpo.scale, igpo.rewards, igpo.slot_adv))
 
 def test_estimator_names_are_checked_against_the_table(monkeypatch):
     from venus_nb.rewards import ESTIMATORS, grpo_advantages
-    with pytest.raises(ValueError, match=r"estimator must be one of \('igpo', 'grpo'\), got 'ppo'"): RewardConfig(estimator='ppo')
+    with pytest.raises(ValueError, match=r"estimator must be one of \('igpo', 'grpo'\), got 'ppo'"):
+        RewardConfig(estimator='ppo')
     for bad in (None, 3, ['igpo'], {}):
         with pytest.raises(ValueError, match='estimator'): RewardConfig(estimator=bad)
     monkeypatch.setitem(ESTIMATORS, 'ppo', grpo_advantages)
     args = [['visit', 'answer']] * 2, [[0.1, None], [0.9, None]], [ok(2)] * 2, [1.0, 0.0], [0, 0]
-    assert turn_advantages(*args, RewardConfig(estimator='ppo')) == turn_advantages(*args, RewardConfig(estimator='grpo'))
+    assert (turn_advantages(*args, RewardConfig(estimator='ppo'))
+            == turn_advantages(*args, RewardConfig(estimator='grpo')))
 
 def test_gamma_counts_rewarded_turns_only():
-    d = reward_details([['search'] * 5 + ['visit', 'answer']] * 2, [[None] * 5 + [0.0, None], [None] * 5 + [1.0, None]], [ok(7)] * 2, [1.0, 0.0], [0, 0], RewardConfig(gamma=0.5))
+    d = reward_details([['search'] * 5 + ['visit', 'answer']] * 2, [[None] * 5 + [0.0, None], [None] * 5 + [1.0, None]],
+                       [ok(7)] * 2, [1.0, 0.0], [0, 0], RewardConfig(gamma=0.5))
     assert d.advantages[0][0] == pytest.approx(d.rewards[0][0] + 0.5 * d.rewards[0][1])
 
 def test_bad_lengths_raise_clearly():
-    with pytest.raises(ValueError, match='one entry per turn'): turn_advantages([['visit', 'answer']], [[None]], [ok(2)], [1.0], [0])
+    with pytest.raises(ValueError, match='one entry per turn'):
+        turn_advantages([['visit', 'answer']], [[None]], [ok(2)], [1.0], [0])
 
 def test_empty_rollout_gives_empty_list():
     assert turn_advantages([[], ['answer']], [[], [None]], [[], [True]], [0.0, 1.0], [0, 1]) == [[], [0.0]]
@@ -114,9 +128,11 @@ def test_ig_from_logprobs_log_and_prob_diff():
     from venus_nb.rewards import GTLogProbs, ig_from_logprobs
     lp = GTLogProbs(-2.0, [None, -1.5, None, -1.0, None])
     got = ig_from_logprobs(lp)
-    assert got[0] is None and got[2] is None and got[4] is None and got[1] == pytest.approx(0.5) and got[3] == pytest.approx(0.5)
+    assert (got[0] is None and got[2] is None and got[4] is None and got[1] == pytest.approx(0.5)
+            and got[3] == pytest.approx(0.5))
     p = ig_from_logprobs(lp, RewardConfig(ig='prob_diff'))
-    assert p[1] == pytest.approx(math.exp(-1.5) - math.exp(-2.0)) and p[3] == pytest.approx(math.exp(-1.0) - math.exp(-1.5))
+    assert (p[1] == pytest.approx(math.exp(-1.5) - math.exp(-2.0))
+            and p[3] == pytest.approx(math.exp(-1.0) - math.exp(-1.5)))
 
 def test_token_advantages_only_on_trained_tokens():
     from venus_nb.rewards import token_advantages
@@ -124,7 +140,7 @@ def test_token_advantages_only_on_trained_tokens():
     tk = Tokenized(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [(2, 4), (6, 9)], [(4, 6), None], 2)
     assert token_advantages(tk, [0.5, -1.0]) == [0, 0, 0.5, 0.5, 0, 0, -1.0, -1.0, -1.0, 0]
 
-# --- one answer normaliser: judges.normalize_answer (str.translate) is SQuAD's, and eval.norm_text is the same function ---
+# --- one answer normaliser: judges.normalize_answer (str.translate) is SQuAD's; eval.norm_text is the same function ---
 
 def squad_normalize(s):
     "The official SQuAD v1.1 `normalize_answer`, as written in its evaluation script (character by character)"
@@ -136,11 +152,13 @@ def squad_normalize(s):
         return ''.join(ch for ch in text if ch not in exclude)
     return white_space_fix(remove_articles(remove_punc(str(s).lower())))
 
-TRICKY = ['The Sael', 'the  sael.', '"Sael", river!', 'An apple a day', 'theatre', 'Anthem of the Andes', 'a.k.a. the Thing',
-          "Dunkin' Donuts", 'U.S.A.', 'A-ha', 'THE END', '1,024', '3.14', '1 024', '-5', '10%', '$1,000.50', '1st', '2nd place',
+TRICKY = ['The Sael', 'the  sael.', '"Sael", river!', 'An apple a day', 'theatre', 'Anthem of the Andes',
+          'a.k.a. the Thing', "Dunkin' Donuts", 'U.S.A.', 'A-ha', 'THE END', '1,024', '3.14', '1 024', '-5', '10%',
+          '$1,000.50', '1st', '2nd place',
           'Élan', 'ÉLAN', 'straße', 'STRASSE', 'İstanbul', 'café au lait', 'naïve', '東京', '北京大学', 'Ⅻ', '½',
           '“quoted”', '‘single’', '«guillemets»', '—dash—', 'en–dash', '…', 'l’homme', "l'homme", 'ΑΘΗΝΑ', 'Ünïcödé',
-          'tab\tand\nnewline', '\u00a0nbsp\u00a0', 'zero\u200bwidth', '', '   ', '.', 'a', 'an the a', 'the_the', '🙂 smile', 42, None]
+          'tab\tand\nnewline', '\u00a0nbsp\u00a0', 'zero\u200bwidth', '', '   ', '.', 'a', 'an the a', 'the_the',
+          '🙂 smile', 42, None]
 
 def test_normalize_answer_is_squads_on_tricky_strings():
     from venus_nb.judges import normalize_answer
@@ -157,7 +175,8 @@ def test_exact_match_and_f1_are_unchanged():
     gts = ['Sael<|answer_split|>River Sael', ['Élan', 'the élan'], '1,024', 'U.S.A.', '“quoted”', 'straße', '']
     for pred in TRICKY:
         for gt in gts:
-            assert exact_match(pred, gt) == float(any(squad_normalize(pred) == squad_normalize(a) for a in aliases(gt))), (pred, gt)
+            assert exact_match(pred, gt) == float(any(squad_normalize(pred) == squad_normalize(a)
+                                                      for a in aliases(gt))), (pred, gt)
             assert f1_score(pred, gt) == pytest.approx(max((f1(pred, a) for a in aliases(gt)), default=0.0)), (pred, gt)
 
 def test_eval_norm_text_is_the_one_normaliser():

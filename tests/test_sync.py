@@ -40,8 +40,8 @@ def gaps(model, trajs)->list:
 def prompt_logps(engine, ids:list)->list:
     "The engine's log-prob of each token of `ids` after the first (vLLM's prompt log-probs)"
     from vllm import SamplingParams
-    o = engine.llm.generate([{'prompt_token_ids': ids}], SamplingParams(max_tokens=1, prompt_logprobs=0), lora_request=engine.lora,
-                            use_tqdm=False)[0]
+    o = engine.llm.generate([{'prompt_token_ids': ids}], SamplingParams(max_tokens=1, prompt_logprobs=0),
+                            lora_request=engine.lora, use_tqdm=False)[0]
     return [d[t].logprob for d, t in zip(o.prompt_logprobs[1:], ids[1:])]
 
 def test_float32_engine_samples_from_the_trained_policy(tmp_path, qa, world):
@@ -52,7 +52,8 @@ def test_float32_engine_samples_from_the_trained_policy(tmp_path, qa, world):
     pol = rl_policy(load_policy(str(folder), 'transformers', dtype='float32'), IGPOConfig(lora_r=4, dtype='float32'))
     small_update(pol.model, 1e-2)
     stale = rollout(engine, qa[:2], world, CFG)
-    assert max(gaps(pol.model, stale)) > 100 * FLOAT32_TOL   # the engine still holds the old weights: the check can fail
+    # the engine still holds the old weights: the check can fail
+    assert max(gaps(pol.model, stale)) > 100 * FLOAT32_TOL
     sync_engine(engine, pol.model, tmp_path/'latest')
     fresh = rollout(engine, qa[:2], world, CFG)
     g = gaps(pol.model, fresh)
@@ -62,7 +63,8 @@ def test_float32_engine_samples_from_the_trained_policy(tmp_path, qa, world):
     m = policy_update(pol.model, make_optimizer(pol.model, cfg), pieces(fresh, adv), cfg, random.Random(0))
     assert m['logp_mismatch_max'] < FLOAT32_TOL and m['logp_mismatch_share'] == 0 and abs(m['tis_weight'] - 1) < 1e-3
     m = policy_update(pol.model, make_optimizer(pol.model, cfg), pieces(stale, adv), cfg, random.Random(0))
-    assert m['logp_mismatch_max'] > 100 * FLOAT32_TOL and m['logp_mismatch_share'] > 0   # the step metrics see a stale engine
+    # the step metrics see a stale engine
+    assert m['logp_mismatch_max'] > 100 * FLOAT32_TOL and m['logp_mismatch_share'] > 0
 
 def test_bf16_engine_serving_the_adapter_keeps_a_small_update(tmp_path):
     need_vllm()
@@ -70,7 +72,8 @@ def test_bf16_engine_serving_the_adapter_keeps_a_small_update(tmp_path):
     folder = tiny_vllm_folder(tmp_path/'tiny', torch.bfloat16)
     engine = vllm_engine(str(folder), dtype='bfloat16', enable_lora=True)
     pol = rl_policy(load_policy(str(folder), 'transformers', dtype='float32'), IGPOConfig(lora_r=4, dtype='bfloat16'))
-    ids = engine.tok.encode('The capital of Osithgar lies on the river Lunna, which the founder of Demal crossed in 1963.')
+    ids = engine.tok.encode('The capital of Osithgar lies on the river Lunna, '
+                            'which the founder of Demal crossed in 1963.')
     sync_engine(engine, pol.model, tmp_path/'a')
     before = prompt_logps(engine, ids)
     sync_engine(engine, pol.model, tmp_path/'b')
@@ -78,12 +81,15 @@ def test_bf16_engine_serving_the_adapter_keeps_a_small_update(tmp_path):
     layer = pol.model.get_base_model().model.layers[0].mlp.down_proj
     small_update(pol.model, 1e-5)
     delta = layer.lora_B['default'].weight @ layer.lora_A['default'].weight * layer.scaling['default']
-    assert merge_kept(layer.base_layer.weight, delta)['changed'] < 0.2   # added into bf16 weights, most of it rounds away
+    # added into bf16 weights, most of it rounds away
+    assert merge_kept(layer.base_layer.weight, delta)['changed'] < 0.2
     sync_engine(engine, pol.model, tmp_path/'c')
-    assert max(abs(a - b) for a, b in zip(prompt_logps(engine, ids), before)) > 1e-4   # served as an adapter, it moves the engine
+    # served as an adapter, it moves the engine
+    assert max(abs(a - b) for a, b in zip(prompt_logps(engine, ids), before)) > 1e-4
 
 def test_merging_lora_into_a_bf16_engine_warns():
-    fake = types.SimpleNamespace(llm=types.SimpleNamespace(llm_engine=types.SimpleNamespace(model_config=types.SimpleNamespace(dtype=torch.bfloat16))),
+    fake = types.SimpleNamespace(llm=types.SimpleNamespace(llm_engine=types.SimpleNamespace(
+                                     model_config=types.SimpleNamespace(dtype=torch.bfloat16))),
                                  load_lora=None, reload=None, takes_lora=False)
     lora = types.SimpleNamespace(peft_config={})
     with pytest.warns(UserWarning, match='rounds away'): warn_rounding(fake, lora)

@@ -1,19 +1,22 @@
 """The tools' pure parts and the offline backend: schemas and observations against the official data, arguments,
-config, retry timing, address rules, page text, extractive summaries, corpus loaders and BM25, and the toolbox on a corpus."""
+config, retry timing, address rules, page text, extractive summaries, corpus loaders, BM25, the toolbox on a corpus."""
 import asyncio, email.utils, ipaddress, json, math, random, re
 from collections import Counter
 import httpx, numpy as np, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
 from venus_nb import tools as T
-from venus_nb.tools import (Doc, Fetched, LocalCorpus, ToolConfig, ToolError, Toolbox, address_error, backoff_delay, extractive_summary,
-                            load_corpus, page_of, parse_visit_observation, passages, read_docs, retry_after, run_tool, search_args,
-                            search_observation, snippet, system_prompt, url_error, url_key, visit_args, visit_observation, write_docs)
+from venus_nb.tools import (Doc, Fetched, LocalCorpus, ToolConfig, ToolError, Toolbox, address_error, backoff_delay,
+                            extractive_summary, load_corpus, page_of, parse_visit_observation, passages, read_docs,
+                            retry_after, run_tool, search_args, search_observation, snippet, system_prompt, url_error,
+                            url_key, visit_args, visit_observation, write_docs)
 from venus_nb.trajectory import ToolCall, parse_call_body
 
 def run(coro): return asyncio.run(coro)
 
-WORLD = [Doc('oskelby', 'Oskelby', 'Oskelby is a town on the northern shore of Lake Varnholm.\n\nIt was founded in 1612 by Henrik Dalgaard.', 'https://wiki.example/Oskelby'),
+WORLD = [Doc('oskelby', 'Oskelby',
+             'Oskelby is a town on the northern shore of Lake Varnholm.\n\nIt was founded in 1612 by Henrik Dalgaard.',
+             'https://wiki.example/Oskelby'),
          Doc('dalgaard', 'Henrik Dalgaard', 'Henrik Dalgaard (1581–1650) was a merchant born in Tarsvik.'),
          Doc('tarsvik', 'Tarsvik', 'Tarsvik is the capital of Estmark, a port on the Gray Sea.', 'https://wiki.example/Tarsvik'),
          Doc('brennstad', 'Brennstad', 'Brennstad is a village on the southern shore of Lake Varnholm.')]
@@ -45,23 +48,29 @@ def test_observations_round_trip_the_official_tool_responses(dr_venus_records):
 def test_visit_observation_with_evidence_parses_back():
     obs = visit_observation('https://a.org/x', 'the year', 'It opened in 1889.', 'line one\n\nline two')
     assert obs.endswith('Summary: \nIt opened in 1889.\n\n')
-    assert parse_visit_observation(obs) == dict(url='https://a.org/x', goal='the year', evidence='line one\n\nline two', summary='It opened in 1889.')
+    assert parse_visit_observation(obs) == dict(url='https://a.org/x', goal='the year', evidence='line one\n\nline two',
+                                                summary='It opened in 1889.')
     assert parse_visit_observation('[visit error] nope') is None
 
 def test_schemas_are_what_the_model_reads():
     assert [s['function']['name'] for s in T.TOOL_SCHEMAS] == ['search', 'visit']
-    assert T.VISIT_SCHEMA['parameters']['required'] == ['url', 'goal'] and T.SEARCH_SCHEMA['parameters']['properties']['query']['type'] == 'array'
+    assert (T.VISIT_SCHEMA['parameters']['required'] == ['url', 'goal']
+            and T.SEARCH_SCHEMA['parameters']['properties']['query']['type'] == 'array')
 
 # --- arguments ---
 
 @pytest.mark.parametrize('args,out', [({'query': 'a'}, (['a'], None)), ({'query': ['a', 'b']}, (['a', 'b'], None)),
-    ({}, (None, 'search needs "query": a list of strings')), ({'query': []}, (None, '"query" must be a string or a non-empty list of strings')),
-    ({'query': ['a', '']}, (None, 'every "query" must be a non-empty string')), ({'query': [1]}, (None, 'every "query" must be a non-empty string')),
-    ({'query': ['q'] * 21}, (None, 'too many queries (21; at most 20)')), ('query', (None, 'search needs "query": a list of strings'))])
+    ({}, (None, 'search needs "query": a list of strings')),
+    ({'query': []}, (None, '"query" must be a string or a non-empty list of strings')),
+    ({'query': ['a', '']}, (None, 'every "query" must be a non-empty string')),
+    ({'query': [1]}, (None, 'every "query" must be a non-empty string')),
+    ({'query': ['q'] * 21}, (None, 'too many queries (21; at most 20)')),
+    ('query', (None, 'search needs "query": a list of strings'))])
 def test_search_args(args, out): assert search_args(args) == out
 
-@pytest.mark.parametrize('args,err', [({'url': 'u', 'goal': 'g'}, None), ({'url': ['u', 'v'], 'goal': 'g'}, None), ({'goal': 'g'}, 'visit needs "url"'),
-    ({'url': 'u'}, 'visit needs "goal"'), ({'url': 'u', 'goal': 3}, 'visit needs "goal"'), ({'url': None, 'goal': 'g'}, '"url" must be'),
+@pytest.mark.parametrize('args,err', [({'url': 'u', 'goal': 'g'}, None), ({'url': ['u', 'v'], 'goal': 'g'}, None),
+    ({'goal': 'g'}, 'visit needs "url"'), ({'url': 'u'}, 'visit needs "goal"'),
+    ({'url': 'u', 'goal': 3}, 'visit needs "goal"'), ({'url': None, 'goal': 'g'}, '"url" must be'),
     ({'url': ['u'] * 21, 'goal': 'g'}, 'too many URLs')])
 def test_visit_args(args, err):
     got, why = visit_args(args)
@@ -72,7 +81,8 @@ def test_visit_args(args, err):
 def test_config_defaults_and_validation(tmp_path):
     c = ToolConfig()
     assert (c.top_k, c.timeout, c.allow_hosts) == (10, 150.0, ())
-    assert ToolConfig.load(ToolConfig(allow_hosts=['[::1]', 'Example.ORG']).save(tmp_path/'c.json')).allow_hosts == ('::1', 'example.org')
+    assert (ToolConfig.load(ToolConfig(allow_hosts=['[::1]', 'Example.ORG']).save(tmp_path/'c.json')).allow_hosts
+            == ('::1', 'example.org'))
     (tmp_path/'x.json').write_text('{"top_k": 3, "colour": "red"}')
     with pytest.raises(ValueError, match='unknown ToolConfig keys'): ToolConfig.load(tmp_path/'x.json')
     for bad in [dict(top_k=0), dict(retries=-1), dict(search_api='bing'), dict(request_timeout=0)]:
@@ -104,16 +114,21 @@ def test_backoff_grows_with_jitter_and_is_capped():
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)))
 def test_address_error_refuses_exactly_the_non_global(ip):
-    "Non-global addresses are refused, and so are IPv6 addresses that carry a non-global IPv4 one (6to4, Teredo, NAT64, ...)"
+    "Non-global addresses are refused, as are IPv6 addresses carrying a non-global IPv4 one (6to4, Teredo, NAT64, ...)"
     a = ip.ipv4_mapped if getattr(ip, 'ipv4_mapped', None) else ip
-    special = any(getattr(a, f'is_{k}') for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
+    special = any(getattr(a, f'is_{k}')
+                  for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
     carried = T.embedded_ipv4(a)
-    assert (address_error(str(ip)) is None) == (a.is_global and not special and all(address_error(str(v4)) is None for v4 in carried))
-    if carried and address_error(str(ip)) and a.is_global and not special: assert 'embeds' in address_error(str(ip))
+    assert (address_error(str(ip)) is None) == (a.is_global and not special
+                                                and all(address_error(str(v4)) is None for v4 in carried))
+    if carried and address_error(str(ip)) and a.is_global and not special:
+        assert 'embeds' in address_error(str(ip))
 
-@pytest.mark.parametrize('url,err', [('https://example.org/a', None), ('http://example.org', None), ('HTTP://Example.org/', None),
-    ('ftp://example.org', "scheme 'ftp' is not allowed"), ('example.org/a', "scheme '(none)' is not allowed"), ('', 'the URL is empty'),
-    (None, 'the URL is empty'), ('http://[bad', 'invalid host'), ('http://exa mple.org', 'invalid host'), ('http://[::1', 'malformed URL'), ('https://' + 'a' * 5000, 'the URL is too long')])
+@pytest.mark.parametrize('url,err', [('https://example.org/a', None), ('http://example.org', None),
+    ('HTTP://Example.org/', None), ('ftp://example.org', "scheme 'ftp' is not allowed"),
+    ('example.org/a', "scheme '(none)' is not allowed"), ('', 'the URL is empty'), (None, 'the URL is empty'),
+    ('http://[bad', 'invalid host'), ('http://exa mple.org', 'invalid host'), ('http://[::1', 'malformed URL'),
+    ('https://' + 'a' * 5000, 'the URL is too long')])
 def test_url_error(url, err):
     got = url_error(url)
     assert got is None if err is None else got.startswith(err)
@@ -124,7 +139,8 @@ def fetched(body, ctype=None, status=200):
     return Fetched('https://x.org/p', status, httpx.Headers({'content-type': ctype} if ctype else {}), body)
 
 def test_page_of_html_keeps_the_article():
-    html = ('<html><head><title>T &amp; co</title></head><body><nav>Home About Contact</nav><article><h1>Main heading</h1>'
+    html = ('<html><head><title>T &amp; co</title></head><body><nav>Home About Contact</nav>'
+            '<article><h1>Main heading</h1>'
             + ''.join(f'<p>Paragraph {i} says the tower opened in 1889 and is in Paris, France.</p>' for i in range(6))
             + '</article><footer>Copyright 2024</footer></body></html>').encode()
     p = page_of(fetched(html, 'text/html'), ToolConfig())
@@ -141,16 +157,20 @@ def test_page_of_rejects_and_caps():
 # --- extractive summary ---
 
 def test_extractive_summary_picks_the_matching_passages_in_order():
-    text = '\n\n'.join(['Intro about the town.', 'The harbour burned in 1744.', 'The observatory opened in 1894 under Mira Solheim.', 'Unrelated trivia.'])
+    text = '\n\n'.join(['Intro about the town.', 'The harbour burned in 1744.',
+                        'The observatory opened in 1894 under Mira Solheim.', 'Unrelated trivia.'])
     ev, summ = extractive_summary(text, 'When did the observatory open?', max_chars=80)
     assert ev == 'The observatory opened in 1894 under Mira Solheim.' and summ == ev
     ev, _ = extractive_summary(text, 'harbour observatory', max_chars=500)
     assert ev.index('harbour') < ev.index('observatory')
-    assert extractive_summary('', 'g') == ('', '') and extractive_summary('one line', 'nothing matches')[0] == 'one line'
-    assert extractive_summary(text, 'zebra', max_chars=50) == ('Intro about the town.\n\nThe harbour burned in 1744.', 'Intro about the town.')
+    assert (extractive_summary('', 'g') == ('', '')
+            and extractive_summary('one line', 'nothing matches')[0] == 'one line')
+    assert extractive_summary(text, 'zebra', max_chars=50) == ('Intro about the town.\n\nThe harbour burned in 1744.',
+                                                               'Intro about the town.')
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(st.text(alphabet='abc .!?\n', max_size=60), st.just('x' * 1000), st.just('\n\n')), max_size=12).map(''.join))
+@given(st.lists(st.one_of(st.text(alphabet='abc .!?\n', max_size=60), st.just('x' * 1000), st.just('\n\n')),
+                max_size=12).map(''.join))
 def test_passages_keep_all_text_and_respect_the_size(text):
     ps = passages(text, size=200)
     assert re.sub(r'\s+', '', ''.join(ps)) == re.sub(r'\s+', '', text)
@@ -162,8 +182,10 @@ def test_snippet_and_url_key():
     text = 'First sentence about nothing. Tarsvik is the capital of Estmark. Another one.'
     assert snippet(text, 'capital of Estmark') == 'Tarsvik is the capital of Estmark.'
     assert snippet('word ' * 100, 'word', n=20) == 'word word word word ...'
-    assert len({url_key(u) for u in ['https://en.wikipedia.org/wiki/Ada_Lovelace', 'http://en.wikipedia.org/wiki/Ada Lovelace/',
-                                     'https://en.wikipedia.org/wiki/Ada_Lovelace#Life', 'https://en.wikipedia.org/wiki/Ada%20Lovelace']}) == 1
+    assert len({url_key(u) for u in ['https://en.wikipedia.org/wiki/Ada_Lovelace',
+                                     'http://en.wikipedia.org/wiki/Ada Lovelace/',
+                                     'https://en.wikipedia.org/wiki/Ada_Lovelace#Life',
+                                     'https://en.wikipedia.org/wiki/Ada%20Lovelace']}) == 1
 
 # --- corpus loaders on the shared data ---
 
@@ -190,13 +212,16 @@ def test_search_r1_passages():
 
 def test_generic_jsonl_records_bad_lines(tmp_path):
     p = tmp_path/'c.jsonl'
-    lines = [{'id': 'a', 'title': 'A', 'text': 'alpha text', 'url': 'https://x.org/a'}, 'not json', {'id': 'b', 'text': 3.5},
-             {'title': 'no id', 'text': 't'}, {'id': 'a', 'title': 'again', 'text': 'dup'}, {'id': 7, 'title': 'B', 'text': 'beta'}, {'id': 'c', 'text': None}]
+    lines = [{'id': 'a', 'title': 'A', 'text': 'alpha text', 'url': 'https://x.org/a'}, 'not json',
+             {'id': 'b', 'text': 3.5}, {'title': 'no id', 'text': 't'}, {'id': 'a', 'title': 'again', 'text': 'dup'},
+             {'id': 7, 'title': 'B', 'text': 'beta'}, {'id': 'c', 'text': None}]
     p.write_text('\n'.join(l if isinstance(l, str) else json.dumps(l) for l in lines) + '\n\n')
     c = load_corpus(p)
     assert [d.id for d in c.docs] == ['a', 'b', '7']
-    assert [(e.index, e.reason) for e in c.errors] == [(2, "not JSON: Expecting value at column 1: 'not json\\n'"), (4, '"id" is missing or not a string'),
-                                                       (5, "duplicate id 'a' (the first one is kept)"), (7, '"text" is missing or not a string')]
+    assert [(e.index, e.reason) for e in c.errors] == [(2, "not JSON: Expecting value at column 1: 'not json\\n'"),
+                                                       (4, '"id" is missing or not a string'),
+                                                       (5, "duplicate id 'a' (the first one is kept)"),
+                                                       (7, '"text" is missing or not a string')]
     assert [d.id for d in read_docs(write_docs(c.docs, tmp_path/'again.jsonl'))[0]] == ['a', 'b', '7']
 
 def test_corpus_errors_are_clear(tmp_path):
@@ -206,11 +231,14 @@ def test_corpus_errors_are_clear(tmp_path):
     with pytest.raises(ValueError, match='not a valid JSON array'): load_corpus(b)
     (ok := tmp_path/'ok.jsonl').write_text('{"id": 1, "text": "t"}')
     with pytest.raises(ValueError, match='unknown corpus format'): load_corpus(ok, fmt='csv')
-    with pytest.raises(ValueError, match="duplicate document id 'x'"): LocalCorpus([Doc('x', 'a', 'b'), Doc('x', 'c', 'd')])
+    with pytest.raises(ValueError, match="duplicate document id 'x'"):
+        LocalCorpus([Doc('x', 'a', 'b'), Doc('x', 'c', 'd')])
 
 def test_clashing_urls_fall_back_to_corpus_ids():
-    c = LocalCorpus([Doc('1', 'P', 'first paragraph', 'https://w.org/P'), Doc('2', 'P', 'second paragraph', 'https://w.org/P')])
-    assert [d.link for d in c.docs] == ['https://w.org/P', 'corpus://2'] and c.page('corpus://2').text == 'second paragraph'
+    c = LocalCorpus([Doc('1', 'P', 'first paragraph', 'https://w.org/P'),
+                     Doc('2', 'P', 'second paragraph', 'https://w.org/P')])
+    assert ([d.link for d in c.docs] == ['https://w.org/P', 'corpus://2']
+            and c.page('corpus://2').text == 'second paragraph')
 
 # --- BM25 is what it says ---
 
@@ -229,12 +257,14 @@ def test_bm25_scores_match_brute_force():
     texts = [f"{d['title']}\n{d['text']}" for d in docs]
     idx = T.BM25(texts)
     ids = idx.tok.tokenize(texts, update_vocab=False, show_progress=False, return_as='ids')
-    for q in ['Who directed the film?', 'queen of Lotharingia', 'born in Kiev', 'bishop of Elmham died', 'film director of the film of films']:
+    for q in ['Who directed the film?', 'queen of Lotharingia', 'born in Kiev', 'bishop of Elmham died',
+              'film director of the film of films']:
         qids = [t for t in idx._ids(q)[0] if t != idx.tok.get_vocab_dict().get('', -1)]
         want = lucene_bm25(ids, qids)
         assert np.allclose(idx.scores(q), want, atol=1e-4)
         top = idx.top(q, 5)
-        assert len(top) == min(5, int((want > 0).sum())) and np.allclose([s for _, s in top], np.sort(want)[::-1][:len(top)], atol=1e-4)
+        assert (len(top) == min(5, int((want > 0).sum()))
+                and np.allclose([s for _, s in top], np.sort(want)[::-1][:len(top)], atol=1e-4))
         assert all(abs(want[i] - s) < 1e-4 for i, s in top)
 
 def test_bm25_edge_queries(world):
@@ -247,10 +277,12 @@ def test_toolbox_on_a_corpus(world):
     tb = Toolbox(world)
     res = json.loads(run(tb.run(ToolCall('search', {'query': ['founder of Oskelby', 'capital of Estmark']}))))
     assert [r['web_page_info_list'][0]['url'] for r in res] == ['https://wiki.example/Oskelby', 'https://wiki.example/Tarsvik']
-    obs = run(tb.run({'name': 'visit', 'arguments': {'url': ['corpus://dalgaard', 'https://nowhere.org'], 'goal': 'Where was he born?'}}))
+    obs = run(tb.run({'name': 'visit', 'arguments': {'url': ['corpus://dalgaard', 'https://nowhere.org'],
+                                                     'goal': 'Where was he born?'}}))
     first, second = obs.split(T.PAGE_SEPARATOR)
     assert parse_visit_observation(first)['summary'] == 'Henrik Dalgaard (1581–1650) was a merchant born in Tarsvik.'
-    assert second == "[visit error] https://nowhere.org: not in the corpus 'world' (visit a URL from the search results)"
+    assert second == ("[visit error] https://nowhere.org: not in the corpus 'world' "
+                      "(visit a URL from the search results)")
 
 @pytest.mark.parametrize('call,obs', [(None, "[tool error] unknown tool None; the tools are search and visit"),
     (ToolCall('python', {}), "[tool error] unknown tool 'python'; the tools are search and visit"),
@@ -272,10 +304,14 @@ def test_failing_backend_gives_partial_results():
     obs = run(run_tool(ToolCall('search', {'query': ['good', 'bad one']}), Toolbox(Flaky())))
     head, err = obs.split('\n')
     assert json.loads(head)[0]['query'] == 'good' and err == "[search error] 'bad one': RuntimeError: backend exploded"
-    assert run(run_tool(ToolCall('search', {'query': 'bad'}), Toolbox(Flaky()))) == "[search error] 'bad': RuntimeError: backend exploded"
+    assert (run(run_tool(ToolCall('search', {'query': 'bad'}), Toolbox(Flaky())))
+            == "[search error] 'bad': RuntimeError: backend exploded")
 
 json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12)),
-                           lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.sampled_from(['query', 'url', 'goal', 'x']), c, max_size=3)), max_leaves=8)
+                           lambda c: st.one_of(st.lists(c, max_size=3),
+                                               st.dictionaries(st.sampled_from(['query', 'url', 'goal', 'x']), c,
+                                                               max_size=3)),
+                           max_leaves=8)
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(['search', 'visit', 'other', '']), json_values)
@@ -298,4 +334,5 @@ def test_generated_world_calls_all_run(tmp_path):
                 out[turn.call.name, obs.startswith(('[search error]', '[visit error]', '[tool error]'))] += 1
         return out
     got = run(outcomes())
-    assert got[('search', True)] == got[('visit', True)] == 0 and got[('search', False)] > 100 and got[('visit', False)] > 100
+    assert (got[('search', True)] == got[('visit', True)] == 0 and got[('search', False)] > 100
+            and got[('visit', False)] > 100)

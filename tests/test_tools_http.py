@@ -27,12 +27,15 @@ class Handler(ReplyHandler):
         if path == '/page': return self.reply(body=HTML)
         if path == '/flaky': return self.reply(500, b'oops') if n <= 2 else self.reply(body=HTML)
         if path == '/down': return self.reply(503, b'down')
-        if path == '/limited': return self.reply(429, b'slow down', 'text/plain', [('Retry-After', '1')]) if n == 1 else self.reply(body=b'finally', ctype='text/plain')
+        if path == '/limited':
+            return (self.reply(429, b'slow down', 'text/plain', [('Retry-After', '1')]) if n == 1
+                    else self.reply(body=b'finally', ctype='text/plain'))
         if path == '/slow':
             time.sleep(3)
             return self.reply(body=HTML)
         if path == '/huge': return self.huge()
-        if path in ('/r1', '/r2'): return self.redirect({'/r1': '/r2', '/r2': '/r3'}[path], 302 if path == '/r1' else 307)
+        if path in ('/r1', '/r2'):
+            return self.redirect({'/r1': '/r2', '/r2': '/r3'}[path], 302 if path == '/r1' else 307)
         if path == '/r3': return self.redirect(f'http://127.0.0.1:{s.server_port}/page', 301)
         if path == '/loop': return self.redirect('/loop')
         if path == '/to-private': return self.redirect('http://10.0.0.1/admin')
@@ -43,7 +46,8 @@ class Handler(ReplyHandler):
         if path == '/pdf': return self.reply(body=b'%PDF-1.4 ...', ctype='application/pdf')
         if path == '/untyped': return self.reply(body=b'no type but plain words', ctype=None)
         if path == '/untyped-bin': return self.reply(body=b'\x00\x01\x02binary', ctype=None)
-        if path == '/latin1': return self.reply(body='caf\xe9 au lait'.encode('latin-1'), ctype='text/plain; charset=iso-8859-1')
+        if path == '/latin1':
+            return self.reply(body='caf\xe9 au lait'.encode('latin-1'), ctype='text/plain; charset=iso-8859-1')
         if path == '/search': return self.searxng()
         self.reply(404, b'not found', 'text/plain')
 
@@ -67,7 +71,8 @@ class Handler(ReplyHandler):
         time.sleep(0.05)
         with self.server.lock: self.server.inflight -= 1
         q = httpx.URL(self.path).params.get('q', '')
-        body = {'results': [{'title': f'{q} result {i}', 'url': f'https://example.org/{i}', 'content': f'about {q}'} for i in range(12)]}
+        body = {'results': [{'title': f'{q} result {i}', 'url': f'https://example.org/{i}', 'content': f'about {q}'}
+                            for i in range(12)]}
         self.reply(body=json.dumps(body).encode(), ctype='application/json')
 
     def do_POST(self):
@@ -75,22 +80,28 @@ class Handler(ReplyHandler):
         s.hits[path] += 1
         body = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
         if path == '/serper':
-            if self.headers.get('X-API-KEY') != 'k123': return self.reply(403, b'{"message": "bad key"}', 'application/json')
-            hits = [{'title': f"{body['q']} {i}", 'link': f'https://example.org/{i}', 'snippet': 's', 'position': i} for i in range(body['num'] + 3)]
+            if self.headers.get('X-API-KEY') != 'k123':
+                return self.reply(403, b'{"message": "bad key"}', 'application/json')
+            hits = [{'title': f"{body['q']} {i}", 'link': f'https://example.org/{i}', 'snippet': 's', 'position': i}
+                    for i in range(body['num'] + 3)]
             return self.reply(body=json.dumps({'organic': hits}).encode(), ctype='application/json')
         if path.endswith('/chat/completions'): return self.chat(body, path.startswith('/bad'))
         self.reply(404, b'', 'text/plain')
 
     def chat(self, body, bad):
         self.server.prompts.append(body['messages'][0]['content'])
-        content = 'I cannot answer' if bad else '```json\n{"rational": "r", "evidence": "opened in March 1889", "summary": "The tower opened in 1889."}\n```'
-        self.reply(body=json.dumps({'choices': [{'message': {'role': 'assistant', 'content': content}}]}).encode(), ctype='application/json')
+        content = ('I cannot answer' if bad else
+                   '```json\n{"rational": "r", "evidence": "opened in March 1889", '
+                   '"summary": "The tower opened in 1889."}\n```')
+        self.reply(body=json.dumps({'choices': [{'message': {'role': 'assistant', 'content': content}}]}).encode(),
+                   ctype='application/json')
 
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     def handle_error(self, request, client_address):
         "A client that hung up (the timeout and cap tests do) is not an error"
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)): super().handle_error(request, client_address)
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 @pytest.fixture(scope='module')
 def server():
@@ -123,7 +134,8 @@ def test_429_honours_retry_after(server):
 def test_slow_response_times_out(server):
     t0 = time.perf_counter()
     obs = run(visit(f'{server.base}/slow', 'g', cfg(request_timeout=0.3, retries=1)))
-    assert obs == f'[visit error] {server.base}/slow: timed out after 0.3 s (2 tries)' and time.perf_counter() - t0 < 2.5
+    assert (obs == f'[visit error] {server.base}/slow: timed out after 0.3 s (2 tries)'
+            and time.perf_counter() - t0 < 2.5)
 
 def test_whole_call_budget(server):
     obs = run(visit(f'{server.base}/slow', 'g', cfg(timeout=0.4, request_timeout=10)))
@@ -147,14 +159,17 @@ def test_50mb_page_is_capped(server):
 
 def test_page_text_cap(server):
     async def go():
-        async with Toolbox.web(cfg(max_bytes=100_000, max_chars=5_000)) as tb: return await tb.page(f'{server.base}/huge')
+        async with Toolbox.web(cfg(max_bytes=100_000, max_chars=5_000)) as tb:
+            return await tb.page(f'{server.base}/huge')
     page = run(go())
     assert page.truncated and len(page.text) == 5_000
 
 @pytest.mark.parametrize('path,expect', [('/text', 'plain text: the tower opened in 1889'), ('/json', '"opened": 1889'),
                                          ('/untyped', 'no type but plain words'), ('/latin1', 'café au lait'),
-                                         ('/png', 'content type image/png is not text'), ('/pdf', 'content type application/pdf is not text'),
-                                         ('/untyped-bin', 'content type application/octet-stream is not text'), ('/nowhere', 'HTTP 404')])
+                                         ('/png', 'content type image/png is not text'),
+                                         ('/pdf', 'content type application/pdf is not text'),
+                                         ('/untyped-bin', 'content type application/octet-stream is not text'),
+                                         ('/nowhere', 'HTTP 404')])
 def test_content_types(server, path, expect):
     assert expect in run(visit(f'{server.base}{path}', 'what does it say', cfg()))
 
@@ -213,9 +228,11 @@ SSRF = [('http://127.0.0.1/', 'refused: 127.0.0.1 is a loopback address'),
 @pytest.mark.parametrize('url,reason', SSRF, ids=[u for u, _ in SSRF])
 def test_ssrf_refused_without_connecting(url, reason, no_connections):
     sent = []
-    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
     assert run(visit(url, 'read it', ToolConfig(), client)) == f'[visit error] {url}: {reason}'
-    assert run(visit(url, 'read it', ToolConfig())) == f'[visit error] {url}: {reason}'   # the real client, sockets guarded
+    # the real client, sockets guarded
+    assert run(visit(url, 'read it', ToolConfig())) == f'[visit error] {url}: {reason}'
     assert sent == [] and no_connections == []
 
 @pytest.mark.parametrize('url', [None, 3, '', '   ', 'x' * 5000, 'http://[bad', ['http://127.0.0.1/', 7]])
@@ -225,18 +242,21 @@ def test_bad_urls_are_observations(url):
 
 def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
     "A name that resolves to a private address is refused; a public one is connected to at the checked address"
-    async def fake_resolve(host, port, timeout=10.0): return {'intranet.test': ['10.1.2.3'], 'mixed.test': ['93.184.215.14', '10.0.0.5']}.get(host, ['93.184.215.14'])
+    async def fake_resolve(host, port, timeout=10.0):
+        return {'intranet.test': ['10.1.2.3'], 'mixed.test': ['93.184.215.14', '10.0.0.5']}.get(host, ['93.184.215.14'])
     monkeypatch.setattr(W, 'resolve', fake_resolve)   # where safe_address looks it up
     sent = []
     def handler(r):
         sent.append(r)
         return httpx.Response(200, text='public words', headers={'content-type': 'text/plain'})
     client = lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    assert run(visit('http://intranet.test/x', 'g', ToolConfig(), client())).endswith('refused: intranet.test resolves to 10.1.2.3, a private address')
+    assert run(visit('http://intranet.test/x', 'g', ToolConfig(), client())).endswith(
+        'refused: intranet.test resolves to 10.1.2.3, a private address')
     assert 'refused: mixed.test resolves to 10.0.0.5' in run(visit('http://mixed.test/', 'g', ToolConfig(), client()))
     assert 'public words' in run(visit('https://public.test:8443/a?b=1', 'g', ToolConfig(), client()))
     (r,) = sent
-    assert (r.url.host, r.url.port, r.headers['host'], r.extensions['sni_hostname']) == ('93.184.215.14', 8443, 'public.test:8443', 'public.test')
+    assert ((r.url.host, r.url.port, r.headers['host'], r.extensions['sni_hostname'])
+            == ('93.184.215.14', 8443, 'public.test:8443', 'public.test'))
 
 # --- search backends, summariser, concurrency, cache, record/replay ---
 
@@ -245,8 +265,10 @@ def test_searxng_backend_and_concurrency_limit(server):
     c = cfg(search_api='searxng', search_url=f'{server.base}/search', concurrency=2, top_k=5)
     obs = run(search([f'q{i}' for i in range(6)], c))
     res = json.loads(obs)
-    assert [r['query'] for r in res] == [f'q{i}' for i in range(6)] and all(len(r['web_page_info_list']) == 5 for r in res)
-    assert res[0]['web_page_info_list'][0] == {'title': 'q0 result 0', 'url': 'https://example.org/0', 'snippet': 'about q0'}
+    assert ([r['query'] for r in res] == [f'q{i}' for i in range(6)]
+            and all(len(r['web_page_info_list']) == 5 for r in res))
+    assert res[0]['web_page_info_list'][0] == {'title': 'q0 result 0', 'url': 'https://example.org/0',
+                                               'snippet': 'about q0'}
     assert server.peak <= 2
 
 def test_serper_backend(server, monkeypatch):
@@ -263,40 +285,48 @@ def test_openai_summariser(server):
     obs = run(visit(f'{server.base}/page', 'When did it open?', cfg(summary_url=f'{server.base}/v1')))
     assert obs == (f'The useful information in {server.base}/page for user goal When did it open? as follows: \n\n'
                    'Evidence in page: \nopened in March 1889\n\nSummary: \nThe tower opened in 1889.')
-    assert 'The Eiffel Tower opened in March 1889' in server.prompts[-1] and '## **User Goal**\nWhen did it open?' in server.prompts[-1]
+    assert ('The Eiffel Tower opened in March 1889' in server.prompts[-1]
+            and '## **User Goal**\nWhen did it open?' in server.prompts[-1])
     n = server.hits['/bad/v1/chat/completions']
-    assert run(visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/bad/v1'))).endswith('the summariser gave no JSON with "evidence" and "summary" (3 tries)')
+    assert run(visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/bad/v1'))).endswith(
+        'the summariser gave no JSON with "evidence" and "summary" (3 tries)')
     assert server.hits['/bad/v1/chat/completions'] == n + 3
 
 def test_any_chat_model_summarises(server):
     async def policy(messages): return '{"evidence": "330 metres", "summary": "It is 330 m tall."}'
     async def go():
-        async with Toolbox.web(cfg(), chat=policy) as tb: return await tb.run(ToolCall('visit', {'url': f'{server.base}/page', 'goal': 'height'}))
+        async with Toolbox.web(cfg(), chat=policy) as tb:
+            return await tb.run(ToolCall('visit', {'url': f'{server.base}/page', 'goal': 'height'}))
     assert run(go()).endswith('Evidence in page: \n330 metres\n\nSummary: \nIt is 330 m tall.')
 
 def test_cache_makes_reruns_reproducible(server, tmp_path):
     c = cfg(search_api='searxng', search_url=f'{server.base}/search', cache_path=str(tmp_path/'cache.sqlite'))
     before = server.hits['/search']
     first = run(search('cached query', c))
-    again = [run(search('cached query', c)), run(visit(f'{server.base}/page', 'g', c)), run(visit(f'{server.base}/page', 'g', c))]
+    again = [run(search('cached query', c)), run(visit(f'{server.base}/page', 'g', c)),
+             run(visit(f'{server.base}/page', 'g', c))]
     assert again[0] == first and again[1] == again[2] and server.hits['/search'] == before + 1
     assert len(T.Cache(c.cache_path)) == 2
 
 def test_unusable_cache_path_is_a_clear_error(tmp_path):
-    "A path sqlite cannot open at all (here a folder) is an error; a damaged file is set aside instead (test_hostile_tools)"
+    "A path sqlite cannot open at all (here a folder) is an error; a damaged file is set aside (test_hostile_tools)"
     (p := tmp_path/'cache.sqlite').mkdir()
-    with pytest.raises(ValueError, match='cannot use .* as a tool cache'): Toolbox(None, cfg=ToolConfig(cache_path=str(p)))
+    with pytest.raises(ValueError, match='cannot use .* as a tool cache'):
+        Toolbox(None, cfg=ToolConfig(cache_path=str(p)))
 
 def test_record_then_replay_offline(server, tmp_path):
     tape, c = tmp_path/'tape.jsonl', cfg(search_api='searxng', search_url=f'{server.base}/search')
-    calls = [ToolCall('search', {'query': ['tower']}), ToolCall('visit', {'url': f'{server.base}/flaky', 'goal': 'When did it open?'})]
+    calls = [ToolCall('search', {'query': ['tower']}),
+             ToolCall('visit', {'url': f'{server.base}/flaky', 'goal': 'When did it open?'})]
     server.hits['/flaky'] = 0
     async def go(transport):
-        async with Toolbox.web(c, make_client(c, transport)) as tb: return [await run_tool(k, tb) for k in calls]
+        async with Toolbox.web(c, make_client(c, transport)) as tb:
+            return [await run_tool(k, tb) for k in calls]
     recorded = run(go(Cassette(tape, inner=httpx.AsyncHTTPTransport())))
     hits = sum(server.hits.values())
     replayed = run(go(Cassette(tape)))
     assert replayed == recorded and sum(server.hits.values()) == hits and 'opened in March 1889' in recorded[1]
     assert len(tape.read_text().splitlines()) == 4   # one search, two 500s, one 200
-    miss = run(run_tool(ToolCall('search', {'query': ['never recorded']}), Toolbox.web(c, make_client(c, Cassette(tape)))))
+    miss = run(run_tool(ToolCall('search', {'query': ['never recorded']}),
+                        Toolbox.web(c, make_client(c, Cassette(tape)))))
     assert miss.startswith("[search error] 'never recorded': ReplayMiss: no recorded response for GET http://127.0.0.1")

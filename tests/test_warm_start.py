@@ -23,7 +23,8 @@ def test_the_world_splits_are_disjoint_and_noiseless():
     with pytest.raises(ValueError, match='distinct questions'): warm_world(WarmConfig(entities=2, train=200))
 
 def test_bf16_autocast_only_where_the_hardware_is_fast():
-    "bf16=None resolves to what `fast_bf16` finds (a CPU without bf16 kernels runs bf16 matmuls in a slow loop); the key follows it"
+    """bf16=None resolves to what `fast_bf16` finds (a CPU without bf16 kernels runs bf16 matmuls in a slow loop);
+    the key follows it"""
     import torch
     from venus_nb.models import fast_bf16
     assert WarmConfig().bf16 is fast_bf16() and isinstance(fast_bf16(), bool)
@@ -36,7 +37,8 @@ def test_cached_by_config(tiny_dir):
     first = warm_start(cfg, verbose=False)
     assert not first.cached and first.path == warm_dir(cfg)/'model' and (first.path/'config.json').exists()
     rep = json.loads((warm_dir(cfg)/'report.json').read_text())
-    assert {'well_formed', 'pass_at_1', 'rollouts', 'engine', 'sft_seconds', 'check_seconds', 'seconds', 'config'} <= set(rep)
+    assert {'well_formed', 'pass_at_1', 'rollouts', 'engine', 'sft_seconds', 'check_seconds', 'seconds',
+            'config'} <= set(rep)
     assert rep['rollouts'] == 4 and rep['engine'] == 'transformers' and WarmConfig(**rep['config']) == cfg
     again = warm_start(cfg, verbose=False)
     assert again.cached and again.report == first.report and again.config == cfg

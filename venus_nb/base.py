@@ -16,8 +16,8 @@ __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_u
            'typed', 'config_kwargs', 'load_config', 'Settings', 'moved']
 
 # %% ../nbs/00_base.ipynb #43da2838
-MAX_RECORD_BYTES = 64 * 2**20  # a JSONL line (or a record of a JSON array) longer than this is reported, never read into memory whole
-MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it later
+MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
+MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it
 
 class BadRecord(ValueError):
     "Why a record cannot be read (a message for the reader, shown as it is), and the line (from 1) where it broke"
@@ -50,7 +50,8 @@ def parse_json(text:str, max_depth:int=MAX_DEPTH):
     "One JSON value, or a `BadRecord` that says why not (not JSON, or nested deeper than `max_depth`)"
     try: obj = json.loads(text)
     except RecursionError: raise BadRecord(f'JSON nested deeper than {max_depth} levels') from None
-    except json.JSONDecodeError as e: raise BadRecord(f'not JSON: {e.msg} at column {e.colno}: {text[:60]!r}', e.lineno) from None
+    except json.JSONDecodeError as e:
+        raise BadRecord(f'not JSON: {e.msg} at column {e.colno}: {text[:60]!r}', e.lineno) from None
     if _too_deep(obj, max_depth): raise BadRecord(f'JSON nested deeper than {max_depth} levels')
     return obj
 
@@ -78,7 +79,7 @@ def _line_record(raw, max_bytes, max_depth):
         return e if raw.endswith(b'\n') else BadRecord(f'cut short (no newline at the end of the file): {e}', e.line)
 
 def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
-    "(line number, record or the `BadRecord` that says why the line cannot be read) for every non-blank line of a JSONL file"
+    "(line number, record or a `BadRecord` saying why it cannot be read) for every non-blank line of a JSONL file"
     with open(must_exist(path), 'rb') as f:
         for n, raw in _lines(f, max_line_bytes):
             rec = _line_record(raw.removeprefix(codecs.BOM_UTF8) if n == 1 and raw else raw, max_line_bytes, max_depth)
@@ -86,7 +87,7 @@ def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_D
 
 # %% ../nbs/00_base.ipynb #90f9b3f9
 class LoadError(NamedTuple):
-    "A record that could not be read, and why: `index` is its line in a JSONL or JSON file (from 1), its position in a JSON array (from 0), its row in a table (from 1) or in a `Dataset` (from 0, as `ds[index]`)"
+    "A record not read, and why; `index`: file line or table row (from 1), JSON-array or `Dataset` position (from 0)"
     source: str
     index: int
     reason: str
@@ -116,10 +117,11 @@ def _is_array(path:Path)->bool:
         while not head.strip() and (more := f.read(1 << 16)): head = more
     return head.lstrip()[:1] == b'['
 
-_SPACE, _TAIL = re.compile(r'[ \t\n\r]*'), 16   # JSON white space; a value ending this close to the end of what is read may go on
+# JSON white space; a value ending this close to the end of what is read may go on
+_SPACE, _TAIL = re.compile(r'[ \t\n\r]*'), 16
 
 class _Chunks:
-    "The text of a binary UTF-8 file read a chunk at a time: `buf[at:]` is what is not yet parsed, `base` the characters dropped before `buf`"
+    "A UTF-8 file's text read in chunks: `buf[at:]` is still to parse, `base` counts characters dropped before `buf`"
     def __init__(self, f, max_bytes:int):
         self.f, self.max_bytes, self.dec = f, max_bytes, codecs.getincrementaldecoder('utf-8-sig')()
         self.buf, self.at, self.base, self.eof = '', 0, 0, False
@@ -127,7 +129,8 @@ class _Chunks:
     def check(self, start:int, end:int):
         "A `BadRecord` if `buf[start:end]` is longer than `max_bytes` as UTF-8"
         n = end - start
-        if n > self.max_bytes or (n > self.max_bytes // 4 and not self.buf.isascii() and len(self.buf[start:end].encode()) > self.max_bytes):
+        if n > self.max_bytes or (n > self.max_bytes // 4 and not self.buf.isascii()
+                                  and len(self.buf[start:end].encode()) > self.max_bytes):
             raise BadRecord(f'record longer than {self.max_bytes:,} bytes (the rest of the array is not read)')
 
     def more(self)->bool:
@@ -166,7 +169,7 @@ class _Chunks:
             self.more()
 
 def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
-    "(position, record or the `BadRecord` that says why not) for each record of the JSON array in binary file `f`, read a chunk at a time; text that is not one JSON array is a ValueError"
+    "(position, record or `BadRecord`) per record of the JSON array in binary file `f`, read in chunks; else ValueError"
     text, decoder = _Chunks(f, max_bytes), json.JSONDecoder()
     if (c := text.next()) != '[': raise ValueError(f"expected '[', found {c[:1]!r}")
     if text.next(consume=False) == ']': text.next()
@@ -182,16 +185,17 @@ def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
     if (c := text.next()): raise ValueError(f'{c!r} after the end of the array')
 
 def _array_records(path:Path, max_bytes:int=MAX_RECORD_BYTES):
-    "`(position, record or BadRecord)` for each record of a JSON-array file, read as it goes; a ValueError naming the file if it is not one JSON array"
+    "`(position, record or BadRecord)` per record of a JSON-array file, read as it goes; else a ValueError naming it"
     with open(path, 'rb') as f:
         try: yield from _array_items(f, max_bytes)
         except ValueError as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
 
-def read_records(path, parse:Callable|None=None, # (record, file, line or position) -> what to keep; None keeps the record
+def read_records(path,
+                 parse:Callable|None=None, # (record, file, line or position) -> what to keep; None keeps the record
                  array:bool=False, # a file whose first character is `[` is one JSON array of records
                  max_line_bytes:int=MAX_RECORD_BYTES # a longer JSONL line or JSON-array record is a `LoadError`
                 )->tuple[list, list[LoadError]]:
-    "What `parse` makes of every record of a JSONL file (or a JSON array), and a `LoadError` for each one it could not read or parse"
+    "What `parse` makes of each record of a JSONL file (or JSON array), and a `LoadError` for each not read or parsed"
     p = must_exist(path)
     recs = _array_records(p, max_line_bytes) if array and _is_array(p) else jsonl_records(p, max_line_bytes)
     return load_records(((str(p), n, r) for n, r in recs), parse)
@@ -203,7 +207,7 @@ def _skipped(errors:list)->str:
 
 # %% ../nbs/00_base.ipynb #0c5642d3
 def _temp_beside(path:Path, mode:str):
-    "A new file of its own beside `path` (`.name.<random>.tmp`, never one another writer holds), opened with `mode`, and its path"
+    "A new file of its own beside `path` (`.name.<random>.tmp`, no other writer's), opened with `mode`, and its path"
     kw = {} if 'b' in mode else dict(encoding='utf-8')
     while True:
         tmp = path.with_name(f'.{path.name[:200]}.{secrets.token_hex(6)}.tmp')
@@ -221,7 +225,7 @@ def _fsync_folder(folder:Path):
 @contextmanager
 def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
                ):
-    "A file to write `path` through: a temporary file of its own beside it, on disk and renamed over `path` once whole (a failure leaves `path` as it was)"
+    "A file to write `path` through: its own temp file beside it, synced and renamed over `path` once whole, or dropped"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp, f = _temp_beside(path, mode)
@@ -251,23 +255,25 @@ def save_config(cfg, path, as_json:Callable=asdict # the settings as JSON data
     return write_atomic(path, json.dumps(as_json(cfg), indent=1))
 
 def read_config(path):
-    "The data of a settings file: JSON, or YAML when it is named `.yaml`/`.yml`; one that cannot be read as such is a ValueError naming it"
+    "A settings file's data: JSON, or YAML when named `.yaml`/`.yml`; if not readable so, a ValueError naming it"
     p, yaml_file = Path(path), Path(path).suffix.lower() in ('.yaml', '.yml')
-    if p.stat().st_size > MAX_RECORD_BYTES: raise ValueError(f'{p}: a settings file of {p.stat().st_size:,} bytes, over {MAX_RECORD_BYTES:,}')
+    if p.stat().st_size > MAX_RECORD_BYTES:
+        raise ValueError(f'{p}: a settings file of {p.stat().st_size:,} bytes, over {MAX_RECORD_BYTES:,}')
     import yaml
     try:
         text = p.read_bytes().decode('utf-8-sig')
         return (yaml.safe_load(text) if text.strip() else None) if yaml_file else json.loads(text)
     except (ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
-        raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} ({' '.join(str(e).split())[:200]})") from None
+        raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} "
+                         f"({' '.join(str(e).split())[:200]})") from None
 
 def nested_config(f)->type|None:
     "The config dataclass a field holds by default (`IGPOConfig.rollout` holds a `RolloutConfig`), if any"
     default = f.default_factory() if f.default_factory is not MISSING else f.default
     return type(default) if is_dataclass(default) else None
 
-_KINDS = {'int': 'a whole number', 'float': 'a finite number', 'str': 'a text', 'bool': 'true or false', 'tuple': 'a list',
-          'list': 'a list', 'dict': 'a mapping', 'None': 'null'}
+_KINDS = {'int': 'a whole number', 'float': 'a finite number', 'str': 'a text', 'bool': 'true or false',
+          'tuple': 'a list', 'list': 'a list', 'dict': 'a mapping', 'None': 'null'}
 _NO = object()
 
 def _kinds(f)->list:
@@ -280,7 +286,7 @@ def _short(v)->str:
     except ValueError: return f'a {type(v).__name__}'   # an int too long to print
 
 def _as(v, kind:str):
-    "`v` as `kind` (a key of _KINDS), or _NO: an int or a text like `1e-5` is a float, a number or a date a text, a list a tuple"
+    "`v` as `kind` (a _KINDS key) or _NO: an int or text like `1e-5` is a float, a number or date a str, a list a tuple"
     if kind == 'None': return None if v is None else _NO
     if isinstance(v, bool) != (kind == 'bool'): return _NO   # true is no number, 1 no bool
     if kind in ('int', 'bool'): return v if isinstance(v, int) else _NO
@@ -289,7 +295,8 @@ def _as(v, kind:str):
         except (ValueError, OverflowError): x = math.nan
         return x if math.isfinite(x) else _NO
     if kind == 'str': return str(v) if isinstance(v, (str, int, float, datetime.date)) else _NO
-    if kind in ('tuple', 'list'): return (tuple if kind == 'tuple' else list)(v) if isinstance(v, (list, tuple)) else _NO
+    if kind in ('tuple', 'list'):
+        return (tuple if kind == 'tuple' else list)(v) if isinstance(v, (list, tuple)) else _NO
     return v if isinstance(v, dict) else _NO
 
 def _item_kind(f)->str|None:
@@ -299,7 +306,7 @@ def _item_kind(f)->str|None:
     return kinds.pop() if len(kinds) == 1 and kinds <= set(_KINDS) else None
 
 def typed(value, f, where:str=''):
-    "`value` as field `f` is annotated (`int`, `float|None`, `tuple`, ...), else a ValueError naming the key; other annotations are the class's to check"
+    "`value` as field `f` is annotated (`int`, `float|None`...), else a ValueError naming it; others: the class checks"
     kinds = _kinds(f)
     if not set(kinds) <= set(_KINDS): return value
     for k in kinds:
@@ -311,20 +318,25 @@ def typed(value, f, where:str=''):
     raise ValueError(f"{where}{f.name}: expected {' or '.join(_KINDS[k] for k in kinds)}, got {_short(value)}")
 
 def config_kwargs(cls, d, where:str='')->dict:
-    "Settings `d` checked against the fields of dataclass `cls`: an unknown key or a value of the wrong type is a ValueError naming it; nested configs are built"
-    if not isinstance(d, dict): raise ValueError(f"{where[:-1] + ': ' if where else ''}not a mapping of {cls.__name__} settings, got {_short(d)}")
+    "Settings `d` checked against dataclass `cls`: a ValueError names an unknown or ill-typed key; nested configs built"
+    if not isinstance(d, dict):
+        raise ValueError(f"{where[:-1] + ': ' if where else ''}not a mapping of {cls.__name__} settings, "
+                         f"got {_short(d)}")
     names = {f.name for f in fields(cls)}
-    if unknown := [k for k in d if k not in names]: raise ValueError(f'unknown {cls.__name__} keys {sorted(where + str(k) for k in unknown)}')
+    if unknown := [k for k in d if k not in names]:
+        raise ValueError(f'unknown {cls.__name__} keys {sorted(where + str(k) for k in unknown)}')
     kw = {}
     for f in fields(cls):
         if f.name not in d: continue
         v, sub = d[f.name], nested_config(f)
-        kw[f.name] = (v if isinstance(v, sub) else sub(**config_kwargs(sub, v, f'{where}{f.name}.'))) if sub else typed(v, f, where)
+        kw[f.name] = ((v if isinstance(v, sub) else sub(**config_kwargs(sub, v, f'{where}{f.name}.'))) if sub
+                      else typed(v, f, where))
     return kw
 
-def load_config(cls, path, prepare:Callable|None=None # the settings read, made ready for `cls` (IGPO's judge from its saved spec)
+def load_config(cls, path,
+                prepare:Callable|None=None # the settings read, made ready for `cls` (IGPO's judge from its saved spec)
                ):
-    "Settings of dataclass `cls` from a file `save_config` wrote, or from YAML (`.yaml`, `.yml`); an unknown key or a wrong value is a ValueError naming the file and the key"
+    "Settings of dataclass `cls` from a `save_config` file or YAML; a bad key or value: ValueError naming file and key"
     d = read_config(path)
     d = {} if d is None else d
     if not isinstance(d, dict): raise ValueError(f'{path}: not a mapping of {cls.__name__} settings')
@@ -347,9 +359,9 @@ class Settings:
 
     @classmethod
     def load(cls, path,
-             trust_code:bool=False # import code a file names by its dotted name (only for a file you trust: it runs that code)
+             trust_code:bool=False # import code the file names by dotted name (only a file you trust: it runs it)
             ):
-        "Settings from a file `save` wrote, or YAML; an unknown key or a wrong value is a ValueError naming the file and the key"
+        "Settings from a file `save` wrote, or YAML; an unknown key or wrong value is a ValueError naming file and key"
         return load_config(cls, path, lambda d: cls.from_saved(d, trust_code))
 
 # %% ../nbs/00_base.ipynb #6f5331be

@@ -70,7 +70,8 @@ def check_json(path, *keys)->dict:
 def flat_settings(d:dict, prefix:str='')->dict:
     "Nested settings as one level, `outer.inner` keys"
     out = {}
-    for k, v in d.items(): out |= flat_settings(v, f'{prefix}{k}.') if isinstance(v, dict) and v else {f'{prefix}{k}': v}
+    for k, v in d.items():
+        out |= flat_settings(v, f'{prefix}{k}.') if isinstance(v, dict) and v else {f'{prefix}{k}': v}
     return out
 
 def config_changes(saved:dict, # the settings a checkpoint was trained with (as JSON)
@@ -78,7 +79,8 @@ def config_changes(saved:dict, # the settings a checkpoint was trained with (as 
                    free=() # settings that may differ
                   )->dict:
     "{setting: [saved, now]} of every setting that differs, nested ones as `outer.inner`"
-    a, b = flat_settings(json.loads(json.dumps(saved))), flat_settings(json.loads(json.dumps(now)))   # tuples and lists compare alike
+    # tuples and lists compare alike
+    a, b = flat_settings(json.loads(json.dumps(saved))), flat_settings(json.loads(json.dumps(now)))
     return {k: [a.get(k), b.get(k)] for k in dict.fromkeys([*b, *a]) if k not in free and a.get(k) != b.get(k)}
 
 def describe_changes(changes:dict)->str:
@@ -99,12 +101,14 @@ def trackers(report_to # a tracker name, a list of them, or 'none' / None / [] f
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
     names = tuple(dict.fromkeys(n for n in names if n != 'none'))
     if bad := [n for n in names if n not in TRACKERS]:
-        raise ValueError(f"report_to: unknown tracker {bad[0]!r}; venus_nb logs offline to {list(TRACKERS)} ('none' for no tracker)")
+        raise ValueError(f"report_to: unknown tracker {bad[0]!r}; "
+                         f"venus_nb logs offline to {list(TRACKERS)} ('none' for no tracker)")
     return names
 
 def need_tensorboard():
     "A clear ImportError when TensorBoard is not installed"
-    if not has_module('tensorboard'): raise ImportError("report_to=['tensorboard'] needs TensorBoard: pip install tensorboard")
+    if not has_module('tensorboard'):
+        raise ImportError("report_to=['tensorboard'] needs TensorBoard: pip install tensorboard")
 
 # %% ../nbs/03_checkpoints.ipynb #321d7ddb
 def in_notebook()->bool:

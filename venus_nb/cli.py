@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 from .base import MAX_RECORD_BYTES, write_atomic, nested_config, typed as field_value, Settings
 from .trajectory import write_jsonl, Loaded, Trajectory
-from .terminal import say, in_terminal, CLIError, readable, writable_folder, writable_file, write_csv, step_bar, IGPO_COLUMNS
+from .terminal import (say, in_terminal, CLIError, readable, writable_folder, writable_file, write_csv,
+                               step_bar, IGPO_COLUMNS)
 from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 
 # %% auto #0
@@ -26,7 +27,8 @@ __all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV'
 # %% ../nbs/40_cli.ipynb #7f06283c
 from .base import moved
 # names that lived here before moving to demo, terminal: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, {**dict.fromkeys('''CLIError IGPO_COLUMNS in_terminal plain readable step_bar text_table writable_file writable_folder
+__getattr__ = moved(__name__, {**dict.fromkeys('''CLIError IGPO_COLUMNS in_terminal plain readable step_bar '''
+    '''text_table writable_file writable_folder
     write_csv'''.split(), 'terminal'),
     **dict.fromkeys('''DEFAULT_DATA change_line demo demo_igpo_config error_rule rule_counts stage_one stage_two
     stage_two_engine step_check step_clean step_eval step_igpo step_load step_meaning step_resample
@@ -39,11 +41,13 @@ def cmd_synth(args):
     say('\n'.join(f'{k}: {v}' for k, v in files.items()))
 
 def _load(path, fmt)->Loaded:
-    "The trajectories of a file and its unreadable records (each reported with its line); a CLIError when none can be read"
+    "A file's trajectories and its unreadable records (each reported with its line); a CLIError when none can be read"
     from venus_nb import data
-    loaded = {'dr-venus': data.load_dr_venus, 'webdancer': data.load_webdancer, 'react': data.load_react}[fmt](readable(path))
+    loaded = {'dr-venus': data.load_dr_venus, 'webdancer': data.load_webdancer,
+              'react': data.load_react}[fmt](readable(path))
     for e in loaded.errors: say(f'unreadable: {e}')
-    if not loaded.trajectories: raise CLIError(f'{path}: no readable trajectory ({len(loaded.errors)} unreadable records, --format {fmt})')
+    if not loaded.trajectories:
+        raise CLIError(f'{path}: no readable trajectory ({len(loaded.errors)} unreadable records, --format {fmt})')
     return loaded
 
 # %% ../nbs/40_cli.ipynb #a61e2b97
@@ -63,7 +67,9 @@ def cmd_resample(args):
 def pick(trajs:list, index:int, path)->Trajectory:
     "Trajectory `index` of a file, if it is there and has turns to replay"
     n = len(trajs)
-    if not 0 <= index < n: raise CLIError(f'--index {index} is out of range: {path} has {n} trajector{"y" if n == 1 else "ies"} (0 to {n - 1})')
+    if not 0 <= index < n:
+        raise CLIError(f'--index {index} is out of range: '
+                       f'{path} has {n} trajector{"y" if n == 1 else "ies"} (0 to {n - 1})')
     if not trajs[index].turns: raise CLIError(f'trajectory {index} of {path} has no assistant turn to replay')
     return trajs[index]
 
@@ -80,13 +86,13 @@ def cmd_replay(args):
 
 # %% ../nbs/40_cli.ipynb #e04b6a5f
 def yaml_value(text:str):
-    "A command-line value read as a YAML scalar: `8` an int, `0.5` a float, `true` a bool, `null` None, `[1, 4]` a list, else the text"
+    "A CLI value read as YAML: `8` an int, `0.5` a float, `true` a bool, `null` None, `[1, 4]` a list, else the text"
     import yaml
     try: return yaml.safe_load(text) if text.strip() else text
     except yaml.YAMLError: return text
 
 def parse_sets(pairs:list|None)->dict:
-    "`--set key=value` pairs as settings; a dotted key reaches into a nested config: `rollout.G=4` is `{'rollout': {'G': 4}}`"
+    "`--set key=value` pairs as settings; a dotted key sets a nested config: `rollout.G=4` is `{'rollout': {'G': 4}}`"
     out = {}
     for p in pairs or []:
         key, eq, value = p.partition('=')
@@ -95,7 +101,8 @@ def parse_sets(pairs:list|None)->dict:
         d = out
         for i, k in enumerate(path):
             d = d.setdefault(k, {})
-            if not isinstance(d, dict): raise CLIError(f"--set {p}: {'.'.join(path[:i + 1])} is set to a value, not to settings")
+            if not isinstance(d, dict):
+                raise CLIError(f"--set {p}: {'.'.join(path[:i + 1])} is set to a value, not to settings")
         d[last] = yaml_value(value)
     return out
 
@@ -108,9 +115,11 @@ def merged(base:dict, over:dict)->dict:
 def read_settings(path)->dict:
     "The settings in a YAML or JSON file (JSON is YAML too)"
     import yaml
-    if (size := readable(path).stat().st_size) > MAX_RECORD_BYTES: raise CLIError(f'{path}: a settings file of {size:,} bytes, over {MAX_RECORD_BYTES:,}')
+    if (size := readable(path).stat().st_size) > MAX_RECORD_BYTES:
+        raise CLIError(f'{path}: a settings file of {size:,} bytes, over {MAX_RECORD_BYTES:,}')
     try: d = yaml.safe_load(Path(path).read_bytes().decode('utf-8-sig'))
-    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as e:   # a broken text, an int too long, nesting too deep
+    # a broken text, an int too long, nesting too deep
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as e:
         raise CLIError(f'{path}: neither YAML nor JSON ({" ".join(str(e).split())[:200]})') from None
     if d is None: return {}
     if not isinstance(d, dict): raise CLIError(f'{path}: expected `key: value` settings, found a {type(d).__name__}')
@@ -118,16 +127,17 @@ def read_settings(path)->dict:
 
 # %% ../nbs/40_cli.ipynb #a5a8907b
 def check_keys(d:dict, cls, extra=(), where:str=''):
-    "A CLIError naming every key of `d` that is neither a field of `cls` nor in `extra`, and the valid ones (nested configs too)"
+    "A CLIError naming each key of `d` that is neither a field of `cls` nor in `extra`, and the valid ones (nested too)"
     valid = list(extra) + [f.name for f in fields(cls)]
     if bad := [k for k in d if k not in valid]:
         raise CLIError(f"unknown setting{'s' if len(bad) > 1 else ''} {', '.join(where + str(k) for k in bad)}; "
                        f"valid{' in ' + where[:-1] if where else ''}: {', '.join(valid)}")
     for f in fields(cls):
-        if isinstance(d.get(f.name), dict) and (sub := nested_config(f)): check_keys(d[f.name], sub, where=f'{where}{f.name}.')
+        if isinstance(d.get(f.name), dict) and (sub := nested_config(f)):
+            check_keys(d[f.name], sub, where=f'{where}{f.name}.')
 
 def typed(value, f, where:str=''):
-    "`value` as field `f` is annotated (`base.typed`: a YAML list a tuple, an int or a text like `1e-5` a float, a date a text), else a CLIError naming the key"
+    "`value` as `f` is annotated (`base.typed`: a YAML list a tuple, `1e-5` a float), else a CLIError naming the key"
     try: return field_value(value, f, where)
     except ValueError as e: raise CLIError(str(e)) from None
 
@@ -137,10 +147,12 @@ def build(cls, d:dict, where:str=''):
     for f in fields(cls):
         if f.name not in d: continue
         sub, v = nested_config(f), d[f.name]
-        if sub and not isinstance(v, (dict, sub)): raise CLIError(f'{where}{f.name}: expected a mapping of {sub.__name__} settings, got {v!r:.80}')
+        if sub and not isinstance(v, (dict, sub)):
+            raise CLIError(f'{where}{f.name}: expected a mapping of {sub.__name__} settings, got {v!r:.80}')
         kw[f.name] = build(sub, v, f'{where}{f.name}.') if sub and isinstance(v, dict) else typed(v, f, where)
     try: return cls(**kw)
-    except (TypeError, ValueError) as e: raise CLIError(str(e) if str(e).startswith(cls.__name__) else f'{cls.__name__}: {e}') from None
+    except (TypeError, ValueError) as e:
+        raise CLIError(str(e) if str(e).startswith(cls.__name__) else f'{cls.__name__}: {e}') from None
 
 # %% ../nbs/40_cli.ipynb #0c03dcb3
 def settings_of(inputs:dict, cfg)->dict:
@@ -157,7 +169,7 @@ def save_settings(path, command:str, settings:dict)->Path:
 @dataclass
 class Stage:
     "A command whose settings are a config dataclass's fields plus its own inputs"
-    config: str                       # the settings dataclass, as module.name (imported when a run needs it): its fields are keys of a --config file
+    config: str                       # settings dataclass, module.name (imported on use): its fields are --config keys
     inputs: dict                      # the command's other keys and their defaults (data, policy, questions, ...)
     flags: dict                       # option -> (key, help): the inputs as options
     run: Callable                     # (inputs, cfg) -> the files it wrote
@@ -169,7 +181,8 @@ class Stage:
     def defaults(self)->dict:
         "The inputs' defaults, and progress bars where there is a terminal to draw them"
         on = in_terminal()
-        return merged(dict(self.inputs), {k: {kk: on for kk in v} if isinstance(v, dict) else on for k, v in (self.bars or {}).items()})
+        return merged(dict(self.inputs),
+                      {k: {kk: on for kk in v} if isinstance(v, dict) else on for k, v in (self.bars or {}).items()})
 
     def settings(self, config=None, given:dict|None=None, sets:list|None=None)->dict:
         "The defaults, then the config file, then the options given, then the `--set` pairs"
@@ -185,7 +198,8 @@ class Stage:
         "(inputs, config) of checked settings"
         check_keys(d, self.cls, self.inputs)
         if missing := [k for k in self.required if d.get(k) is None]:
-            raise CLIError(f'no {missing[0]} given: pass --{missing[0].replace("_", "-")}, or set it in the --config file')
+            raise CLIError(f'no {missing[0]} given: pass --{missing[0].replace("_", "-")}, '
+                           'or set it in the --config file')
         for k, ok in (self.choices or {}).items():
             if d.get(k) not in ok: raise CLIError(f'{k}: expected one of {", ".join(map(str, ok))}, got {d.get(k)!r}')
         return {k: d[k] for k in self.inputs}, build(self.cls, {k: v for k, v in d.items() if k not in self.inputs})
@@ -232,8 +246,10 @@ def rollout_line(trajs:list, engine:str, seconds:float)->str:
     "How many rollouts, how fast, how well formed, and how they ended"
     from venus_nb.warm_start import well_formed
     stops = Counter(t.meta.get('stop') for t in trajs)
-    return (f'{len(trajs)} rollouts on {engine} in {seconds:.0f}s: {sum(t.meta.get("gen_tokens", 0) for t in trajs):,} tokens generated, '
-            f'{well_formed(trajs):.0%} well-formed turns; ended by ' + ', '.join(f'{k} ×{n}' for k, n in stops.most_common()))
+    return (f'{len(trajs)} rollouts on {engine} in {seconds:.0f}s: '
+            f'{sum(t.meta.get("gen_tokens", 0) for t in trajs):,} tokens generated, '
+            f'{well_formed(trajs):.0%} well-formed turns; ended by '
+            + ', '.join(f'{k} ×{n}' for k, n in stops.most_common()))
 
 # %% ../nbs/40_cli.ipynb #03040eb6
 def run_sft(inputs:dict, cfg)->list:
@@ -247,14 +263,15 @@ def run_sft(inputs:dict, cfg)->list:
 def run_rollout(inputs:dict, cfg)->list:
     "G rollouts per question of a policy with the corpus as its tools"
     from venus_nb.rollout import rollout
-    questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
+    questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
+                         read_corpus(inputs['corpus'], inputs['questions']))
     engine, t = policy_engine(inputs), time.time()
     trajs = rollout(engine, questions, corpus, cfg)
     say(rollout_line(trajs, engine.name, time.time() - t))
     return [write_jsonl(trajs, output_folder(inputs, cfg)/'trajectories.jsonl')]
 
 def eval_selectors(inputs:dict)->tuple[dict, object]:
-    "The selectors `--select` names and the verifier they need (its URL checked); a CLIError for an unknown one or a missing URL"
+    "The selectors `--select` names and their verifier (URL checked); a CLIError for an unknown one or a missing URL"
     from venus_nb.select import selectors_of, LLMVerifier
     if not inputs.get('select'): return {}, None
     try:
@@ -265,21 +282,25 @@ def eval_selectors(inputs:dict)->tuple[dict, object]:
     return sel, verifier
 
 def run_eval(inputs:dict, cfg)->list:
-    "Pass@k of a policy on held-out questions: the rollouts, one score row per rollout, the Pass@k table; with --select, each selector's picks and scores"
+    "Pass@k of a policy on held-out questions: rollouts, score rows, Pass@k; --select: each selector's picks and scores"
     from venus_nb.rollout import rollout
     from venus_nb.eval import evaluate_trajectories, KS
     from venus_nb.select import as_policy, write_selection
     select, verifier = eval_selectors(inputs)   # checked before anything loads
-    questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
+    questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
+                         read_corpus(inputs['corpus'], inputs['questions']))
     engine, t, ks = policy_engine(inputs), time.time(), inputs['ks'] or KS
     trajs = rollout(engine, questions, corpus, cfg)
     say(rollout_line(trajs, engine.name, time.time() - t))
-    scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None   # the policy's own weights score its answers
-    rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,), label=inputs['label'] or str(inputs['policy']),
+    # the policy's own weights score its answers
+    scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None
+    rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,),
+                                label=inputs['label'] or str(inputs['policy']),
                                 select=select or None, policy=scorer, verifier=verifier)
     say(rep._repr_markdown_())
     out = output_folder(inputs, cfg)
-    files = [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'), write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
+    files = [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'),
+             write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
     return files + (write_selection(out, rep.selection) if rep.selection is not None else [])
 
 # %% ../nbs/40_cli.ipynb #9cdf24a6
@@ -287,56 +308,73 @@ def run_igpo(inputs:dict, cfg)->list:
     "Stage-2 IGPO of a policy on training questions with the corpus as its tools"
     from venus_nb.igpo import igpo
     from venus_nb.rollout import HFEngine
-    questions, corpus = read_questions(inputs['questions'], inputs['limit']), read_corpus(inputs['corpus'], inputs['questions'])
+    questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
+                         read_corpus(inputs['corpus'], inputs['questions']))
     engine = None if inputs['engine'] == 'transformers' else policy_engine(inputs)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
-    with step_bar(cfg): res = igpo(inputs['policy'], questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
-    say(res._repr_markdown_() + '\n' + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
+    with step_bar(cfg):
+        res = igpo(inputs['policy'], questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,
+                   live=False)
+    say(res._repr_markdown_() + '\n'
+        + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
     return [write_csv(res.metrics, res.output_dir/'metrics.csv'), res.output_dir]
 
 # %% ../nbs/40_cli.ipynb #00574dd1
 _POLICY = ('--policy', ('policy', 'embedded name, local folder or Hub name of the policy (default: smollm2-135m)'))
-_ASKED = {'--questions': ('questions', 'JSONL of {question, answer} rows, or a world folder from `venus-nb synth` (its qa.jsonl)'),
+_ASKED = {'--questions': ('questions',
+                          'JSONL of {question, answer} rows, or a world folder from `venus-nb synth` (its qa.jsonl)'),
           '--corpus': ('corpus', "corpus JSONL the tools search, or a world folder (default: the questions' world)"),
           '--limit': ('limit', 'only the first N questions (default: all)'),
           '--engine': ('engine', "rollout engine: auto (vLLM when installed), vllm or transformers (default: auto)")}
 _ENGINE = dict(engine=('auto', 'vllm', 'transformers'))
-_SELECT = {'--select': ('select', 'also choose one answer per question from its G rollouts without the ground truth, and measure each choice '
-                                  'against Pass@1 and Pass@G: majority, confidence, evidence, weighted, verifier (comma-separated)'),
+_SELECT = {'--select': ('select', 'also choose one answer per question from its G rollouts without the ground truth, '
+                                  'and measure each choice against Pass@1 and Pass@G: majority, confidence, evidence, '
+                                  'weighted, verifier (comma-separated)'),
            '--verifier': ('verifier', 'OpenAI-compatible base URL of the verifier LLM (default: $VENUS_NB_JUDGE_URL)')}
-METAVARS = {'limit': 'N', 'output_dir': 'DIR', 'select': 'NAME[,NAME]', 'verifier': 'URL'}   # any other input option takes a PATH
+# any other input option takes a PATH
+METAVARS = {'limit': 'N', 'output_dir': 'DIR', 'select': 'NAME[,NAME]', 'verifier': 'URL'}
 
 def _asking(out:str)->dict:
     "The inputs of the commands that roll a policy out on questions"
-    return dict(policy='smollm2-135m', questions=None, corpus=None, limit=None, engine='auto', max_model_len=4096, output_dir=out)
+    return dict(policy='smollm2-135m', questions=None, corpus=None, limit=None, engine='auto', max_model_len=4096,
+                output_dir=out)
 
 def stages()->dict:
     "`sft`, `rollout`, `igpo` and `eval`: their settings dataclass, inputs, options and runner"
     out = ('--out', ('output_dir', 'output folder (default: out/<command>)'))
     return {
-        'sft': Stage('venus_nb.sft.SFTConfig', dict(data=None), dict([('--data', ('data', 'trajectories JSONL to train on (cleaned or resampled)')),
-                     ('--policy', ('model', 'embedded name, local folder or Hub name of the model to fine-tune (SFTConfig.model)')), out]),
+        'sft': Stage('venus_nb.sft.SFTConfig', dict(data=None),
+                     dict([('--data', ('data', 'trajectories JSONL to train on (cleaned or resampled)')),
+                           ('--policy', ('model', 'embedded name, local folder or Hub name of the model to fine-tune '
+                                                  '(SFTConfig.model)')), out]),
                      run_sft, 'stage-1 SFT of a model on trajectories (SFTConfig)', ('data',)),
-        'rollout': Stage('venus_nb.rollout.RolloutConfig', _asking('out/rollout'), dict([_POLICY, *_ASKED.items(), out]), run_rollout,
-                         'G rollouts per question of a policy over a local corpus, as trajectories (RolloutConfig)', ('questions',), _ENGINE,
-                         dict(progress=True)),
-        'igpo': Stage('venus_nb.igpo.IGPOConfig', {k: v for k, v in _asking(None).items() if k != 'output_dir'}, dict([_POLICY, *_ASKED.items(), out]), run_igpo,
-                      'stage-2 IGPO of a policy on training questions over a local corpus (IGPOConfig)', ('questions',), _ENGINE,
-                      dict(rollout=dict(progress=True))),
-        'eval': Stage('venus_nb.rollout.RolloutConfig', _asking('out/eval') | dict(ks=None, score='em', label=None, select=None, verifier=None),
+        'rollout': Stage('venus_nb.rollout.RolloutConfig', _asking('out/rollout'),
+                         dict([_POLICY, *_ASKED.items(), out]), run_rollout,
+                         'G rollouts per question of a policy over a local corpus, as trajectories (RolloutConfig)',
+                         ('questions',), _ENGINE, dict(progress=True)),
+        'igpo': Stage('venus_nb.igpo.IGPOConfig', {k: v for k, v in _asking(None).items() if k != 'output_dir'},
+                      dict([_POLICY, *_ASKED.items(), out]), run_igpo,
+                      'stage-2 IGPO of a policy on training questions over a local corpus (IGPOConfig)', ('questions',),
+                      _ENGINE, dict(rollout=dict(progress=True))),
+        'eval': Stage('venus_nb.rollout.RolloutConfig',
+                      _asking('out/eval') | dict(ks=None, score='em', label=None, select=None, verifier=None),
                       dict([_POLICY, *_ASKED.items(), *_SELECT.items(), out]), run_eval,
-                      'Pass@k of a policy on held-out questions (RolloutConfig for the samples: G per question)', ('questions',),
-                      _ENGINE | dict(score=('em', 'f1')), dict(progress=True))}
+                      'Pass@k of a policy on held-out questions (RolloutConfig for the samples: G per question)',
+                      ('questions',), _ENGINE | dict(score=('em', 'f1')), dict(progress=True))}
 
 # %% ../nbs/40_cli.ipynb #dd401be6
 def _add_demo(sub):
     d = sub.add_parser('demo', help='run every stage offline on the embedded default and write outputs')
     d.add_argument('--data', type=Path, help=f'trajectories JSONL (default: {DEFAULT_DATA}, generated if absent)')
     d.add_argument('--out', type=Path, default=Path('out'), help='output folder (default: %(default)s)')
-    d.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name (default: %(default)s)')
-    d.add_argument('--stage1-only', action='store_true', help='stop after SFT and the turn rewards (no rollouts, IGPO or evaluation)')
-    w = sub.add_parser('warm-start', help='teach the embedded policy the DR-Venus turn format (short SFT, checked on held-out questions; cached)')
-    w.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name (default: %(default)s)')
+    d.add_argument('--model', default='smollm2-135m',
+                   help='embedded name, local folder or Hub name (default: %(default)s)')
+    d.add_argument('--stage1-only', action='store_true',
+                   help='stop after SFT and the turn rewards (no rollouts, IGPO or evaluation)')
+    w = sub.add_parser('warm-start', help='teach the embedded policy the DR-Venus turn format '
+                                          '(short SFT, checked on held-out questions; cached)')
+    w.add_argument('--model', default='smollm2-135m',
+                   help='embedded name, local folder or Hub name (default: %(default)s)')
     w.add_argument('--force', action='store_true', help='make it anew even when it is cached')
 
 FORMATS = ['dr-venus', 'webdancer', 'react']
@@ -349,7 +387,8 @@ def _add_stages(sub):
     c = sub.add_parser('clean', help='DR-Venus cleaning of a trajectory file, with a report')
     c.add_argument('input', type=Path, help='trajectory file to clean')
     c.add_argument('--out', type=Path, required=True, help='output folder: cleaned.jsonl and clean_report.csv')
-    c.add_argument('--format', choices=FORMATS, default='dr-venus', help='the file\'s trajectory format (default: %(default)s)')
+    c.add_argument('--format', choices=FORMATS, default='dr-venus',
+                   help='the file\'s trajectory format (default: %(default)s)')
     c.add_argument('--judge', choices=['em', 'f1', 'none'], default='none', help='correctness filter (default: none)')
     r = sub.add_parser('resample', help='turn-aware resampling of a cleaned trajectory file')
     r.add_argument('input', type=Path, help='cleaned trajectories JSONL')
@@ -359,14 +398,20 @@ def _add_stages(sub):
     p.add_argument('input', type=Path, help='trajectory file')
     p.add_argument('--out', type=Path, default=Path('out/replay.html'), help='the page to write (default: %(default)s)')
     p.add_argument('--index', type=int, default=0, help='which trajectory of the file, from 0 (default: %(default)s)')
-    p.add_argument('--format', choices=FORMATS, default='dr-venus', help='the file\'s trajectory format (default: %(default)s)')
-    p.add_argument('--model', default='smollm2-135m', help='embedded name, local folder or Hub name that scores it (default: %(default)s)')
-    p.add_argument('--max-chars', type=int, default=300, help='cut tool responses to fit a small window (default: %(default)s)')
-    e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, held-out Pass@k with intervals, a report')
+    p.add_argument('--format', choices=FORMATS, default='dr-venus',
+                   help='the file\'s trajectory format (default: %(default)s)')
+    p.add_argument('--model', default='smollm2-135m',
+                   help='embedded name, local folder or Hub name that scores it (default: %(default)s)')
+    p.add_argument('--max-chars', type=int, default=300,
+                   help='cut tool responses to fit a small window (default: %(default)s)')
+    e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, '
+                                          'held-out Pass@k with intervals, a report')
     e.add_argument('--config', type=Path, help='ExperimentConfig fields as JSON or YAML (default: the CPU preset)')
     e.add_argument('--out', type=Path, help="output folder (default: the config's output_dir, out/experiment)")
-    e.add_argument('--signal', action='store_true', help='first the signal density of the warm start rollouts (IG scored over every check rollout: minutes on a CPU)')
-    e.add_argument('--signal-only', action='store_true', help='only the signal density of the warm start rollouts (no training)')
+    e.add_argument('--signal', action='store_true', help='first the signal density of the warm start rollouts '
+                                                         '(IG scored over every check rollout: minutes on a CPU)')
+    e.add_argument('--signal-only', action='store_true',
+                   help='only the signal density of the warm start rollouts (no training)')
     e.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
 
 TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
@@ -376,22 +421,27 @@ def _add_training(sub):
     "`sft`, `rollout`, `igpo`, `eval`: --config, --set and their inputs as options"
     for name, st in stages().items():
         s = sub.add_parser(name, help=st.help, description=f'{st.help}. Any other setting: --set KEY=VALUE.')
-        s.add_argument('--config', type=Path, help=f'settings as YAML or JSON: fields of {st.config.rpartition(".")[2]} and the inputs '
-                                                   f'below (a run\'s own out/{name}/config.yaml runs it again)')
-        s.add_argument('--set', action='append', metavar='KEY=VALUE', help='one setting over the config file, read as YAML '
-                       '(a dotted key for a nested one: rollout.G=4); repeat it for more')
+        s.add_argument('--config', type=Path,
+                       help=f'settings as YAML or JSON: fields of {st.config.rpartition(".")[2]} and the inputs '
+                            f'below (a run\'s own out/{name}/config.yaml runs it again)')
+        s.add_argument('--set', action='append', metavar='KEY=VALUE',
+                       help='one setting over the config file, read as YAML '
+                            '(a dotted key for a nested one: rollout.G=4); repeat it for more')
         for flag, (key, text) in st.flags.items():
-            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar=METAVARS.get(key, 'PATH'), help=text)
+            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar=METAVARS.get(key, 'PATH'),
+                           help=text)
         if name == 'igpo': s.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
 
 # %% ../nbs/40_cli.ipynb #7d639326
 def parser()->argparse.ArgumentParser:
     "The `venus-nb` argument parser, one subcommand per stage"
-    p = argparse.ArgumentParser(prog='venus-nb', description='DR-Venus recipe kit: agentic SFT and IGPO for small deep-research agents')
+    p = argparse.ArgumentParser(prog='venus-nb',
+                                description='DR-Venus recipe kit: agentic SFT and IGPO for small deep-research agents')
     from venus_nb import __version__
     p.add_argument('--version', action='version', version=f'venus-nb {__version__}', help='show the version and exit')
     p.add_argument('--traceback', action='store_true', help='on an error, show the whole traceback (for a bug report)')
-    p.add_argument('--verbose', action='store_true', help="show the libraries' own log lines, warnings and loading bars too")
+    p.add_argument('--verbose', action='store_true',
+                   help="show the libraries' own log lines, warnings and loading bars too")
     sub = p.add_subparsers(dest='cmd', required=True, metavar='command')
     _add_demo(sub)
     _add_stages(sub)
@@ -405,7 +455,8 @@ def cmd_experiment(args):
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
     if args.signal or args.signal_only:
         density, _ = warm_signal(cfg.warm)   # the experiment's own start
-        say('## Signal density of the warm start rollouts (no training)\n' + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
+        say('## Signal density of the warm start rollouts (no training)\n'
+            + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
         if args.signal_only: return density
     res = experiment(cfg, say=lambda s: say('   ' + s))
     say(f'## Held-out Pass@k ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
@@ -413,9 +464,10 @@ def cmd_experiment(args):
     return res
 
 def unsloth_first(command:str, d:dict):
-    "Unsloth patches transformers only when it is imported first (else it warns): `sft` imports it before anything else when it will train with it"
+    "Unsloth patches transformers only if imported first (else it warns): `sft` imports it first when training with it"
     from venus_nb.models import has_module, pick_backend
-    if command == 'sft' and pick_backend(d.get('backend', 'auto')) == 'unsloth' and has_module('unsloth'): importlib.import_module('unsloth')
+    if command == 'sft' and pick_backend(d.get('backend', 'auto')) == 'unsloth' and has_module('unsloth'):
+        importlib.import_module('unsloth')
 
 def cmd_stage(args):
     "Run `sft`, `rollout`, `igpo` or `eval` with the settings of --config, the options and --set"
@@ -427,14 +479,17 @@ def cmd_stage(args):
     unsloth_first(args.cmd, d)
     return run_stage(args.cmd, st, d)
 
-COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only), 'warm-start': lambda a: step_warm_start(a.model, a.force),
-            'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay, 'experiment': cmd_experiment,
+COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only),
+            'warm-start': lambda a: step_warm_start(a.model, a.force),
+            'synth': cmd_synth, 'clean': cmd_clean, 'resample': cmd_resample, 'replay': cmd_replay,
+            'experiment': cmd_experiment,
             **{k: cmd_stage for k in ('sft', 'rollout', 'igpo', 'eval')}}
 
-NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'trl', 'unsloth', 'unsloth_zoo', 'accelerate',
-         'datasets', 'huggingface_hub', 'bm25s', 'numba', 'httpx', 'triton')
-QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR', TRANSFORMERS_VERBOSITY='error',
-                 HF_HUB_DISABLE_PROGRESS_BARS='1', TRANSFORMERS_NO_ADVISORY_WARNINGS='1')
+NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'trl', 'unsloth', 'unsloth_zoo',
+         'accelerate', 'datasets', 'huggingface_hub', 'bm25s', 'numba', 'httpx', 'triton')
+QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR',
+                 TRANSFORMERS_VERBOSITY='error', HF_HUB_DISABLE_PROGRESS_BARS='1',
+                 TRANSFORMERS_NO_ADVISORY_WARNINGS='1')
 
 def _restore_env(saved:dict):
     for k, v in saved.items():
@@ -443,11 +498,13 @@ def _restore_env(saved:dict):
 
 @contextmanager
 def quiet_libraries():
-    "The command's own lines only: the libraries' log lines below errors, their warnings and loading bars off; all put back after"
+    "Only the command's own lines: libraries' logs below errors, warnings and loading bars off; all put back after"
     from venus_nb.rollout import ENGINE_KW
     env = QUIET_ENV | ({} if in_terminal() else dict(TQDM_DISABLE='1'))   # in a log file no library draws a bar
-    saved, levels, engine_kw = {k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in NOISY}, dict(ENGINE_KW)
-    if not in_terminal(): ENGINE_KW['use_tqdm_on_load'] = False   # vLLM draws its loading bar whatever TQDM_DISABLE says
+    saved, levels, engine_kw = ({k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in NOISY},
+                                dict(ENGINE_KW))
+    # vLLM draws its loading bar whatever TQDM_DISABLE says
+    if not in_terminal(): ENGINE_KW['use_tqdm_on_load'] = False
     for k, v in env.items(): os.environ.setdefault(k, v)   # each library reads them when it is first imported
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
@@ -476,4 +533,5 @@ def main(argv:list|None=None):
         if args.traceback: raise
         p.exit(1, f'venus-nb: error: {error_line(e)}\n')
 
-if __name__ == '__main__' and sys.argv[0].endswith('cli.py'): main()   # `python -m venus_nb.cli`; not when a notebook runs this cell
+# `python -m venus_nb.cli`; not when a notebook runs this cell
+if __name__ == '__main__' and sys.argv[0].endswith('cli.py'): main()

@@ -31,7 +31,8 @@ class BM25:
         self.model, self.n = bm25s.BM25(), len(texts)
         self.model.index(self.tok.tokenize(list(texts), show_progress=False, return_as='tuple'), show_progress=False)
 
-    def _ids(self, query:str): return self.tok.tokenize([query], update_vocab=False, show_progress=False, return_as='ids')
+    def _ids(self, query:str):
+        return self.tok.tokenize([query], update_vocab=False, show_progress=False, return_as='ids')
 
     def scores(self, query:str):
         "BM25 score of every text for `query` (unknown words score 0)"
@@ -80,7 +81,7 @@ def _lead(passage:str, n:int=2)->str:
 
 # %% ../nbs/22_corpus.ipynb #a75c66f8
 def extractive_summary(text:str, goal:str, max_chars:int=4000)->tuple[str, str]:
-    "`(evidence, summary)` without a model: the passages that best match `goal` (BM25), in page order, and the best one's lead"
+    "`(evidence, summary)` with no model: passages best matching `goal` (BM25) in page order, and the best one's lead"
     ps = passages(text)
     if not ps: return '', ''
     scores = BM25(ps).scores(goal)
@@ -142,7 +143,8 @@ class LocalCorpus:
 
     def hits(self, query:str, k:int=10)->list[dict]:
         "The top `k` documents for `query` as search hits"
-        return [dict(title=d.title, url=d.link, snippet=snippet(d.text, query)) for d in (self.docs[i] for i, _ in self.index.top(query, k))]
+        return [dict(title=d.title, url=d.link, snippet=snippet(d.text, query))
+                for d in (self.docs[i] for i, _ in self.index.top(query, k))]
 
     def page(self, url:str)->Page:
         "The document at `url` (`corpus://id` or its original URL)"
@@ -172,7 +174,8 @@ def wiki_url(title:str)->str: return 'https://en.wikipedia.org/wiki/' + title_id
 
 def jsonl_doc(rec:dict, i:int)->Doc:
     "A generic `{id, title, url?, text}` record"
-    return Doc(_field(rec, 'id'), _field(rec, 'title') if 'title' in rec else '', _field(rec, 'text'), str(rec.get('url') or ''))
+    return Doc(_field(rec, 'id'), _field(rec, 'title') if 'title' in rec else '', _field(rec, 'text'),
+               str(rec.get('url') or ''))
 
 def hipporag_doc(rec:dict, i:int)->Doc:
     "A HippoRAG `{title, text}` paragraph; its id is its position"
@@ -193,7 +196,8 @@ def _kilt_paragraph(p:str)->str:
 def kilt_doc(rec:dict, i:int)->Doc:
     "A KILT Wikipedia page `{wikipedia_title, text: [paragraph, ...]}`"
     title, paras = _field(rec, 'wikipedia_title'), rec.get('text')
-    if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras): raise BadRecord('"text" is not a list of paragraphs')
+    if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras):
+        raise BadRecord('"text" is not a list of paragraphs')
     body = [q for q in map(_kilt_paragraph, paras) if q and q != title.strip()]
     return Doc(title_id(title), title.strip(), '\n\n'.join(body), wiki_url(title))
 
@@ -209,7 +213,8 @@ def detect_format(rec)->str:
 
 def read_docs(path, fmt:str='auto')->tuple[list[Doc], list[LoadError]]:
     "Documents of a corpus file, and the records that could not be read (bad fields, repeated ids: the first is kept)"
-    if fmt != 'auto' and fmt not in DOC_FORMATS: raise ValueError(f'unknown corpus format {fmt!r}; one of {sorted(DOC_FORMATS)}')
+    if fmt != 'auto' and fmt not in DOC_FORMATS:
+        raise ValueError(f'unknown corpus format {fmt!r}; one of {sorted(DOC_FORMATS)}')
     seen = set()
     def doc(rec, _, i):
         nonlocal fmt
@@ -226,7 +231,9 @@ def load_corpus(path, # a corpus file: JSON array or JSONL
                 name:str|None=None)->LocalCorpus:
     "A `LocalCorpus` from a file; unreadable records are kept in `.errors`"
     docs, errors = read_docs(path, fmt)
-    if not docs: raise ValueError(f'{path}: no documents to index' + (f'; {_skipped(errors)}' if errors else ' (the file is empty)'))
+    if not docs:
+        raise ValueError(f'{path}: no documents to index'
+                         + (f'; {_skipped(errors)}' if errors else ' (the file is empty)'))
     return LocalCorpus(docs, name or Path(path).stem, errors)
 
 def write_docs(docs:list[Doc], path)->Path:
@@ -256,7 +263,8 @@ def parse_r1_passage(p:str)->tuple[str, str]|None:
 
 def r1_passages(text:str)->list[tuple[str, str]]:
     "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
-    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b) if p.strip() and (tp := parse_r1_passage(p))]
+    return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b)
+            if p.strip() and (tp := parse_r1_passage(p))]
 
 def passage_docs(passages:list)->list[Doc]:
     "One `Doc` per title, its distinct passages as paragraphs in first-seen order"

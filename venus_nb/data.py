@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 from .base import LoadError, BadRecord, MAX_RECORD_BYTES, read_records, parse_json, decode_utf8, must_exist
 from .judges import judge_fn
-from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_jsonl, render_turn_text, observation_message,
-                                 load_each, between, as_loaded, is_dataset, to_dataset)
+from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_jsonl, render_turn_text,
+                                 observation_message, load_each, between, as_loaded, is_dataset, to_dataset)
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
@@ -38,7 +38,7 @@ def _table_items(path, rows):
     return ((str(path), i, r) for i, (_, r) in enumerate(rows, 1))
 
 def _table(path, read)->pd.DataFrame:
-    "The table at `path` read by `read` (e.g. `pd.read_csv`), or one ValueError naming the file and why it cannot be read"
+    "The table at `path` read by `read` (e.g. `pd.read_csv`), or a ValueError naming the file and why it cannot be read"
     p = must_exist(path)
     try: return read(p)
     except Exception as e: raise ValueError(f'{p}: not a readable table ({type(e).__name__}: {str(e)[:160]})') from None
@@ -56,7 +56,7 @@ def _first_user(msgs)->str:
 
 # %% ../nbs/11_data.ipynb #0f71a457
 def load_dr_venus(path)->Loaded:
-    "DR-Venus / REDSearcher records {question, messages, gt}: a .json file, a folder of them (`.json` in any case), or a .jsonl file"
+    "DR-Venus/REDSearcher records {question, messages, gt}: a .json file, a folder of them (any case) or a .jsonl file"
     p = must_exist(path)
     if p.suffix.lower() == '.jsonl': return Loaded(*read_records(p, lambda r, *_: _tag(from_record(r), 'dr-venus')))
     files = _json_files(p) if p.is_dir() else [p]
@@ -74,7 +74,8 @@ def _flat(x):
 def _webdancer(rec, *_):
     rec = _record(rec)
     q = _first_user(rec.get('messages')).rsplit('User:', 1)[-1].strip()
-    return _tag(Trajectory.from_messages(rec['messages'], q, '<|answer_split|>'.join(_flat(rec.get('answer', []))) or None,
+    return _tag(Trajectory.from_messages(rec['messages'], q,
+                                         '<|answer_split|>'.join(_flat(rec.get('answer', []))) or None,
                                          {'tag': rec.get('tag')}), 'webdancer')
 
 def load_webdancer(path)->Loaded:
@@ -91,18 +92,20 @@ def _react(rec, *_):
 def _last_text(msgs): return str(msgs[-1].get('content', '')) if msgs else ''
 
 def load_react(path)->Loaded:
-    "OpenAI fine-tune messages in ReAct form (`Thought:`/`Action: search[...]`, FireAct); the episode reward goes to meta"
+    "OpenAI fine-tune messages in ReAct form (`Thought:`/`Action: search[...]`, FireAct); episode reward goes to meta"
     return Loaded(*read_records(path, _react))
 
 # %% ../nbs/11_data.ipynb #88e9a8de
-def _qa(id, question, answer, source): return dict(id=str(id), question=str(question), answer=str(answer), source=source)
+def _qa(id, question, answer, source):
+    return dict(id=str(id), question=str(question), answer=str(answer), source=source)
 
 def load_verl_parquet(path)->Loaded:
     "QA rows from a verl-format parquet file"
     df = _table(path, pd.read_parquet)
     def row(r, *_):
         q = _first_user(list(r['prompt']))
-        return _qa(r['extra_info']['index'] if isinstance(r.get('extra_info'), dict) else r.name, q, r['reward_model']['ground_truth'], r.get('data_source', 'verl'))
+        return _qa(r['extra_info']['index'] if isinstance(r.get('extra_info'), dict) else r.name, q,
+                   r['reward_model']['ground_truth'], r.get('data_source', 'verl'))
     return load_each(_table_items(path, df.iterrows()), row)
 
 def load_qa_jsonl(path, question='question', answer='answer', id='id')->Loaded:
@@ -111,7 +114,8 @@ def load_qa_jsonl(path, question='question', answer='answer', id='id')->Loaded:
         r = _record(r)
         if missing := [k for k in (question, answer) if k not in r]: raise ValueError(f'record has no "{missing[0]}"')
         a = r[answer]
-        return _qa(r.get(id, ''), r[question], '<|answer_split|>'.join(_flat(a)) if isinstance(a, list) else a, Path(path).stem)
+        return _qa(r.get(id, ''), r[question], '<|answer_split|>'.join(_flat(a)) if isinstance(a, list) else a,
+                   Path(path).stem)
     return Loaded(*read_records(path, row))
 
 # %% ../nbs/11_data.ipynb #e4662d4a
@@ -136,7 +140,8 @@ def load_browsecomp_zh(path)->Loaded:
     "BrowseComp-ZH xlsx, decrypted in memory"
     df = _table(path, pd.read_excel)
     return load_each(_table_items(path, df.iterrows()), lambda r, *_: _qa(
-        r.name, decrypt_browsecomp(r['Question'], r['canary']), decrypt_browsecomp(r['Answer'], r['canary']), 'browsecomp-zh'))
+        r.name, decrypt_browsecomp(r['Question'], r['canary']), decrypt_browsecomp(r['Answer'], r['canary']),
+        'browsecomp-zh'))
 
 # %% ../nbs/11_data.ipynb #2c3958b4
 def as_questions(x, # question dicts in a list, a QA loader's `Loaded`, or a `datasets.Dataset` of them
@@ -168,13 +173,14 @@ def by_kind(questions:list)->dict:
 def check_shares(shares:dict|None)->dict|None:
     "`shares` ({kind: weight}) as given where it is None or non-negative numbers with a positive sum, else a ValueError"
     ok = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-    if shares is not None and not (isinstance(shares, dict) and all(map(ok, shares.values())) and sum(shares.values()) > 0):
+    if shares is not None and not (isinstance(shares, dict) and all(map(ok, shares.values()))
+                                   and sum(shares.values()) > 0):
         raise ValueError(f'kind shares map question kinds to non-negative numbers with a positive sum, got {shares!r}')
     return shares
 
 def kind_counts(shares:dict, # {kind: weight}, normalised here
                 n:int)->dict:
-    "How many of `n` questions each kind gets: its share of `n`, rounded by largest remainder (ties to the kind named first)"
+    "How many of `n` questions each kind gets: its share of `n` by largest remainder (ties to the kind named first)"
     total = sum(shares.values())
     exact = {k: n * v / total for k, v in shares.items()}
     counts = {k: int(x) for k, x in exact.items()}
@@ -192,13 +198,14 @@ class CleanConfig:
 
 # %% ../nbs/11_data.ipynb #8234027c
 def _reindex(t, i, final):
-    "Turn t at position i: same object if nothing changes, a renumbered copy if only its index does, re-parsed otherwise"
+    "Turn t at position i: the same object if unchanged, a renumbered copy if only its index changes, else re-parsed"
     if (t.kind == 'answer') != final: return Turn.parse(t.source[0], t.source[1:], i, final, t.opening)
     return t if t.index == i else replace(t, index=i)
 
 def _rebuild(traj, turns):
     "A trajectory with these turns, re-indexed (the format verdict only changes if a turn's finality does)"
-    return Trajectory(traj.question, [_reindex(t, i, i == len(turns) - 1) for i, t in enumerate(turns)], traj.gt, traj.meta, traj.prompt)
+    return Trajectory(traj.question, [_reindex(t, i, i == len(turns) - 1) for i, t in enumerate(turns)], traj.gt,
+                      traj.meta, traj.prompt)
 
 def _as_list(v): return v if isinstance(v, list) else [v]
 
@@ -225,16 +232,18 @@ def clean_think(think:str)->str:
     "Thinking without leaked <answer>/<summary> tags (their text kept)"
     return re.sub(r'</?(answer|summary)>', '', think).strip()
 
-_HEADER = re.compile(r"^[^\S\n]*A Google search for (.+?) found \d+ results:[^\S\n]*$", re.M)   # [^\S\n]: a space, not a line break
+# [^\S\n]: a space, not a line break
+_HEADER = re.compile(r"^[^\S\n]*A Google search for (.+?) found \d+ results:[^\S\n]*$", re.M)
 _ENTRY_HEAD = re.compile(r'^[^\S\n]*\d+\.\s+\[', re.M)
 _URL_END = re.compile(r'[\s)]')
 _DATE = re.compile(r'\s*Date (published|updated)\s*:')
 
 def _link(text:str, start:int, end:int):
-    "(title, url, rest) of `title](url) rest` in text[start:end], or None; title and url end at the first `](` and `)` that fit"
+    "(title, url, rest) of `title](url) rest` in text[start:end] or None; title, url end at the first fitting `](`, `)`"
     p, stop = text.find('](', start + 1, end), -1
     while p != -1:
-        if stop < p + 2: stop = u.start() if (u := _URL_END.search(text, p + 2, end)) else end   # each stretch is searched once
+        # each stretch is searched once
+        if stop < p + 2: stop = u.start() if (u := _URL_END.search(text, p + 2, end)) else end
         if p + 2 < stop < end and text[stop] == ')': return text[start:p], text[p + 2:stop], text[stop + 1:end]
         p = text.find('](', p + 1, end)
     return None
@@ -248,7 +257,8 @@ def _entries(block):
         end = e if (e := block.find('\n', m.end())) != -1 else len(block)
         if link := _link(block, m.end(), end): hits.append((m.start(), end, link))
     nexts = [h[0] for h in hits[1:]] + [len(block)]
-    return [dict(title=t.strip(), url=u.strip(), snippet=_snippet(rest + block[end:nxt])) for (_, end, (t, u, rest)), nxt in zip(hits, nexts)]
+    return [dict(title=t.strip(), url=u.strip(), snippet=_snippet(rest + block[end:nxt]))
+            for (_, end, (t, u, rest)), nxt in zip(hits, nexts)]
 
 def parse_search_results(text:str)->str|None:
     "Markdown web results as the search tool's JSON list, or None if `text` is not such a listing"
@@ -256,13 +266,15 @@ def parse_search_results(text:str)->str|None:
     heads = list(_HEADER.finditer(text))
     if not heads: return None
     ends = [h.start() for h in heads[1:]] + [len(text)]
-    return json.dumps([{'query': h.group(1).strip().strip('\'"'), 'web_page_info_list': _entries(text[h.end():e])} for h, e in zip(heads, ends)], ensure_ascii=False)
+    return json.dumps([{'query': h.group(1).strip().strip('\'"'), 'web_page_info_list': _entries(text[h.end():e])}
+                       for h, e in zip(heads, ends)], ensure_ascii=False)
 
 # %% ../nbs/11_data.ipynb #fff51f6f
 def _normal_responses(t:Turn):
     "The turn's responses with markdown search results parsed to JSON (and whether anything changed)"
     raw = t.source[1].get('content') if len(t.source) == 2 else None
-    parsed = parse_search_results(t.observation) if t.kind == 'search' and isinstance(raw, str) and 'Web Results' in raw else None
+    parsed = (parse_search_results(t.observation)
+              if t.kind == 'search' and isinstance(raw, str) and 'Web Results' in raw else None)
     return ([observation_message(parsed)], True) if parsed else (t.source[1:], False)
 
 def _answer_think(t:Turn)->str:
@@ -273,20 +285,24 @@ def _answer_think(t:Turn)->str:
 def _answer_turn(t:Turn):
     think = _answer_think(t)
     if t.ok and think == t.think: return t, None
-    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, answer=t.answer)}, t.source[1:], t.index, True)
+    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, answer=t.answer)},
+                     t.source[1:], t.index, True)
     return new, f'turn {t.index} rewritten: {t.format_error or "tags in thinking"}'
 
 # %% ../nbs/11_data.ipynb #c100d80b
 def _normal_turn(t:Turn, is_final:bool):
     "(turn in canonical form or None to drop it, edit or None)"
     if is_final: return _answer_turn(t) if t.kind == 'answer' else (None, None)
-    if t.kind in ('invalid', 'answer'): return None, f'turn {t.index} dropped: {t.parse_error or "answer before the final turn"}'
+    if t.kind in ('invalid', 'answer'):
+        return None, f'turn {t.index} dropped: {t.parse_error or "answer before the final turn"}'
     args, edits = normal_args(t.call)
     resp, parsed = _normal_responses(t)
     think = clean_think(t.think)
     if t.ok and not edits and not parsed and think == t.think: return t, None
-    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, ToolCall(t.call.name, args))}, resp, t.index, False)
-    why = edits + ([t.format_error] if t.format_error else []) + (['search results parsed'] if parsed else []) + (['tags in thinking'] if think != t.think else [])
+    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, ToolCall(t.call.name, args))},
+                     resp, t.index, False)
+    why = (edits + ([t.format_error] if t.format_error else []) + (['search results parsed'] if parsed else [])
+           + (['tags in thinking'] if think != t.think else []))
     return new, f'turn {t.index} rewritten: {", ".join(why)}'
 
 # %% ../nbs/11_data.ipynb #dcae5322
@@ -296,8 +312,10 @@ def step_normalise(traj:Trajectory, cfg:CleanConfig):
     pairs = [_normal_turn(t, i == len(traj.turns) - 1) for i, t in enumerate(traj.turns)]
     if pairs[-1][0] is None: return None, f'final turn is not an answer ({traj.turns[-1].kind})'
     turns, edits = [t for t, _ in pairs if t is not None], [e for _, e in pairs if e]
-    prompt = traj.prompt if cfg.system_prompt is None else [{'role': 'system', 'content': cfg.system_prompt}] + [m for m in traj.prompt if m['role'] != 'system']
-    out = _rebuild(Trajectory(traj.question, traj.turns, traj.gt, traj.meta, prompt), turns) if edits else Trajectory(traj.question, traj.turns, traj.gt, traj.meta, prompt)
+    prompt = (traj.prompt if cfg.system_prompt is None else
+              [{'role': 'system', 'content': cfg.system_prompt}] + [m for m in traj.prompt if m['role'] != 'system'])
+    out = (_rebuild(Trajectory(traj.question, traj.turns, traj.gt, traj.meta, prompt), turns) if edits
+           else Trajectory(traj.question, traj.turns, traj.gt, traj.meta, prompt))
     return out, edits
 
 # %% ../nbs/11_data.ipynb #90b1553e
@@ -305,7 +323,8 @@ def step_prune(traj:Trajectory, cfg:CleanConfig):
     "Step 2: keep only the configured tools (with their responses)"
     keep = [t for t in traj.turns if t.call is None or t.call.name in cfg.tools]
     if len(keep) == len(traj.turns): return traj, []
-    gone = [f'turn {t.index} pruned: tool {t.call.name}' for t in traj.turns if t.call is not None and t.call.name not in cfg.tools]
+    gone = [f'turn {t.index} pruned: tool {t.call.name}' for t in traj.turns
+            if t.call is not None and t.call.name not in cfg.tools]
     return _rebuild(traj, keep), gone
 
 def signatures(call:ToolCall)->set:
@@ -327,16 +346,21 @@ def step_dedupe(traj:Trajectory, cfg:CleanConfig):
 # %% ../nbs/11_data.ipynb #1838bcc0
 def _structure_error(traj):
     roles = [m['role'] for m in traj.prompt]
-    if 'user' not in roles or any(r not in ('system', 'user') for r in roles): return 'prompt is not system/user messages'
+    if 'user' not in roles or any(r not in ('system', 'user') for r in roles):
+        return 'prompt is not system/user messages'
     for t in traj.turns[:-1]:
-        if len(t.source) != 2 or t.source[1]['role'] != 'user' or '<tool_response>' not in str(t.source[1].get('content')): return f'turn {t.index} is not answered by one <tool_response> user message'
-        if t.kind not in ('search', 'visit') or not t.ok: return f'turn {t.index} is not think + tool_call: {t.format_error or t.kind}'
+        if (len(t.source) != 2 or t.source[1]['role'] != 'user'
+                or '<tool_response>' not in str(t.source[1].get('content'))):
+            return f'turn {t.index} is not answered by one <tool_response> user message'
+        if t.kind not in ('search', 'visit') or not t.ok:
+            return f'turn {t.index} is not think + tool_call: {t.format_error or t.kind}'
     last = traj.turns[-1]
     if len(last.source) != 1: return 'messages after the final answer'
-    if last.kind != 'answer' or not last.ok: return f'final turn is not think + answer: {last.format_error or last.kind}'
+    if last.kind != 'answer' or not last.ok:
+        return f'final turn is not think + answer: {last.format_error or last.kind}'
 
 def step_validate(traj:Trajectory, cfg:CleanConfig):
-    "Step 4: alternating roles, tool responses in user turns, think + tool_call in the middle, think + answer at the end"
+    "Step 4: alternating roles, tool responses in user turns, think + tool_call in the middle, think + answer last"
     err = _structure_error(traj)
     return (None, err) if err else (traj, [])
 
@@ -346,10 +370,12 @@ def step_correct(traj:Trajectory, cfg:CleanConfig):
     if cfg.judge is None: return traj, []
     if traj.gt is None: return None, 'no ground truth to judge against'
     score = judge_fn(cfg.judge)(traj.question, traj.turns[-1].answer or '', traj.gt)
-    return (traj, []) if score >= cfg.min_score else (None, f'judged incorrect (score {score:.2f}): {traj.turns[-1].answer!r} vs {traj.gt!r}')
+    return ((traj, []) if score >= cfg.min_score
+            else (None, f'judged incorrect (score {score:.2f}): {traj.turns[-1].answer!r} vs {traj.gt!r}'))
 
 # %% ../nbs/11_data.ipynb #41221881
-STEPS = {'normalise': step_normalise, 'prune': step_prune, 'dedupe': step_dedupe, 'validate': step_validate, 'correct': step_correct}
+STEPS = {'normalise': step_normalise, 'prune': step_prune, 'dedupe': step_dedupe, 'validate': step_validate,
+         'correct': step_correct}
 
 def _apply(name, traj, cfg):
     "Run one step; an exception becomes the reason to drop, never a crash"
@@ -357,7 +383,8 @@ def _apply(name, traj, cfg):
     except Exception as e: return None, f'{type(e).__name__} in {name}: {e}'[:200]
 
 def _row(i, t):
-    return dict(id=t.meta.get('id', i), kept=False, step=None, reason=None, edits=[], turns_in=len(t.turns), turns_out=0)
+    return dict(id=t.meta.get('id', i), kept=False, step=None, reason=None, edits=[], turns_in=len(t.turns),
+                turns_out=0)
 
 def _load_row(e:LoadError):
     "The report row of a record that could not be read: dropped at step 'load', named by its file and line"
@@ -366,7 +393,8 @@ def _load_row(e:LoadError):
 # %% ../nbs/11_data.ipynb #e640e2d7
 class CleaningReport(pd.DataFrame):
     "One row per input trajectory: id, kept, step, reason, edits, turns_in, turns_out"
-    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs)  # DataFrame's own signature cannot be rendered in the docs
+    # DataFrame's own signature cannot be rendered in the docs
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs)
     @property
     def _constructor(self): return CleaningReport
     def funnel(self)->pd.Series:
@@ -379,14 +407,16 @@ class CleaningReport(pd.DataFrame):
         return self[~self.kept].groupby(['step', 'reason']).size().sort_values(ascending=False)
     def _repr_markdown_(self):
         f = self.funnel()
-        return f'**{int(self.kept.sum())} of {len(self)} kept** · ' + ' → '.join(f'{k} {v}' for k, v in f.items()) + f' · {int(self.edits.map(len).astype(bool).sum())} edited'
+        return (f'**{int(self.kept.sum())} of {len(self)} kept** · ' + ' → '.join(f'{k} {v}' for k, v in f.items())
+                + f' · {int(self.edits.map(len).astype(bool).sum())} edited')
 
 # %% ../nbs/11_data.ipynb #3e989421
-def clean(trajectories:list|Loaded, # trajectories, a loader's `Loaded` or a `datasets.Dataset`: unreadable records or rows are counted too
+def clean(trajectories:list|Loaded, # trajectories, a `Loaded` or a `datasets.Dataset`; unreadable records count too
           cfg:CleanConfig|None=None)->tuple[list, CleaningReport]:
-    "DR-Venus cleaning: (kept trajectories, a Dataset of them for a Dataset; report with one row per input); step timings in `report.attrs['seconds']`"
+    "DR-Venus cleaning: (the kept, a Dataset if given one; report: a row per input); timings: `report.attrs['seconds']`"
     given, (trajectories, errors) = trajectories, as_loaded(trajectories)
-    cfg, rows, live, secs = cfg or CleanConfig(), [_row(i, t) for i, t in enumerate(trajectories)], dict(enumerate(trajectories)), {}
+    cfg, rows, live, secs = (cfg or CleanConfig(), [_row(i, t) for i, t in enumerate(trajectories)],
+                             dict(enumerate(trajectories)), {})
     for name in STEPS:
         start = time.perf_counter()
         for i, t in list(live.items()):
@@ -399,7 +429,8 @@ def clean(trajectories:list|Loaded, # trajectories, a loader's `Loaded` or a `da
                 live[i] = out
         secs[name] = time.perf_counter() - start
     for i, t in live.items(): rows[i].update(kept=True, turns_out=len(t.turns))
-    report = CleaningReport(rows + [_load_row(e) for e in errors], columns=['id', 'kept', 'step', 'reason', 'edits', 'turns_in', 'turns_out'])
+    report = CleaningReport(rows + [_load_row(e) for e in errors],
+                            columns=['id', 'kept', 'step', 'reason', 'edits', 'turns_in', 'turns_out'])
     report = report.astype({'kept': bool, 'turns_in': int, 'turns_out': int})   # typed even when empty
     report.attrs['seconds'] = secs
     return to_dataset(list(live.values())) if is_dataset(given) else list(live.values()), report
@@ -409,4 +440,5 @@ def funnel_figure(report:CleaningReport, title:str='DR-Venus cleaning'):
     "A plotly funnel of how many trajectories each step leaves"
     import plotly.graph_objects as go
     f = report.funnel()
-    return go.Figure(go.Funnel(y=list(f.index), x=list(f.values), textinfo='value+percent initial'), layout=dict(title=title, height=350))
+    return go.Figure(go.Funnel(y=list(f.index), x=list(f.values), textinfo='value+percent initial'),
+                     layout=dict(title=title, height=350))

@@ -51,7 +51,9 @@ def step_check(trajs:list):
     return trajs
 
 # %% ../nbs/43_demo.ipynb #a85ed266
-def step_clean(trajs:list|Loaded, out:Path, judge='em'): # trajectories, or a `Loaded` whose unreadable records the report counts
+def step_clean(trajs:list|Loaded, # trajectories, or a `Loaded` whose unreadable records the report counts
+               out:Path, # the folder the cleaned set and its report go to
+               judge='em'): # the correctness filter's judge: 'em', 'f1' or a (question, answer, gt) function
     "The DR-Venus cleaning with its report (method §3)"
     from venus_nb.data import clean, CleanConfig
     kept, report = clean(trajs, CleanConfig(judge=judge))
@@ -74,15 +76,16 @@ def step_tokenize(trajs:list, model:str):
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(resolve(model))
     toks = [t.tokenize(tok) for t in trajs]
-    say(f'## 5. Tokenise with {model}: {sum(map(len, toks)):,} tokens, {sum(t.n_trained for t in toks):,} trained (assistant only), '
-         f'longest {max(map(len, toks)):,}')
+    say(f'## 5. Tokenise with {model}: {sum(map(len, toks)):,} tokens, '
+        f'{sum(t.n_trained for t in toks):,} trained (assistant only), longest {max(map(len, toks)):,}')
     return toks
 
 def _write_tokens(trajs, toks, path):
     with atomic_open(path) as f:
         for t, tk in zip(trajs, toks):
             f.write(json.dumps({'id': t.meta.get('id'), 'ids': tk.ids, 'loss_mask': tk.loss_mask,
-                                'assistant_spans': tk.assistant_spans, 'observation_spans': tk.observation_spans}) + '\n')
+                                'assistant_spans': tk.assistant_spans,
+                                'observation_spans': tk.observation_spans}) + '\n')
     return path
 
 # %% ../nbs/43_demo.ipynb #30d8edd3
@@ -102,9 +105,11 @@ def step_warm_start(model:str, force:bool=False):
     t = time.time()
     warm = warm_start(WarmConfig(model=model), force=force, verbose=False)
     r = warm.report
-    how = f'from the cache ({time.time() - t:.0f}s)' if warm.cached else f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s"
-    say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "
-         f"over {r['rollouts']} rollouts ({r['engine']}); {'ready for RL' if warm.passed else 'NOT ready for RL'}\n   {warm.path}")
+    how = (f'from the cache ({time.time() - t:.0f}s)' if warm.cached else
+           f"made in {r['seconds']:.0f}s: SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s")
+    say(f"## 6. SFT: warm start, {how}\n   on held-out questions: {r['well_formed']:.0%} well-formed turns, "
+        f"Pass@1 {r['pass_at_1']:.2f} over {r['rollouts']} rollouts ({r['engine']}); "
+        f"{'ready for RL' if warm.passed else 'NOT ready for RL'}\n   {warm.path}")
     return warm
 
 # %% ../nbs/43_demo.ipynb #11dfaca3
@@ -114,7 +119,8 @@ def step_rewards(trajs:list, policy_dir:str, n:int=3):
     from venus_nb.rewards import gt_logprobs
     from venus_nb.replay import Scored
     pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
-    say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories, scored as one group')
+    say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories, '
+        'scored as one group')
     scored = Scored.from_logprobs(trajs, [gt_logprobs(pol.model, pol.tokenizer, t) for t in trajs])
     table = scored.table()
     say(table.drop(columns=['group']).round(3).to_string(index=False))
@@ -131,7 +137,7 @@ def turn_rewards_page(kept:list, warm, out:Path)->list:
 
 # %% ../nbs/43_demo.ipynb #11c208a4
 def stage_two_engine(warm):
-    "One engine for all of stage 2: vLLM on the warm start (when installed; it reloads IGPO's merged weights each step), else transformers"
+    "Stage 2's engine: vLLM on the warm start if installed (reloads IGPO's merged weights each step), else transformers"
     from venus_nb.warm_start import engine_for_folder
     return engine_for_folder(warm.path, warm.config.engine)
 
@@ -144,9 +150,10 @@ def step_rollouts(engine, warm, questions:list, corpus, out:Path):
     trajs = [t for t in warm.rollouts() or [] if t.question in asked]
     made = f"the warm start's check, {len(trajs)} rollouts" if trajs else ''
     trajs = trajs or rollout(engine, questions, corpus, replace(rollout_config(warm.config), progress=in_terminal()))
-    say(f'## 8. Rollouts of the warm-started policy on {engine.name} ({made or f"{time.time() - t1:.0f}s for {len(trajs)} rollouts"}, '
-         f'{sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
-         + _rollout_rows(trajs).to_string(index=False))
+    say(f'## 8. Rollouts of the warm-started policy on {engine.name} '
+        f'({made or f"{time.time() - t1:.0f}s for {len(trajs)} rollouts"}, '
+        f'{sum(t.meta["gen_tokens"] for t in trajs)} tokens generated, {well_formed(trajs):.0%} well-formed turns)\n'
+        + _rollout_rows(trajs).to_string(index=False))
     return trajs, [write_jsonl(trajs, out/'rollouts_warm.jsonl')]
 
 def _rollout_rows(trajs:list):
@@ -157,13 +164,14 @@ def _rollout_rows(trajs:list):
 
 # %% ../nbs/43_demo.ipynb #6fad9b63
 def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
-    "The demo's IGPO: official defaults but the step size measured for the embedded model (LoRA at `CPU_LORA_LR`), 2 questions x G rollouts a step, the warm start's turns"
+    "Demo IGPO: official defaults, LoRA at measured `CPU_LORA_LR`, 2 questions x G rollouts a step, warm-start turns"
     from venus_nb.igpo import IGPOConfig, CPU_LORA_LR
     from venus_nb.warm_start import rollout_config
     from venus_nb.models import fast_dtype
     # the frozen base in bf16 where bf16 is fast (the adapter trains in float32, IG is scored in float32): the update
     # runs ~2x faster on a CPU with bf16 kernels; elsewhere bf16 matmuls crawl, so float32
-    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1, dtype=fast_dtype(), lr=CPU_LORA_LR,
+    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1,
+                      dtype=fast_dtype(), lr=CPU_LORA_LR,
                       rollout=replace(rollout_config(warm.config), progress=in_terminal()))
 
 # %% ../nbs/43_demo.ipynb #78acb7d6
@@ -173,7 +181,9 @@ def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
     from venus_nb.rollout import HFEngine
     cfg = demo_igpo_config(warm, out, steps)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
-    with step_bar(cfg): res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine, live=False)
+    with step_bar(cfg):
+        res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,
+                   live=False)
     write_csv(res.metrics, out/'igpo_metrics.csv')
     say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[IGPO_COLUMNS].round(4).to_string(index=False))
     for row in res.metrics.to_dict('records'): say(step_meaning(row))
@@ -183,9 +193,10 @@ def step_meaning(row:dict)->str:
     "One plain sentence on what an IGPO step's numbers mean"
     signal = 'no group had differing outcomes, so only IG moved the policy' if not row.get('groups_differing') else \
              f"{row['groups_differing']:.0f} of {row['groups']:.0f} groups had differing outcomes"
-    return (f"   step {row['step']:.0f}: {row['accuracy']:.0%} of rollouts answered correctly; {signal}; {row['ig_slots']:.0f} visits were scored "
-            f"for information gain (mean {row['mean_ig']:+.3f}); {row['format_error_rate']:.0%} of turns were malformed; the update "
-            f"(loss {row['loss']:+.4f}, gradient norm {row['grad_norm']:.3f}) raised the turns with positive advantage and lowered the rest.")
+    return (f"   step {row['step']:.0f}: {row['accuracy']:.0%} of rollouts answered correctly; {signal}; "
+            f"{row['ig_slots']:.0f} visits were scored for information gain (mean {row['mean_ig']:+.3f}); "
+            f"{row['format_error_rate']:.0%} of turns were malformed; the update (loss {row['loss']:+.4f}, "
+            f"gradient norm {row['grad_norm']:.3f}) raised the turns with positive advantage and lowered the rest.")
 
 # %% ../nbs/43_demo.ipynb #0dcf7149
 def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that generates with it
@@ -195,21 +206,24 @@ def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that g
     from venus_nb.warm_start import rollout_config
     import pandas as pd
     cfg = replace(rollout_config(warm.config), seed=1, progress=in_terminal())
-    reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'), evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
+    reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'),
+               evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
     table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
     write_csv(table, out/'eval_pass_at_k.csv')
-    say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False) + '\n' + change_line(*reports))
+    say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False) + '\n'
+        + change_line(*reports))
     return reports, [out/'eval_pass_at_k.csv']
 
 def change_line(before, after)->str:
-    "After − before Pass@1 on the same questions: the paired interval, the discordant questions, the sign test and what it means"
+    "After − before Pass@1 on the same questions: paired interval, discordant questions, sign test and what it means"
     from venus_nb.experiment import paired_stats
     a, b = (r.per_question().set_index('question').accuracy for r in (before, after))
     d = (b - a.reindex(b.index)).dropna().to_numpy()[None]
     s, n = paired_stats(d), after.summary['samples_per_question']
-    return (f"   {after.label} − {before.label}, Pass@1: {s['mean']:+.2f} [{s['lo']:+.2f}, {s['hi']:+.2f}] on {d.shape[1]} questions × {n} "
-            f"samples; {s['discordant']} questions differ (sign test p = {s['p_value']:.2f}): {s['verdict']}. A change inside that "
-            "interval is noise, not a result: the experiment (`venus-nb experiment`) compares policies on 64 questions.")
+    return (f"   {after.label} − {before.label}, Pass@1: {s['mean']:+.2f} [{s['lo']:+.2f}, {s['hi']:+.2f}] "
+            f"on {d.shape[1]} questions × {n} samples; {s['discordant']} questions differ "
+            f"(sign test p = {s['p_value']:.2f}): {s['verdict']}. A change inside that interval is noise, "
+            "not a result: the experiment (`venus-nb experiment`) compares policies on 64 questions.")
 
 # %% ../nbs/43_demo.ipynb #0b66d134
 def stage_two(warm, out, eval_questions:int=4):
@@ -225,12 +239,13 @@ def stage_two(warm, out, eval_questions:int=4):
     res, more = step_igpo(engine, warm, world.rl, world.corpus, out)
     rl = res.policy if isinstance(engine, HFEngine) else engine   # the vLLM engine holds the last weights
     reports, evals = step_eval(warm_trajs, rl, held, world.corpus, out, warm)
-    pages = [write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)] if res.last else []   # none when resumed at the end
+    # none when resumed at the end
+    pages = [write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)] if res.last else []
     return files + more + evals + pages
 
 # %% ../nbs/43_demo.ipynb #8abcbd87
 def demo(data:Path|None=None, out:Path=Path('out'), model:str='smollm2-135m', rl:bool=True):
-    "Run the recipe on `data` (None: the committed sample) and write the outputs to `out` (`rl=False`: stage 1 and the turn rewards only)"
+    "Run the recipe on `data` (None: the committed sample) into `out` (`rl=False`: stage 1 and the turn rewards only)"
     start, out = time.time(), writable_folder(out)
     kept, files = stage_one(data, out, model)
     warm = step_warm_start(model)

@@ -14,7 +14,8 @@ from .base import BadRecord, read_records
 from .trajectory import Trajectory, Turn, ToolCall, between
 from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
 from .corpus import parse_r1_passage, r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
-_all_ = ['parse_r1_passage', 'r1_passages', 'passage_docs']   # R1-Searcher's passages are read in `corpus`; importable from here too
+# R1-Searcher's passages are read in `corpus`; importable from here too
+_all_ = ['parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
@@ -57,7 +58,8 @@ def tool_counts(traj:Trajectory)->dict:
     "Searches, visits, parsed tool calls and the browse ratio (visits / tool calls; NaN with no tool call)"
     k = Counter(t.kind for t in traj.turns)
     calls = sum(k[x] for x in TOOL_KINDS)
-    return dict(search=k['search'], visit=k['visit'], tool_calls=calls, browse_ratio=k['visit'] / calls if calls else math.nan)
+    return dict(search=k['search'], visit=k['visit'], tool_calls=calls,
+                browse_ratio=k['visit'] / calls if calls else math.nan)
 
 def _stop(traj:Trajectory)->str:
     return traj.meta.get('stop') or ('answer' if final_answer(traj) is not None else 'no_answer')
@@ -69,9 +71,10 @@ def _tokens(traj:Trajectory)->float:
 def trajectory_row(traj:Trajectory)->dict:
     "Everything about one trajectory except its score"
     m = traj.meta
-    return dict(qid=m.get('qid', m.get('id')), group=m.get('group'), sample=m.get('sample'), question=traj.question, gt=traj.gt,
-                answer=final_answer(traj), turns=len(traj.turns), **tool_counts(traj), format_errors=len(traj.format_errors()),
-                tokens=_tokens(traj), gen_tokens=m.get('gen_tokens', math.nan), stop=_stop(traj), seconds=m.get('seconds', math.nan))
+    return dict(qid=m.get('qid', m.get('id')), group=m.get('group'), sample=m.get('sample'), question=traj.question,
+                gt=traj.gt, answer=final_answer(traj), turns=len(traj.turns), **tool_counts(traj),
+                format_errors=len(traj.format_errors()), tokens=_tokens(traj), gen_tokens=m.get('gen_tokens', math.nan),
+                stop=_stop(traj), seconds=m.get('seconds', math.nan))
 
 # %% ../nbs/31_eval.ipynb #220feb55
 def _fill_ids(df:pd.DataFrame)->pd.DataFrame:
@@ -93,15 +96,15 @@ def _count_tokens(df:pd.DataFrame, trajs:list, tokenizer)->pd.DataFrame:
     return df
 
 # %% ../nbs/31_eval.ipynb #b71c2b58
-COLUMNS = ['qid', 'group', 'sample', 'question', 'gt', 'answer', 'correct', 'score', 'turns', 'search', 'visit', 'tool_calls',
-           'browse_ratio', 'format_errors', 'tokens', 'gen_tokens', 'stop', 'seconds']
+COLUMNS = ['qid', 'group', 'sample', 'question', 'gt', 'answer', 'correct', 'score', 'turns', 'search', 'visit',
+           'tool_calls', 'browse_ratio', 'format_errors', 'tokens', 'gen_tokens', 'stop', 'seconds']
 
 def _score_one(judge, traj:Trajectory, answer)->float:
     if traj.gt is None: return math.nan
     return 0.0 if answer is None or not str(answer).strip() else float(judge(traj.question, answer, traj.gt))
 
 def score_trajectories(trajs:list, # `Trajectory` objects with `.gt` (rollouts: with their meta)
-                       score='em', # 'em' | 'f1' | a `(question, answer, gt)` judge such as `LLMJudge` (see `judges.judge_fn`)
+                       score='em', # 'em' | 'f1' | a `(question, answer, gt)` judge like `LLMJudge` (`judges.judge_fn`)
                        threshold:float|None=None, # score needed to be correct; default 1.0 for em, 0.5 otherwise
                        tokenizer=None # counts tokens of trajectories that carry none
                       )->pd.DataFrame:
@@ -125,9 +128,11 @@ def pass_at_k_table(df:pd.DataFrame, # rows from `score_trajectories`
     "Mean Pass@K over questions for each K every question has samples for (others left out, with a note)"
     g = _counts(df)
     n_min = int(g.n.min()) if len(g) else 0
-    rows = [dict(k=k, pass_at_k=float(np.mean([pass_at_k(n, c, k) for n, c in zip(g.n, g.c)])), questions=len(g)) for k in ks if k <= n_min]
+    rows = [dict(k=k, pass_at_k=float(np.mean([pass_at_k(n, c, k) for n, c in zip(g.n, g.c)])), questions=len(g))
+            for k in ks if k <= n_min]
     out = pd.DataFrame(rows, columns=['k', 'pass_at_k', 'questions'])
-    out.attrs['notes'] = [f'Pass@{k} left out: it needs {k} samples per question and the fewest any question has is {n_min}' for k in ks if k > n_min]
+    out.attrs['notes'] = [f'Pass@{k} left out: it needs {k} samples per question '
+                          f'and the fewest any question has is {n_min}' for k in ks if k > n_min]
     return out
 
 # %% ../nbs/31_eval.ipynb #48f99db2
@@ -136,7 +141,7 @@ BROWSE_COLS = ['browse_ratio', 'visit', 'search', 'tool_calls', 'turns', 'tokens
 def _outcome(df:pd.DataFrame)->pd.Series: return df.correct.map({True: 'correct', False: 'incorrect'}).rename('outcome')
 
 def browse_summary(df:pd.DataFrame)->pd.DataFrame:
-    "Mean browse ratio, tool use, turns and tokens of correct vs incorrect trajectories (DR-Venus: successes browse more)"
+    "Mean browse ratio, tool use, turns, tokens of correct vs incorrect trajectories (DR-Venus: successes browse more)"
     t = df.groupby(_outcome(df)).agg(trajectories=('turns', 'size'), **{c: (c, 'mean') for c in BROWSE_COLS},
                                      browse_ratio_median=('browse_ratio', 'median'))
     t = t.reindex(['correct', 'incorrect'])
@@ -147,20 +152,24 @@ def per_question(df:pd.DataFrame)->pd.DataFrame:
     "Samples, correct samples, accuracy and mean turns / tokens / browse ratio for each question"
     return df.groupby(['group', 'qid'], sort=True).agg(
         question=('question', 'first'), gt=('gt', 'first'), samples=('correct', 'size'), correct=('correct', 'sum'),
-        accuracy=('correct', 'mean'), turns=('turns', 'mean'), tokens=('tokens', 'mean'), browse_ratio=('browse_ratio', 'mean')).reset_index()
+        accuracy=('correct', 'mean'), turns=('turns', 'mean'), tokens=('tokens', 'mean'),
+        browse_ratio=('browse_ratio', 'mean')).reset_index()
 
 # %% ../nbs/31_eval.ipynb #daddb42b
 def summarise(df:pd.DataFrame)->dict:
     "Headline numbers of a scored set of trajectories"
     q, n = per_question(df), _counts(df).n
     return dict(questions=len(q), trajectories=len(df), samples_per_question=int(n.min()) if len(n) else 0,
-                accuracy=float(df.correct.mean()) if len(df) else math.nan, answered=float(df.answer.notna().mean()) if len(df) else math.nan,
-                mean_turns=float(q.turns.mean()), mean_tokens=float(q.tokens.mean()), format_errors_per_trajectory=float(df.format_errors.mean()),
+                accuracy=float(df.correct.mean()) if len(df) else math.nan,
+                answered=float(df.answer.notna().mean()) if len(df) else math.nan,
+                mean_turns=float(q.turns.mean()), mean_tokens=float(q.tokens.mean()),
+                format_errors_per_trajectory=float(df.format_errors.mean()),
                 stops=df.stop.value_counts().to_dict())
 
 # %% ../nbs/31_eval.ipynb #8200784f
 def _cell(v)->str:
-    if isinstance(v, (float, np.floating)): return '–' if math.isnan(v) else f'{v:,.0f}' if abs(v) >= 1000 else f'{v:.3g}'
+    if isinstance(v, (float, np.floating)):
+        return '–' if math.isnan(v) else f'{v:,.0f}' if abs(v) >= 1000 else f'{v:.3g}'
     return str(v)
 
 def markdown_table(df:pd.DataFrame, index:bool=True)->str:
@@ -179,15 +188,16 @@ class EvalReport:
     summary: dict             # headline numbers (`summarise`)
     label: str = 'model'      # the name in figures
     notes: list = field(default_factory=list)
-    selection: object = None  # a `select.Measurement` when selectors were asked for: each one's pick per question and its accuracy against Pass@1 and Pass@K
+    selection: object = None  # with selectors, a `select.Measurement`: each one's picks and accuracy vs Pass@1, Pass@K
 
     def per_question(self)->pd.DataFrame: return per_question(self.rows)
 
     def _repr_markdown_(self):
         s = self.summary
         toks = '' if math.isnan(s['mean_tokens']) else f" and {_cell(s['mean_tokens'])} tokens"
-        head = (f"**{self.label}**: {s['questions']} questions × {s['samples_per_question']} samples, accuracy **{s['accuracy']:.1%}**, "
-                f"answered {s['answered']:.0%}, {s['mean_turns']:.1f} turns{toks} per trajectory")
+        head = (f"**{self.label}**: {s['questions']} questions × {s['samples_per_question']} samples, "
+                f"accuracy **{s['accuracy']:.1%}**, answered {s['answered']:.0%}, "
+                f"{s['mean_turns']:.1f} turns{toks} per trajectory")
         pk = ' · '.join(f'Pass@{k} {v:.1%}' for k, v in zip(self.pass_at_k.k, self.pass_at_k.pass_at_k))
         notes = ''.join(f'\n- {n}' for n in self.notes)
         sel = '' if self.selection is None else '\n\n' + self.selection._repr_markdown_()
@@ -200,19 +210,21 @@ def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
                           threshold:float|None=None, # score needed to be correct (see `threshold_of`)
                           label:str='model', # the name in tables and figures
                           tokenizer=None, # counts tokens of trajectories that carry none
-                          select=None, # selectors that choose one answer per question without the ground truth ('majority,evidence', see `select.SELECTORS`)
-                          policy=None, # scores the answers for confidence, evidence and weighted: a `Policy` or (model, tokenizer)
-                          verifier=None # for the verifier selector: a `select.LLMVerifier` or an OpenAI-compatible base URL
+                          select=None, # answer selectors blind to the gt: 'majority,evidence' (see `select.SELECTORS`)
+                          policy=None, # scorer for confidence, evidence and weighted: a `Policy` or (model, tokenizer)
+                          verifier=None # the verifier selector's `select.LLMVerifier`, or an OpenAI-compatible base URL
                          )->EvalReport:
-    "Score trajectories and build the Pass@K, browse and summary tables; with `select`, measure each selector against Pass@1 and Pass@K"
+    "Score trajectories; build Pass@K, browse and summary tables; with `select`, measure selectors vs Pass@1 and Pass@K"
     df = score_trajectories(trajs, score, threshold, tokenizer)
     pk = pass_at_k_table(df, ks)
     missing = int(df['gt'].isna().sum())
-    notes = pk.attrs['notes'] + ([f'{missing} trajectories have no ground truth (score NaN, counted incorrect)'] if missing else [])
-    return EvalReport(df, pk, browse_summary(df), summarise(df), label, notes, _selection(trajs, df, select, policy, verifier, ks, label))
+    notes = pk.attrs['notes'] + ([f'{missing} trajectories have no ground truth (score NaN, counted incorrect)']
+                                 if missing else [])
+    return EvalReport(df, pk, browse_summary(df), summarise(df), label, notes,
+                      _selection(trajs, df, select, policy, verifier, ks, label))
 
 def _selection(trajs, df, select, policy, verifier, ks, label):
-    "The selectors measured on the rollouts (None without any); the ground truth only judges their picks, after they are made"
+    "The selectors measured on the rollouts (None without any); the ground truth only judges their picks, once made"
     if not select: return None
     from venus_nb.select import measure_selection
     return measure_selection(trajs, df.correct, select, policy, verifier, ks, label=label)
@@ -229,13 +241,17 @@ def evaluate(policy, # what `rollout` takes, e.g. `models.load_policy(...)`
     "Roll out G samples per question with `rollout`, then `evaluate_trajectories` (and the selectors, with `select`)"
     from venus_nb.rollout import rollout, RolloutConfig
     trajs = rollout(policy, questions, tools, cfg or RolloutConfig())
-    scorer = scorer if scorer is not None else policy if hasattr(policy, 'model') and hasattr(policy, 'tokenizer') else None
-    return evaluate_trajectories(trajs, score, ks, threshold, label or getattr(policy, 'name', 'policy'), select=select, policy=scorer, verifier=verifier)
+    scorer = (scorer if scorer is not None else policy if hasattr(policy, 'model') and hasattr(policy, 'tokenizer')
+              else None)
+    return evaluate_trajectories(trajs, score, ks, threshold, label or getattr(policy, 'name', 'policy'), select=select,
+                                 policy=scorer, verifier=verifier)
 
 # %% ../nbs/31_eval.ipynb #3371b1de
 PAPER_PASS_AT_K = {  # DR-Venus-4B Pass@K for K = 1, 2, 4, 8, 16, in % (method §5)
-    'BrowseComp': {'DR-Venus-4B-SFT': [26.8, 37.7, 47.3, 55.3, 61.7], 'DR-Venus-4B-RL': [29.1, 39.3, 49.3, 58.7, 63.7]},
-    'BrowseComp-ZH': {'DR-Venus-4B-SFT': [35.7, 52.9, 65.7, 74.0, 78.5], 'DR-Venus-4B-RL': [37.7, 53.3, 64.4, 73.0, 76.5]}}
+    'BrowseComp': {'DR-Venus-4B-SFT': [26.8, 37.7, 47.3, 55.3, 61.7],
+                   'DR-Venus-4B-RL': [29.1, 39.3, 49.3, 58.7, 63.7]},
+    'BrowseComp-ZH': {'DR-Venus-4B-SFT': [35.7, 52.9, 65.7, 74.0, 78.5],
+                      'DR-Venus-4B-RL': [37.7, 53.3, 64.4, 73.0, 76.5]}}
 PAPER_REFERENCE = {  # Pass@1 reference lines of larger models in the same figure, in %
     'BrowseComp': {'Tongyi-DR-30B': 43.4, 'GPT-5-High': 54.9, 'Gemini-3-Pro': 59.2},
     'BrowseComp-ZH': {'Tongyi-DR-30B': 46.7, 'GPT-5-High': 65.0, 'Gemini-3-Pro': 66.8}}
@@ -249,7 +265,8 @@ def _labelled(reports)->dict:
 def _paper_traces(paper:str)->list:
     import plotly.graph_objects as go
     if paper not in PAPER_PASS_AT_K: raise ValueError(f'paper must be one of {sorted(PAPER_PASS_AT_K)}, got {paper!r}')
-    return [go.Scatter(x=list(KS), y=v, name=f'{m} ({paper}, paper)', mode='lines+markers', line=dict(dash='dash', width=1.5), opacity=0.6)
+    return [go.Scatter(x=list(KS), y=v, name=f'{m} ({paper}, paper)', mode='lines+markers',
+                       line=dict(dash='dash', width=1.5), opacity=0.6)
             for m, v in PAPER_PASS_AT_K[paper].items()]
 
 def pass_at_k_figure(reports, # an `EvalReport`, a list of them or a `{label: report}` dict
@@ -260,19 +277,21 @@ def pass_at_k_figure(reports, # an `EvalReport`, a list of them or a `{label: re
     fig = go.Figure([go.Scatter(x=r.pass_at_k.k, y=100 * r.pass_at_k.pass_at_k, name=label, mode='lines+markers')
                      for label, r in _labelled(reports).items()] + (_paper_traces(paper) if paper else []))
     for name, y in (PAPER_REFERENCE.get(paper, {}) if paper else {}).items():
-        fig.add_hline(y=y, line=dict(dash='dot', width=1, color='grey'), annotation_text=f'{name} {y}', annotation_position='top left')
-    return fig.update_layout(title=title, height=380, yaxis_title='Pass@K (%)', xaxis=dict(title='K', type='log', tickvals=list(KS)))
+        fig.add_hline(y=y, line=dict(dash='dot', width=1, color='grey'), annotation_text=f'{name} {y}',
+                      annotation_position='top left')
+    return fig.update_layout(title=title, height=380, yaxis_title='Pass@K (%)',
+                             xaxis=dict(title='K', type='log', tickvals=list(KS)))
 
 # %% ../nbs/31_eval.ipynb #35d1d8ca
 def browse_figure(report:EvalReport, bins:int=20):
     "The browse-ratio distribution (visits / tool calls) of correct vs incorrect trajectories"
     import plotly.graph_objects as go
     df = report.rows[report.rows.browse_ratio.notna()]
-    h = lambda d, name: go.Histogram(x=d.browse_ratio, name=f'{name} ({len(d)}, mean {d.browse_ratio.mean():.2f})', opacity=0.6,
-                                     xbins=dict(start=0, end=1 + 1e-9, size=1 / bins), histnorm='percent')
+    h = lambda d, name: go.Histogram(x=d.browse_ratio, name=f'{name} ({len(d)}, mean {d.browse_ratio.mean():.2f})',
+                                     opacity=0.6, xbins=dict(start=0, end=1 + 1e-9, size=1 / bins), histnorm='percent')
     fig = go.Figure([h(df[df.correct], 'correct'), h(df[~df.correct], 'incorrect')])
-    return fig.update_layout(barmode='overlay', height=330, title=f'Browse ratio: {report.label}', xaxis_title='visits / tool calls',
-                             yaxis_title='% of trajectories')
+    return fig.update_layout(barmode='overlay', height=330, title=f'Browse ratio: {report.label}',
+                             xaxis_title='visits / tool calls', yaxis_title='% of trajectories')
 
 # %% ../nbs/31_eval.ipynb #6b62f763
 def _failed(traj:Trajectory, wrong:str, rng:random.Random, skip_visits:float)->list:
@@ -308,7 +327,8 @@ def _repo_root()->Path:
 
 def _sample_world()->Path|None:
     "`data/sample/world` in the working directory, above it, or in the repository, if there"
-    return next((p for p in (Path.cwd()/'data/sample/world', Path.cwd().parent/'data/sample/world', _repo_root()/'data/sample/world')
+    return next((p for p in (Path.cwd()/'data/sample/world', Path.cwd().parent/'data/sample/world',
+                             _repo_root()/'data/sample/world')
                  if (p/'qa.jsonl').exists() and (p/'corpus.jsonl').exists()), None)
 
 # %% ../nbs/31_eval.ipynb #17ce3be2
@@ -320,7 +340,8 @@ def world_eval(world=None # a folder from `synth.write_world`, a `SynthData`, a 
     from venus_nb.data import load_qa_jsonl
     world = world if world is not None else (_sample_world() or SAMPLE)
     if isinstance(world, SynthConfig): world = generate(world)
-    if isinstance(world, SynthData): return [dict(q) for q in world.qa], LocalCorpus([Doc(**p) for p in world.corpus], 'world')
+    if isinstance(world, SynthData):
+        return [dict(q) for q in world.qa], LocalCorpus([Doc(**p) for p in world.corpus], 'world')
     qa = load_qa_jsonl(Path(world)/'qa.jsonl')
     if qa.errors: raise ValueError(f'{len(qa.errors)} unreadable rows, the first at {qa.errors[0]}')
     return qa.trajectories, load_corpus(Path(world)/'corpus.jsonl', name=Path(world).name)
@@ -330,7 +351,7 @@ R1_SETS = {'bamboogle': ('eval_set/bamboogle.jsonl', 'eval_results/bamboogle_qwe
            'hotpotqa': ('eval_set/hotpotqa_500.jsonl', 'eval_results/hotpotqa_qwen.jsonl')}
 
 def find_shared(root=None)->Path|None:
-    "The third-party data folder: `root`, `$VENUS_NB_SHARED`, or `../shared/data` above the working directory or the package"
+    "Third-party data folder: `root`, `$VENUS_NB_SHARED`, or `../shared/data` above the working directory or package"
     if root is not None or os.environ.get('VENUS_NB_SHARED'): cands = [Path(root or os.environ['VENUS_NB_SHARED'])]
     else: cands = [Path.cwd()/'../shared/data', Path.cwd()/'../../shared/data', _repo_root().parent/'shared/data']
     return next((p.resolve() for p in cands if p.is_dir()), None)
@@ -338,18 +359,21 @@ def find_shared(root=None)->Path|None:
 def shared_data(root=None)->Path:
     "`find_shared`, or a FileNotFoundError that says where the data should be"
     if (p := find_shared(root)) is None:
-        raise FileNotFoundError(f'third-party data not found ({root or os.environ.get("VENUS_NB_SHARED") or "../shared/data"}): '
-                                'it lives in ../shared/data next to the repository (see its SOURCES.md), or set $VENUS_NB_SHARED')
+        raise FileNotFoundError('third-party data not found '
+                                f'({root or os.environ.get("VENUS_NB_SHARED") or "../shared/data"}): '
+                                'it lives in ../shared/data next to the repository (see its SOURCES.md), '
+                                'or set $VENUS_NB_SHARED')
     return p
 
 # %% ../nbs/31_eval.ipynb #00e918fd
 def _rollout(r, *_)->dict:
     "An R1-Searcher result record, or a `BadRecord`"
-    if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')): raise BadRecord('no question or gen_text_store text')
+    if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ('question', 'gen_text_store')):
+        raise BadRecord('no question or gen_text_store text')
     return r
 
 def _rollouts_by_question(path:Path)->dict:
-    "R1-Searcher result records by question text; a ValueError naming the file and line of the first one that cannot be read"
+    "R1-Searcher result records by question text; a ValueError naming the file and line of the first unreadable one"
     recs, errors = read_records(path, _rollout)
     if errors: raise ValueError(str(errors[0]))
     return {r['question'].strip(): r for r in recs}
@@ -364,7 +388,8 @@ def _r1_pairs(base:Path, name:str, limit:int|None)->list:
     loaded = load_qa_jsonl(qs, id='idx')
     if loaded.errors: raise ValueError(f'{len(loaded.errors)} unreadable rows, the first at {loaded.errors[0]}')
     by_q = _rollouts_by_question(res)
-    return [(dict(q, id=f'{name}-{q["id"]}', source=name), by_q.get(q['question'].strip())) for q in loaded.trajectories[:limit]]
+    return [(dict(q, id=f'{name}-{q["id"]}', source=name), by_q.get(q['question'].strip()))
+            for q in loaded.trajectories[:limit]]
 
 def _names(sets)->list: return [sets] if isinstance(sets, str) else list(sets)
 
@@ -395,11 +420,13 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
                     corpus, # a `tools.LocalCorpus`
                     k:int=10 # BM25 hits checked for the answer
                    )->pd.DataFrame:
-    "Per question: pages retrieved for it, whether one holds a gold alias, whether BM25 on the question finds one in the top k"
+    "Per question: its retrieved pages, whether one holds a gold alias, whether BM25 on the question ranks one in top k"
     text = {d.id: normalize_answer(d.text) for d in corpus.docs}
     def row(q):
-        mine, top = [text[i] for i in q.get('docs', []) if i in text], [text[corpus.docs[i].id] for i, _ in corpus.index.top(q['question'], k)]
-        return dict(id=q.get('id'), docs=len(mine), answer_in_docs=_has_answer(mine, q['answer']), answer_in_top_k=_has_answer(top, q['answer']))
+        mine, top = ([text[i] for i in q.get('docs', []) if i in text],
+                     [text[corpus.docs[i].id] for i, _ in corpus.index.top(q['question'], k)])
+        return dict(id=q.get('id'), docs=len(mine), answer_in_docs=_has_answer(mine, q['answer']),
+                    answer_in_top_k=_has_answer(top, q['answer']))
     return pd.DataFrame([row(q) for q in questions], columns=['id', 'docs', 'answer_in_docs', 'answer_in_top_k'])
 
 # %% ../nbs/31_eval.ipynb #6656ae9e
@@ -419,7 +446,8 @@ def _queries(text:str):
 
 def _final_turn(rest:str, index:int)->Turn:
     think, _, tail = rest.partition('</think>')
-    if answers := between(tail or rest, '<answer>', '</answer>'): return Turn.make(think.strip(), answer=answers[0].strip(), index=index)
+    if answers := between(tail or rest, '<answer>', '</answer>'):
+        return Turn.make(think.strip(), answer=answers[0].strip(), index=index)
     return Turn.parse({'role': 'assistant', 'content': rest.strip()}, [], index, True)
 
 def r1_turns(text:str)->list:
@@ -427,7 +455,8 @@ def r1_turns(text:str)->list:
     turns, pos = [], 0
     for start, end, query, docs in _queries(text):
         obs = docs.strip() if docs is not None else None
-        turns.append(Turn.make(text[pos:start].strip(), ToolCall('search', {'query': [query.strip()]}), observation=obs, index=len(turns)))
+        turns.append(Turn.make(text[pos:start].strip(), ToolCall('search', {'query': [query.strip()]}), observation=obs,
+                               index=len(turns)))
         pos = end
     return turns + [_final_turn(text[pos:], len(turns))]
 
@@ -438,6 +467,8 @@ def r1_searcher_trajectories(sets=('bamboogle', 'hotpotqa'), root=None, limit:in
     for name in _names(sets):
         for q, rec in _r1_pairs(base, name, limit):
             if rec is None: continue
-            meta = dict(qid=q['id'], group=len(out), sample=0, source=f'r1-searcher/{name}', judge=str(rec.get('gpt4o_output')) == 'True')
-            out.append(Trajectory(q['question'], r1_turns(rec['gen_text_store']), q['answer'], meta, [{'role': 'user', 'content': q['question']}]))
+            meta = dict(qid=q['id'], group=len(out), sample=0, source=f'r1-searcher/{name}',
+                        judge=str(rec.get('gpt4o_output')) == 'True')
+            out.append(Trajectory(q['question'], r1_turns(rec['gen_text_store']), q['answer'], meta,
+                                  [{'role': 'user', 'content': q['question']}]))
     return out

@@ -63,13 +63,14 @@ def signal_density(scored)->dict:
     "How much of one batch carries learning signal under GRPO and under IGPO, and how IG and browsing differ by outcome"
     grpo, igpo = advantages_under(scored, estimator='grpo'), advantages_under(scored, estimator='igpo')
     return dict(rollouts=len(scored.trajs), groups=len(set(scored.groups)),
-                grpo_silent_groups=_silent_groups(grpo, scored.groups), igpo_silent_groups=_silent_groups(igpo, scored.groups),
+                grpo_silent_groups=_silent_groups(grpo, scored.groups),
+                igpo_silent_groups=_silent_groups(igpo, scored.groups),
                 grpo_nonzero_turns=_nonzero_turns(grpo), igpo_nonzero_turns=_nonzero_turns(igpo),
                 visit_ig_correct=_visit_ig(scored, True), visit_ig_incorrect=_visit_ig(scored, False),
                 browse_correct=_browse(scored, True), browse_incorrect=_browse(scored, False))
 
 # %% ../nbs/32_experiment.ipynb #98805f09
-def warm_signal(warm=None, # a `WarmStart`, or `WarmConfig` fields (a dict); default: the embedded model's, made or cached
+def warm_signal(warm=None, # a `WarmStart`, or `WarmConfig` fields (a dict); default: the embedded model's, made/cached
                 cfg=None, # the `IGPOConfig` whose rewards and IG precision are used (default: DR-Venus')
                )->tuple[dict, object]:
     "`signal_density` of the warm start's check rollouts, scored with the warm-started policy; and the `Scored` batch"
@@ -77,7 +78,9 @@ def warm_signal(warm=None, # a `WarmStart`, or `WarmConfig` fields (a dict); def
     from venus_nb.igpo import IGPOConfig, score_rollouts
     warm = warm_start(WarmConfig(**(warm or {})), verbose=False) if warm is None or isinstance(warm, dict) else warm
     trajs, pol = warm.rollouts(), warm.policy()
-    if not trajs: raise ValueError(f'the warm start at {warm.path} kept no check rollouts; make it anew with warm_start(force=True)')
+    if not trajs:
+        raise ValueError(f'the warm start at {warm.path} kept no check rollouts; '
+                         'make it anew with warm_start(force=True)')
     scored = score_rollouts(pol.model, pol.tokenizer, trajs, cfg or IGPOConfig())
     return signal_density(scored), scored
 
@@ -87,19 +90,21 @@ MIN_SEEDS = 5   # with fewer seeds than this, seeds are not resampled: a bootstr
 def bootstrap_mean(m, # seeds × questions
                    n:int=2000, # bootstrap samples
                    level:float=0.95, seed:int=0)->tuple[float, float, float]:
-    "Mean of `m` and its bootstrap interval over questions (columns, with replacement); seeds (rows) too from `MIN_SEEDS` on"
+    "Mean of `m` and its bootstrap interval over questions (columns, resampled); seeds (rows) too from `MIN_SEEDS` on"
     m = np.asarray(m, dtype=float)
-    if m.ndim != 2 or not m.size: raise ValueError(f'bootstrap_mean needs a seeds × questions matrix, got shape {m.shape}')
+    if m.ndim != 2 or not m.size:
+        raise ValueError(f'bootstrap_mean needs a seeds × questions matrix, got shape {m.shape}')
     rng = np.random.default_rng(seed)
     cols = rng.integers(0, m.shape[1], (n, m.shape[1]))
-    if m.shape[0] < MIN_SEEDS: stats = m.mean(0)[cols].mean(1)   # each question's mean over the seeds, questions resampled
+    # each question's mean over the seeds, questions resampled
+    if m.shape[0] < MIN_SEEDS: stats = m.mean(0)[cols].mean(1)
     else: stats = np.array([m[np.ix_(r, c)].mean() for r, c in zip(rng.integers(0, m.shape[0], (n, m.shape[0])), cols)])
     lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
     return float(m.mean()), float(lo), float(hi)
 
 # %% ../nbs/32_experiment.ipynb #76bc6089
 def sign_test(d)->float:
-    "Exact two-sided sign test on the non-zero entries of `d`: how likely a split as lopsided if neither side were better"
+    "Exact two-sided sign test on the non-zero entries of `d`: how likely so lopsided a split if neither side is better"
     d = np.asarray(d, dtype=float)
     up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
     n = up + down
@@ -109,14 +114,15 @@ def sign_test(d)->float:
 def verdict(lo:float, hi:float, # the difference's interval
             p:float=0.0, # the exact test's p-value
             alpha:float=0.05)->str:
-    "'higher' or 'lower' where the interval excludes 0 and the exact test agrees (p < alpha); else 'no difference measured'"
+    "'higher'/'lower' if the interval excludes 0 and the exact test agrees (p < alpha); else 'no difference measured'"
     side = 'higher' if lo > 0 else 'lower' if hi < 0 else None
     if side is None: return 'no difference measured'
-    return side if p < alpha else f'no difference measured (the interval excludes 0, the exact test does not: p = {p:.2g})'
+    return (side if p < alpha
+            else f'no difference measured (the interval excludes 0, the exact test does not: p = {p:.2g})')
 
 def paired_stats(d, # seeds × questions of one arm's score minus another's
                  level:float=0.95)->dict:
-    "Mean difference with its paired bootstrap interval, the discordant questions (better, worse), the sign test and the verdict"
+    "Mean difference, its paired bootstrap interval, discordant questions (better, worse), sign test and verdict"
     d = np.asarray(d, dtype=float)
     per_q = d.mean(0)
     mean, lo, hi = bootstrap_mean(d, level=level)
@@ -130,7 +136,8 @@ def score_matrix(evals:pd.DataFrame, # one row per arm, seed and question: n sam
     "Seeds × questions of unbiased Pass@k for one arm (its final evaluation)"
     e = final_evals(evals)
     e = e[e.arm == arm]
-    return e.assign(p=[pass_at_k(n, c, k) for n, c in zip(e.n, e.c)]).pivot(index='seed', columns='question', values='p')
+    return e.assign(p=[pass_at_k(n, c, k) for n, c in zip(e.n, e.c)]).pivot(index='seed', columns='question',
+                                                                             values='p')
 
 def final_evals(evals:pd.DataFrame)->pd.DataFrame:
     "Each run's last evaluation (the rows of its highest `step`; all rows where there is no `step` column)"
@@ -142,7 +149,8 @@ def _resampled(seeds:int)->str: return 'seeds and questions' if seeds >= MIN_SEE
 
 def _row(label, k, m):
     mean, lo, hi = bootstrap_mean(m)
-    return dict(arm=label, k=k, mean=mean, lo=lo, hi=hi, seeds=m.shape[0], questions=m.shape[1], resampled=_resampled(m.shape[0]))
+    return dict(arm=label, k=k, mean=mean, lo=lo, hi=hi, seeds=m.shape[0], questions=m.shape[1],
+                resampled=_resampled(m.shape[0]))
 
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
     "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question"
@@ -151,15 +159,17 @@ def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
 
 def _diff_row(evals, a, b, k):
     d = paired_difference(evals, a, b, k)
-    return dict(arm=f'{a} − {b}', k=k, **paired_stats(d), seeds=d.shape[0], questions=d.shape[1], resampled=_resampled(d.shape[0]))
+    return dict(arm=f'{a} − {b}', k=k, **paired_stats(d), seeds=d.shape[0], questions=d.shape[1],
+                resampled=_resampled(d.shape[0]))
 
 TREATMENT = 'IGPO (DR-Venus)'
-PAIRS = ((TREATMENT, 'start'), (TREATMENT, 'GRPO'), (TREATMENT, 'GRPO + format penalty'))   # the differences a summary reports
+# the differences a summary reports
+PAIRS = ((TREATMENT, 'start'), (TREATMENT, 'GRPO'), (TREATMENT, 'GRPO + format penalty'))
 
 def summary_table(evals:pd.DataFrame, ks=(1, 4),
                   pairs=PAIRS # (treatment, baseline) differences, each where both arms ran
                  )->pd.DataFrame:
-    "Pass@k of every arm with its 95% interval, and each paired difference with its discordant questions, sign test and verdict"
+    "Pass@k of every arm with its 95% interval; each paired difference with discordant questions, sign test, verdict"
     arms, rows = list(evals.arm.unique()), []
     for k in ks:
         rows += [_row(a, k, score_matrix(evals, a, k)) for a in arms]
@@ -169,7 +179,8 @@ def summary_table(evals:pd.DataFrame, ks=(1, 4),
 def kind_table(evals:pd.DataFrame, ks=(1, 4), pairs=PAIRS)->pd.DataFrame:
     "`summary_table` for each kind of question (e.g. '1-hop', '2-hop'), with a `kind` column"
     if 'kind' not in evals: return pd.DataFrame()
-    return pd.concat([summary_table(e, ks, pairs).assign(kind=kind) for kind, e in evals.groupby('kind', sort=True)], ignore_index=True)
+    return pd.concat([summary_table(e, ks, pairs).assign(kind=kind) for kind, e in evals.groupby('kind', sort=True)],
+                     ignore_index=True)
 
 # %% ../nbs/32_experiment.ipynb #712794c9
 @dataclass
@@ -182,9 +193,10 @@ class Start:
     rollout: object         # the `RolloutConfig` of training and evaluation
     engine: object = None   # a `VLLMEngine` shared by the runs; None: each policy generates itself
     folder: str|None = None # the starting weights the engine is reloaded to before each run
-    checked: list|None = None # rollouts the starting policy already made on the held-out questions (a warm start's check)
+    checked: list|None = None # rollouts the start already made on the held-out questions (a warm start's check)
 
-    def __post_init__(self): self.train, self.held_out = as_questions(self.train), as_questions(self.held_out)   # lists, Loaded or Datasets
+    # lists, Loaded or Datasets
+    def __post_init__(self): self.train, self.held_out = as_questions(self.train), as_questions(self.held_out)
 
     def reset(self):
         "Put the shared engine back on the starting weights"
@@ -196,18 +208,22 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
     from venus_nb.warm_start import WarmConfig, warm_start, warm_world, engine_for_folder, rollout_config
     from venus_nb.rollout import HFEngine
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
-    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine, enable_lora=fast_dtype() != 'float32')   # see igpo's sync
+    # see igpo's sync
+    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine,
+                                                            enable_lora=fast_dtype() != 'float32')
     engine = None if isinstance(engine, HFEngine) else engine
-    return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine, str(w.path),
-                 w.rollouts())
+    return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine,
+                 str(w.path), w.rollouts())
 
 # %% ../nbs/32_experiment.ipynb #47f69254
 def check_variant(label:str, v:dict, igpo:dict):
-    "A ValueError where variant `label` does not name an `ablation_grid` arm, or changes a field `IGPOConfig` lacks or rejects"
+    "A ValueError where variant `label` names no `ablation_grid` arm, or changes a field `IGPOConfig` lacks or rejects"
     from venus_nb.igpo import IGPOConfig, ablation_grid
     arms = list(ablation_grid())
-    if label in arms: raise ValueError(f'variant {label!r} has the name of an arm of ablation_grid; give it a name of its own')
-    if not isinstance(v, dict) or v.get('arm') not in arms: raise ValueError(f"variant {label!r} needs 'arm': one of {arms}")
+    if label in arms:
+        raise ValueError(f'variant {label!r} has the name of an arm of ablation_grid; give it a name of its own')
+    if not isinstance(v, dict) or v.get('arm') not in arms:
+        raise ValueError(f"variant {label!r} needs 'arm': one of {arms}")
     IGPOConfig(**config_kwargs(IGPOConfig, igpo | _changes(v), f'variants.{label}.'))
 
 def _changes(v:dict)->dict: return {k: x for k, x in v.items() if k != 'arm'}
@@ -217,9 +233,12 @@ def varied(cfg:'IGPOConfig', changes:dict)->'IGPOConfig':
     nested = lambda k, x: asdict(getattr(cfg, k)) | x if isinstance(x, dict) and is_dataclass(getattr(cfg, k)) else x
     return replace(cfg, **{k: nested(k, x) for k, x in changes.items()})
 
-CPU_LEARN = dict(steps=8, eval_every=None,   # the 2-core configuration: one 64 × 4 evaluation per run (about as long as four steps)
-                 arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),   # the fair baseline (IG the only difference) first
-                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2))   # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
+# the 2-core configuration: one 64 × 4 evaluation per run (about as long as four steps)
+CPU_LEARN = dict(steps=8, eval_every=None,
+                 # the fair baseline (IG the only difference) first
+                 arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),
+                 # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
+                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2))
 
 @dataclass
 class ExperimentConfig(Settings):
@@ -230,25 +249,29 @@ class ExperimentConfig(Settings):
     questions_per_step: int = 2
     G: int = 4                                  # rollouts per question, in training and in evaluation
     eval_questions: int = 16                    # held-out questions every run is evaluated on
-    eval_every: int|None = None                 # evaluate on the held-out questions every this many steps (None: at the end only)
+    eval_every: int|None = None                 # held-out evaluation every this many steps (None: at the end only)
     ks: tuple = (1, 4)
     warm: dict = field(default_factory=dict)    # `WarmConfig` fields of the starting policy
-    igpo: dict = field(default_factory=lambda: dict(dtype=fast_dtype()))  # `IGPOConfig` fields for every arm (bf16 where it is fast)
-    variants: dict = field(default_factory=dict)   # arms of your own: label -> {'arm': an `ablation_grid` key, **the `IGPOConfig` fields it changes}
+    igpo: dict = field(default_factory=lambda: dict(dtype=fast_dtype()))  # all arms' `IGPOConfig` fields; bf16 if fast
+    # arms of your own: label -> {'arm': an `ablation_grid` key, **the `IGPOConfig` fields it changes}
+    variants: dict = field(default_factory=dict)
     output_dir: str = 'out/experiment'
 
     def __post_init__(self):
         self.arms, self.seeds, self.ks = tuple(self.arms), tuple(self.seeds), tuple(self.ks)
         if not self.arms or not self.seeds: raise ValueError('an experiment needs at least one arm and one seed')
         if len(set(self.arms)) != len(self.arms): raise ValueError(f'arms repeat: {self.arms}')
-        if self.eval_every is not None and self.eval_every < 1: raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
+        if self.eval_every is not None and self.eval_every < 1:
+            raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
         from venus_nb.igpo import IGPOConfig
-        self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')   # checked now, not after the warm start: an unknown key, a wrong
-        IGPOConfig(**self.igpo)                                      # value, a judge that names code
+        # checked now, not after the warm start: an unknown key, a wrong value, a judge that names code
+        self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')
+        IGPOConfig(**self.igpo)
         for label, v in self.variants.items(): check_variant(label, v, self.igpo)
         from venus_nb.igpo import ablation_grid
         if unknown := [a for a in self.arms if a not in {**ablation_grid(), **self.variants}]:
-            raise ValueError(f'unknown arms {unknown}: name keys of ablation_grid {list(ablation_grid())} or of variants')
+            raise ValueError(f'unknown arms {unknown}: '
+                             f'name keys of ablation_grid {list(ablation_grid())} or of variants')
 
     @property
     def rollouts_per_run(self)->int: return self.steps * self.questions_per_step * self.G
@@ -258,7 +281,7 @@ class ExperimentConfig(Settings):
 
     @classmethod
     def cpu_learn(cls, **kw):
-        "The 2-core configuration sized to show learning: IGPO and both GRPO arms, one seed, 64 held-out questions × 4, the measured step size"
+        "The 2-core setup sized to show learning: IGPO, both GRPO arms, 1 seed, 64 held-out questions × 4, measured lr"
         return cls(**dict(dict(arms=CPU_LEARN['arms'], seeds=(0,), steps=CPU_LEARN['steps'],
                                questions_per_step=4, G=4, eval_questions=64, eval_every=CPU_LEARN['eval_every'],
                                warm=dict(entities=80, held_out=64, rl=96), igpo=dict(CPU_LEARN['igpo']),
@@ -267,10 +290,13 @@ class ExperimentConfig(Settings):
     @classmethod
     def gpu(cls, model:str, **kw):
         "A 1-2B local model on one large GPU (full bf16 weights, LoRA adapter, longer turns)"
-        arms = ('IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty', 'split credit', 'no IG-Scale', 'IG after every tool')
+        arms = ('IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty', 'split credit', 'no IG-Scale',
+                'IG after every tool')
+        # lr: DR-Venus' own (1e-6 full, 2.5e-5 LoRA), sized for a 4B model
         return cls(**dict(dict(arms=arms, steps=30, questions_per_step=16, G=8, eval_questions=64, eval_every=10,
-                               warm=dict(model=model, engine='vllm', train=512, held_out=64, rl=512, entities=400, steps=200),
-                               igpo=dict(dtype='bfloat16')), **kw))   # lr: DR-Venus' own (1e-6 full, 2.5e-5 LoRA), sized for a 4B model
+                               warm=dict(model=model, engine='vllm', train=512, held_out=64, rl=512, entities=400,
+                                         steps=200),
+                               igpo=dict(dtype='bfloat16')), **kw))
 
     def to_json(self)->dict: return experiment_json(self)   # what `Settings.save` writes
 
@@ -296,19 +322,22 @@ EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a t
 EVAL_COLUMNS = ['arm', 'seed', 'step', 'rollouts', 'question', 'kind', 'n', 'c', 'turns', 'visits']
 
 def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.DataFrame:
-    "Per held-out question: samples `n`, correct samples `c`, mean turns and visits per rollout, and the question's kind"
+    "Per held-out question: samples `n`, correct samples `c`, mean turns and visits per rollout, the question's kind"
     from venus_nb.eval import score_trajectories
     df = score_trajectories(trajs)
-    g = df.groupby('group').agg(n=('correct', 'size'), c=('correct', 'sum'), turns=('turns', 'mean'), visits=('visit', 'mean'))
+    g = df.groupby('group').agg(n=('correct', 'size'), c=('correct', 'sum'), turns=('turns', 'mean'),
+                                visits=('visit', 'mean'))
     g = g.reset_index().rename(columns={'group': 'question'})
-    return g.assign(arm=label, seed=seed, step=0, rollouts=0, kind=[kinds[q] if kinds else 'all' for q in g.question])[EVAL_COLUMNS]
+    return g.assign(arm=label, seed=seed, step=0, rollouts=0,
+                    kind=[kinds[q] if kinds else 'all' for q in g.question])[EVAL_COLUMNS]
 
 def _evaluate(generator, start:Start, label:str, seed:int, G:int,
-              save:Path|None=None # also write the rollouts here (JSONL), to read what the policy did and not only its score
+              save:Path|None=None # also write the rollouts here (JSONL): what the policy did, not only its score
              )->pd.DataFrame:
     from venus_nb.rollout import rollout
     from venus_nb.trajectory import write_jsonl
-    trajs = rollout(generator, start.held_out, start.corpus, replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
+    trajs = rollout(generator, start.held_out, start.corpus,
+                    replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
     if save:
         save.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(trajs, save)
@@ -323,7 +352,7 @@ def checked_rollouts(start:Start, G:int)->list|None:
     return trajs if len(counts) == len(want) and (counts == G).all() else None
 
 def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start')->pd.DataFrame:
-    "The starting policy evaluated like every arm; for the first seed, its check rollouts where they are these questions × G"
+    "The start evaluated like every arm; for the first seed, its check rollouts where they are these questions × G"
     if seed == cfg.seeds[0] and (trajs := checked_rollouts(start, cfg.G)):
         return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
     start.reset()
@@ -342,29 +371,32 @@ def eval_rollouts_path(cfg:ExperimentConfig, arm:str, seed:int, step:int)->Path:
     return Path(cfg.output_dir)/'rollouts'/f'{_slug(arm)}-seed{seed}-step{step}.jsonl'
 
 def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfig':
-    "The `IGPOConfig` of one run: the arm of `ablation_grid`, the experiment's budget and overrides, its own folder and TensorBoard run"
+    "One run's `IGPOConfig`: its `ablation_grid` arm, the experiment's budget and overrides, folder and TensorBoard run"
     from venus_nb.igpo import IGPOConfig, ablation_grid
-    base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step, save_steps=cfg.eval_every or cfg.steps,
-                              report_to=('tensorboard',), rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
+    base = IGPOConfig(**(dict(steps=cfg.steps, questions_per_step=cfg.questions_per_step,
+                              save_steps=cfg.eval_every or cfg.steps, report_to=('tensorboard',),
+                              rollout=replace(start.rollout, G=cfg.G, progress=False)) | cfg.igpo))
     grid = ablation_grid(base)
     grid |= {label: varied(grid[v['arm']], _changes(v)) for label, v in cfg.variants.items()}
     if arm not in grid: raise ValueError(f'unknown arm {arm!r}; the arms are {list(grid)}')
     slug = _slug(arm)
-    out = Path(cfg.output_dir)   # one TensorBoard run per arm and seed, side by side; one saved base for every run (they share a start)
+    # one TensorBoard run per arm and seed, side by side; one saved base for every run (they share a start)
+    out = Path(cfg.output_dir)
     return replace(grid[arm], seed=seed, output_dir=str(out/'runs'/slug/f'seed{seed}'), logging_dir=str(out/'tb'),
                    run_name=f"{'-'.join(filter(None, slug.split('-')))}-seed{seed}", base_dir=str(out/'base'))
 
 def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
             until:int|None=None # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
            )->tuple[pd.DataFrame, pd.DataFrame]:
-    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its per-step metrics and its held-out rows"
+    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step metrics, held-out rows"
     from venus_nb.igpo import igpo
     until = until or cfg.steps
     start.reset()
     res = igpo(start.make_policy(), start.train, start.corpus, replace(arm_config(cfg, start, arm, seed), steps=until),
                engine=start.engine, live=False)
     evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G, eval_rollouts_path(cfg, arm, seed, until))
-    return res.metrics.assign(arm=arm, seed=seed), evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G)
+    return (res.metrics.assign(arm=arm, seed=seed),
+            evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G))
 
 # %% ../nbs/32_experiment.ipynb #7bb4e6d6
 @dataclass
@@ -375,7 +407,8 @@ class ExperimentResult:
     evals: pd.DataFrame
     summary: pd.DataFrame
     output_dir: Path
-    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))  # arm, seed, step, seconds of each stop
+    # arm, seed, step, seconds of each stop
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))
 
     @property
     def by_kind(self)->pd.DataFrame:
@@ -384,22 +417,24 @@ class ExperimentResult:
 
     @property
     def curve(self)->pd.DataFrame:
-        "Held-out Pass@1 (with its interval), turns and visits per rollout of every arm at every evaluation, overall and by kind"
+        "Held-out Pass@1 (with interval), turns and visits per rollout of each arm at each evaluation, overall, by kind"
         return heldout_curve(self.evals)
 
     @property
     def seconds(self)->float:
-        "Wall time of every run, summed over the calls that made them (a resumed experiment keeps its earlier runs' time)"
+        "Wall time of every run, summed over the calls that made them (a resumed experiment keeps earlier runs' time)"
         return float(self.runs.seconds.sum())
 
     def _repr_markdown_(self):
         from venus_nb.eval import markdown_table
-        return (f'**Experiment**: {len(self.cfg.arms)} arms × {len(self.cfg.seeds)} seeds, {self.cfg.rollouts_per_run} training '
-                f'rollouts per run, {self.cfg.eval_questions} held-out questions × {self.cfg.G}; `{self.output_dir}`\n\n'
+        return (f'**Experiment**: {len(self.cfg.arms)} arms × {len(self.cfg.seeds)} seeds, '
+                f'{self.cfg.rollouts_per_run} training rollouts per run, '
+                f'{self.cfg.eval_questions} held-out questions × {self.cfg.G}; `{self.output_dir}`\n\n'
                 + markdown_table(self.summary.round(3), index=False))
 
 RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds']
-TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS)   # the CSV files an experiment's folder keeps, one row added per finished run
+# the CSV files an experiment's folder keeps, one row added per finished run
+TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS)
 
 def _done(out:Path)->list:
     "The steps, held-out rows and run times of the runs an earlier call finished (empty tables where none did)"
@@ -420,21 +455,23 @@ def read_experiment(folder,
 
 # %% ../nbs/32_experiment.ipynb #3053437d
 def _runs(cfg:ExperimentConfig)->list:
-    "(label, seed, step) of every evaluation: the starting policy first (step 0), then each arm at each of its `eval_steps`"
-    return [('start', s, 0) for s in cfg.seeds] + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)]
+    "(label, seed, step) of every evaluation: the start first (step 0), then each arm at each of its `eval_steps`"
+    return ([('start', s, 0) for s in cfg.seeds]
+            + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)])
 
 def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
     now, saved = json.loads(json.dumps(experiment_json(cfg))), json.loads((out/'config.json').read_text())
-    return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved)) if k != 'output_dir' and saved.get(k) != now.get(k)}
+    return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved))
+            if k != 'output_dir' and saved.get(k) != now.get(k)}
 
 def check_resume(out:Path, cfg:ExperimentConfig):
     "Refuse to add runs to a folder whose runs were made with another configuration, naming the fields that differ"
     if changed := saved_config_changes(out, cfg):
         said = '; '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in changed.items())
-        raise ValueError(f'{out} holds an experiment with another configuration ({said}): run it with the configuration it '
-                         'was made with, or into a new output_dir')
+        raise ValueError(f'{out} holds an experiment with another configuration ({said}): '
+                         'run it with the configuration it was made with, or into a new output_dir')
 
 def _done_at(evals, label, seed, step)->bool:
     hit = (evals.arm == label) & (evals.seed == seed)
@@ -468,7 +505,8 @@ def experiment(cfg:ExperimentConfig|None=None,
         t = time.time()
         s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed, step)
         run = pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1))])
-        steps, evals, runs = _merge_steps(steps, s, label, seed), *[pd.concat([a, b], ignore_index=True) for a, b in ((evals, e), (runs, run))]
+        steps, evals, runs = (_merge_steps(steps, s, label, seed),
+                              *[pd.concat([a, b], ignore_index=True) for a, b in ((evals, e), (runs, run))])
         _save_rows(out, steps, evals, runs)
         say(_say_eval(e, label, seed, step, run.seconds[0]))
     res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs)
@@ -479,16 +517,19 @@ def experiment(cfg:ExperimentConfig|None=None,
 def _curve_rows(e:pd.DataFrame, kind:str, k:int)->list:
     rows = []
     for (arm, step), d in e.groupby(['arm', 'step'], sort=False):
-        m = d.assign(p=[pass_at_k(n, c, k) for n, c in zip(d.n, d.c)]).pivot(index='seed', columns='question', values='p')
+        m = d.assign(p=[pass_at_k(n, c, k) for n, c in zip(d.n, d.c)]).pivot(index='seed', columns='question',
+                                                                             values='p')
         mean, lo, hi = bootstrap_mean(m)
-        rows.append(dict(arm=arm, kind=kind, step=int(step), rollouts=int(d.rollouts.max()), k=k, mean=mean, lo=lo, hi=hi,
-                         turns=float(d.turns.mean()), visits=float(d.visits.mean()), questions=m.shape[1]))
+        rows.append(dict(arm=arm, kind=kind, step=int(step), rollouts=int(d.rollouts.max()), k=k, mean=mean, lo=lo,
+                         hi=hi, turns=float(d.turns.mean()), visits=float(d.visits.mean()), questions=m.shape[1]))
     return rows
 
 def heldout_curve(evals:pd.DataFrame, k:int=1)->pd.DataFrame:
-    "Held-out Pass@k with its interval, turns and visits per rollout, for every arm at every evaluation, over all questions and by kind"
-    if not len(evals) or not {'step', 'rollouts', 'turns', 'visits', 'kind'} <= set(evals): return pd.DataFrame()   # an older folder's rows
-    kinds = [('all', evals)] + ([(kd, d) for kd, d in evals.groupby('kind', sort=True)] if evals.kind.nunique() > 1 else [])
+    "Held-out Pass@k with interval, turns and visits per rollout, of every arm at every evaluation, overall and by kind"
+    # an older folder's rows
+    if not len(evals) or not {'step', 'rollouts', 'turns', 'visits', 'kind'} <= set(evals): return pd.DataFrame()
+    kinds = [('all', evals)] + ([(kd, d) for kd, d in evals.groupby('kind', sort=True)] if evals.kind.nunique() > 1
+                                else [])
     return pd.DataFrame([r for kd, d in kinds for r in _curve_rows(d, kd, k)])
 
 # %% ../nbs/32_experiment.ipynb #2da0491a
@@ -512,19 +553,22 @@ def learning_curves(steps:pd.DataFrame, cols=CURVES):
     return fig.update_layout(height=300, margin=dict(t=40, b=30, l=30, r=10))
 
 def heldout_figure(curve:pd.DataFrame):
-    "Held-out Pass@1 (95% interval), turns and visits per rollout against training rollouts seen, one column per measure, one row per kind"
+    "Held-out Pass@1 (95% interval), turns, visits per rollout vs training rollouts; a column per measure, row per kind"
     import plotly.express as px
-    long = pd.concat([curve.assign(measure='Pass@1', value=curve['mean'], plus=curve.hi - curve['mean'], minus=curve['mean'] - curve.lo),
+    long = pd.concat([curve.assign(measure='Pass@1', value=curve['mean'], plus=curve.hi - curve['mean'],
+                                   minus=curve['mean'] - curve.lo),
                       curve.assign(measure='turns per rollout', value=curve.turns, plus=0.0, minus=0.0),
-                      curve.assign(measure='visits per rollout', value=curve.visits, plus=0.0, minus=0.0)], ignore_index=True)
-    fig = px.line(long, x='rollouts', y='value', color='arm', facet_col='measure', facet_row='kind', error_y='plus', error_y_minus='minus',
-                  markers=True, height=240 * long.kind.nunique() + 60)
+                      curve.assign(measure='visits per rollout', value=curve.visits, plus=0.0, minus=0.0)],
+                     ignore_index=True)
+    fig = px.line(long, x='rollouts', y='value', color='arm', facet_col='measure', facet_row='kind', error_y='plus',
+                  error_y_minus='minus', markers=True, height=240 * long.kind.nunique() + 60)
     return fig.update_yaxes(matches=None, showticklabels=True).update_layout(margin=dict(t=40, b=30, l=30, r=10))
 
 def pass_at_k_bars(summary:pd.DataFrame):
     "Pass@k of every arm (and the difference) with its 95% interval"
     import plotly.express as px
-    s = summary.assign(plus=summary.hi - summary['mean'], minus=summary['mean'] - summary.lo, k=summary.k.map('Pass@{}'.format))
+    s = summary.assign(plus=summary.hi - summary['mean'], minus=summary['mean'] - summary.lo,
+                       k=summary.k.map('Pass@{}'.format))
     return px.bar(s, x='arm', y='mean', color='k', barmode='group', error_y='plus', error_y_minus='minus', height=340)
 
 # %% ../nbs/32_experiment.ipynb #5624916e
@@ -548,15 +592,18 @@ def write_results(res:ExperimentResult)->list:
     out = res.output_dir
     meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs))
     return [write_atomic(out/'summary.csv', res.summary.to_csv(index=False)),
-            write_atomic(out/'summary.json', json.dumps(strict_json(dict(meta, summary=res.summary.to_dict('records'), by_kind=res.by_kind.to_dict('records'),
-                                                             curve=res.curve.to_dict('records'))), indent=1, default=float, allow_nan=False)),
+            write_atomic(out/'summary.json',
+                         json.dumps(strict_json(dict(meta, summary=res.summary.to_dict('records'),
+                                                     by_kind=res.by_kind.to_dict('records'),
+                                                     curve=res.curve.to_dict('records'))),
+                                    indent=1, default=float, allow_nan=False)),
             write_atomic(out/'report.html', report_html(res))]
 
 # %% ../nbs/32_experiment.ipynb #e3d1e9b3
 def visit_rows(s, # a `rewards.Scored` batch
                  kinds:dict, # question text -> its kind (`data.question_kind`); others are 'all'
                  estimators=('igpo', 'grpo'))->pd.DataFrame:
-    "One row per rollout: its question's kind, visits, outcome, IG after its first two visits, its summed advantage under each estimator"
+    "One row per rollout: question kind, visits, outcome, IG after its first two visits, summed advantage per estimator"
     push = {e: s.table(estimator=e).groupby('rollout').advantage.sum() for e in estimators}
     def row(i, t):
         ig = [x for turn, x in zip(t.turns, s.ig[i]) if turn.kind == 'visit'] + [None, None]
@@ -566,14 +613,15 @@ def visit_rows(s, # a `rewards.Scored` batch
 
 # %% ../nbs/32_experiment.ipynb #40eab1ff
 def visits_table(rows:pd.DataFrame)->pd.DataFrame:
-    "`visit_rows` (of one batch or many, or read back from a CSV) by kind and visits: counts, correct, mean IG per visit, summed pushes"
-    agg = dict(rollouts=('correct', 'size'), correct=('correct', 'sum'), ig_visit1=('ig_visit1', 'mean'), ig_visit2=('ig_visit2', 'mean'))
+    "`visit_rows` (one batch or many, or a CSV) by kind and visits: counts, correct, mean IG per visit, summed pushes"
+    agg = dict(rollouts=('correct', 'size'), correct=('correct', 'sum'), ig_visit1=('ig_visit1', 'mean'),
+               ig_visit2=('ig_visit2', 'mean'))
     push = {c: (c, 'sum') for c in rows.columns if c.startswith('push_')}
     return rows.groupby(['kind', 'visits']).agg(**agg, **push).reset_index()
 
 def stopping_table(batches:list, # `Scored` batches, e.g. each step's (`step_batches`)
                    kinds:dict, estimators=('igpo', 'grpo'))->pd.DataFrame:
-    "By kind and visits per rollout: rollouts, correct ones, mean IG after the first and second visit, each estimator's summed push"
+    "By kind and visits per rollout: rollouts, correct ones, mean IG after visits 1 and 2, each estimator's summed push"
     return visits_table(pd.concat([visit_rows(s, kinds, estimators) for s in batches], ignore_index=True))
 
 def step_batches(run:Path)->list:
@@ -590,10 +638,10 @@ def _trend(y)->float:
     return float(np.polyfit(np.arange(len(y)), y, 1)[0]) if len(y) > 1 else math.nan
 
 def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame)->dict:
-    "One setting's line: KL per step, accuracy trend, held-out Pass@1 and its paired difference to the start, overall and by kind"
+    "One setting's line: KL per step, accuracy trend, held-out Pass@1 and paired difference to start, overall, by kind"
     s, e = res.steps, pd.concat([start_evals, res.evals[res.evals.arm != 'start']], ignore_index=True)
-    row = dict(setting=label, kl_mean=float(s.kl.mean()), kl_last=float(s.kl.iloc[-1]), accuracy_trend=_trend(s.accuracy),
-               turns_last=float(s.turns.iloc[-1]))
+    row = dict(setting=label, kl_mean=float(s.kl.mean()), kl_last=float(s.kl.iloc[-1]),
+               accuracy_trend=_trend(s.accuracy), turns_last=float(s.turns.iloc[-1]))
     for kind, d in [('all', e)] + ([(k, d) for k, d in e.groupby('kind')] if e.kind.nunique() > 1 else []):
         diff = _diff_row(d, TREATMENT, 'start', 1)
         row |= {f'pass1_{kind}': score_matrix(d, TREATMENT, 1).to_numpy().mean(), f'diff_{kind}': diff['mean'],
@@ -603,11 +651,12 @@ def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame)->dict:
 def sweep(settings:dict, # label -> `IGPOConfig` fields for that run (e.g. dict(lora_r=None, lr=1e-5))
           base:ExperimentConfig, # budget, seeds, evaluation and the IGPO fields every setting shares
           start:Start|None=None, say=print)->pd.DataFrame:
-    "One IGPO run per setting from the same start and batches; a row each: KL, the accuracy trend, held-out Pass@1 against the start"
+    "One IGPO run per setting, same start and batches; a row each: KL, accuracy trend, held-out Pass@1 vs the start"
     start = start or warm_start_point(base.warm, base.eval_questions)
     rows, start_evals = [], None
     for i, (label, over) in enumerate(settings.items()):
-        cfg = replace(base, arms=(TREATMENT,), igpo=base.igpo | over, output_dir=str(Path(base.output_dir)/_slug(label)))
+        cfg = replace(base, arms=(TREATMENT,), igpo=base.igpo | over,
+                      output_dir=str(Path(base.output_dir)/_slug(label)))
         res = experiment(cfg, start, say, with_start=i == 0)
         if i == 0: start_evals = res.evals[res.evals.arm == 'start']
         rows.append(sweep_row(label, res, start_evals))

@@ -18,11 +18,11 @@ import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
 from .base import write_atomic, atomic_open, config_kwargs, Settings
-from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file, config_changes,
-                                  describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
+from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file,
+                                  config_changes, describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
-from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprobs, Prefix, prefilled, crop_to, prompt_groups,
-                              ig_from_logprobs)
+from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprobs, Prefix, prefilled, crop_to,
+                              prompt_groups, ig_from_logprobs)
 _all_ = ['UnslothEngine']   # the engines live in `rollout`; importable from here too
 
 # %% auto #0
@@ -40,60 +40,67 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 
 # %% ../nbs/26_igpo.ipynb #aaefcead
 from .base import moved
 # names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys('''imported judge_fn judge_from_spec judge_spec outcomes trusted_judge untrusted'''.split(), 'judges'))
+__getattr__ = moved(__name__, dict.fromkeys(
+    '''imported judge_fn judge_from_spec judge_spec outcomes trusted_judge untrusted'''.split(), 'judges'))
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .data import check_shares
 
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
 LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
-CPU_FULL_LR = 3e-6   # the embedded 135M model's full step, measured (32_experiment): 1e-6 leaves KL at 0.000, 1e-5 took the one-hop shortcut
-CPU_LORA_LR = LORA_LR * CPU_FULL_LR / FULL_LR   # a LoRA step that moves it as far (a step's change grows linearly with the lr)
+# the embedded 135M model's full step, measured (32_experiment): 1e-6 leaves KL at 0.000, 1e-5 took the one-hop shortcut
+CPU_FULL_LR = 3e-6
+# a LoRA step that moves it as far (a step's change grows linearly with the lr)
+CPU_LORA_LR = LORA_LR * CPU_FULL_LR / FULL_LR
 
 @dataclass
 class IGPOConfig(Settings):
     "Stage-2 settings; defaults are DR-Venus' (method §1.6, §2.4)"
     steps: int = 60
-    questions_per_step: int = 16                  # prompts per step; each gets `rollout.G` rollouts
-    kind_shares: dict|None = None                # draw each step's questions by kind in these shares, e.g. {'2-hop': 3, '1-hop': 1} (kinds as `data.question_kind` names them); None: uniformly
+    questions_per_step: int = 16    # prompts per step; each gets `rollout.G` rollouts
+    kind_shares: dict|None = None   # each step's draw by kind in shares, e.g. {'2-hop': 3, '1-hop': 1}; None: uniform
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     rewards: RewardConfig = field(default_factory=RewardConfig)
-    judge: str|Callable = 'em'                   # outcome: 'em', 'f1', an `LLMJudge` or a module-level function
-    lr: float|None = None                        # None: FULL_LR for full fine-tuning, LORA_LR for LoRA
+    judge: str|Callable = 'em'      # outcome: 'em', 'f1', an `LLMJudge` or a module-level function
+    lr: float|None = None           # None: FULL_LR for full fine-tuning, LORA_LR for LoRA
     betas: tuple = (0.9, 0.999)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     clip_low: float = 0.2
     clip_high: float = 0.2
-    dual_clip: float|None = 3.0                  # bounds the loss of negative-advantage tokens (None: off)
-    kl_coef: float = 0.001                       # k3 KL to the reference (0: no reference pass, no reference copy)
-    tis_cap: float|None = 2.0                    # truncated importance sampling: the policy-gradient term × min(π_old/π_engine, cap) (None: off)
+    dual_clip: float|None = 3.0     # bounds the loss of negative-advantage tokens (None: off)
+    kl_coef: float = 0.001          # k3 KL to the reference (0: no reference pass, no reference copy)
+    tis_cap: float|None = 2.0       # truncated importance sampling: the PG term × min(π_old/π_engine, cap) (None: off)
     ppo_epochs: int = 1
-    mini_batches: int = 1                        # with one mini-batch and one epoch the ratio is exactly 1
-    lora_r: int|None = 16                        # None: full fine-tuning (every weight, as DR-Venus), with a frozen reference copy
+    mini_batches: int = 1           # with one mini-batch and one epoch the ratio is exactly 1
+    lora_r: int|None = 16           # None: full fine-tuning (every weight, as DR-Venus), with a frozen reference copy
     lora_alpha: int = 32
     target_modules: tuple = ('q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj')
-    max_len: int|None = None                     # IG scoring window (None: the model's)
-    dtype: str|None = None                       # training dtype; None: float32 on CPU, the model's own on a GPU
-    ig_dtype: str = 'float32'                    # IG scoring: 'float32', or 'train' (the training dtype, within a measured error)
+    max_len: int|None = None        # IG scoring window (None: the model's)
+    dtype: str|None = None          # training dtype; None: float32 on CPU, the model's own on a GPU
+    ig_dtype: str = 'float32'       # IG scoring: 'float32', or 'train' (the training dtype, within a measured error)
     output_dir: str = 'out/igpo'
     save_steps: int = 10
-    save_rollouts: bool = True                   # each step's scored rollouts to output_dir/rollouts/step-N.jsonl (`Scored.load` reads them)
+    save_rollouts: bool = True      # each step's scored rollouts to output_dir/rollouts/step-N.jsonl (`Scored.load`)
     seed: int = 0
-    report_to: tuple|str = ()                    # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
-    run_name: str|None = None                    # the TensorBoard run; None: '<estimator>-seed<seed>'
-    logging_dir: str|None = None                 # the folder of TensorBoard runs; None: output_dir/runs
-    base_dir: str|None = None                    # where the weights under the adapter are saved when nothing else loads them; None: output_dir/base
+    report_to: tuple|str = ()       # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
+    run_name: str|None = None       # the TensorBoard run; None: '<estimator>-seed<seed>'
+    logging_dir: str|None = None    # the folder of TensorBoard runs; None: output_dir/runs
+    base_dir: str|None = None       # where the adapter's base is saved if nothing else loads it; None: output_dir/base
 
     def __post_init__(self):
-        if isinstance(self.rollout, dict): self.rollout = RolloutConfig(**config_kwargs(RolloutConfig, self.rollout, 'rollout.'))
-        if isinstance(self.rewards, dict): self.rewards = RewardConfig(**config_kwargs(RewardConfig, self.rewards, 'rewards.'))
+        if isinstance(self.rollout, dict):
+            self.rollout = RolloutConfig(**config_kwargs(RolloutConfig, self.rollout, 'rollout.'))
+        if isinstance(self.rewards, dict):
+            self.rewards = RewardConfig(**config_kwargs(RewardConfig, self.rewards, 'rewards.'))
         if isinstance(self.judge, dict): self.judge = judge_from_spec(self.judge)
         self.betas, self.target_modules = tuple(self.betas), tuple(self.target_modules)
         if self.ppo_epochs < 1 or self.mini_batches < 1: raise ValueError('ppo_epochs and mini_batches must be >= 1')
-        if self.lora_r is not None and self.lora_r < 1: raise ValueError('lora_r must be >= 1, or None for full fine-tuning')
+        if self.lora_r is not None and self.lora_r < 1:
+            raise ValueError('lora_r must be >= 1, or None for full fine-tuning')
         check_shares(self.kind_shares)
-        if self.ig_dtype not in ('float32', 'train'): raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
+        if self.ig_dtype not in ('float32', 'train'):
+            raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
         judge_fn(self.judge)   # 'em', 'f1' or a callable judge, else a ValueError or TypeError that says which
         self.report_to = trackers(self.report_to)
 
@@ -111,7 +118,7 @@ def to_json(self:IGPOConfig)->dict: return config_json(self)   # what `Settings.
 
 @patch(cls_method=True)
 def from_saved(cls:IGPOConfig, d:dict, trust_code:bool=False)->dict:
-    "Settings read by `Settings.load`, the judge rebuilt from its spec (a dotted callable imported only with `trust_code`)"
+    "Settings from `Settings.load`, the judge rebuilt from its spec (a dotted callable imported only with `trust_code`)"
     return trusted_judge(d, trust_code)
 
 # %% ../nbs/26_igpo.ipynb #96be2ccc
@@ -153,7 +160,7 @@ def tis_weights(old_logp, sampled_logp, cap:float)->torch.Tensor:
     return torch.where(torch.isnan(sampled_logp), torch.ones_like(w), w)
 
 def mismatch_sums(old_logp, sampled_logp, mask)->dict:
-    "|π_old − π_engine| in log space over the masked tokens the engine sampled: count, sum, max and count over `MISMATCH_OVER`"
+    "|π_old − π_engine| in log space over masked tokens the engine sampled: count, sum, max, count over `MISMATCH_OVER`"
     d = (old_logp - sampled_logp).abs()[(mask > 0) & ~torch.isnan(sampled_logp)]
     return dict(mm_n=float(d.numel()), mm_sum=float(d.sum()), mm_max=float(d.max()) if d.numel() else 0.0,
                 mm_over=float((d > MISMATCH_OVER).sum()))
@@ -161,12 +168,14 @@ def mismatch_sums(old_logp, sampled_logp, mask)->dict:
 # %% ../nbs/26_igpo.ipynb #4bad4c9a
 def token_logps(model, ids:list, temperature:float=1.0,
                 at=None, # the positions to score (e.g. the trained tokens); None: every position but the first
-                prefix:Prefix|None=None # the first tokens already in a cache (`rewards.prefilled`; no gradient), before every `at`
+                prefix:Prefix|None=None # the first tokens, cached (`rewards.prefilled`; no gradient), before every `at`
                ):
     "log π(ids[i] | ids[:i]) at the positions `at`, 0 elsewhere: a 1-D tensor as long as `ids`"
     x = torch.tensor([ids], device=model.device)
-    pos = torch.arange(1, len(ids), device=x.device) if at is None else torch.as_tensor(at, dtype=torch.long, device=x.device)
-    if prefix and prefix.n >= int(pos.min()): raise ValueError(f'the prefix ({prefix.n} tokens) reaches a scored position ({int(pos.min())})')
+    pos = (torch.arange(1, len(ids), device=x.device) if at is None
+           else torch.as_tensor(at, dtype=torch.long, device=x.device))
+    if prefix and prefix.n >= int(pos.min()):
+        raise ValueError(f'the prefix ({prefix.n} tokens) reaches a scored position ({int(pos.min())})')
     n = prefix.n if prefix else 0
     try: logits = model(input_ids=x[:, n:], past_key_values=prefix and prefix.cache, use_cache=bool(prefix),
                         logits_to_keep=pos - 1 - n).logits[0]   # the LM head runs only where a log-prob is wanted
@@ -186,7 +195,8 @@ def reference(model):
     "π_ref: the frozen copy a full fine-tune keeps, else the same model with its LoRA adapter off"
     ref = getattr(model, 'venus_ref', None)
     if ref is None and not is_adapter(model):
-        raise ValueError('no reference policy: a fully fine-tuned policy keeps a frozen copy when `rl_policy` builds it with kl_coef > 0')
+        raise ValueError('no reference policy: a fully fine-tuned policy keeps a frozen copy when `rl_policy` '
+                         'builds it with kl_coef > 0')
     with (nullcontext(ref) if ref is not None else adapter_off(model)) as m: yield m
 
 # %% ../nbs/26_igpo.ipynb #a28a59a0
@@ -203,8 +213,9 @@ def train_precision(model):
 
 @contextmanager
 def float32_weights(model):
-    "The model with every floating parameter and buffer in float32; each returns to its own dtype afterwards, bit for bit"
-    low = [(t, t.dtype) for t in chain(model.parameters(), model.buffers()) if t.is_floating_point() and t.dtype != torch.float32]
+    "The model with every floating parameter and buffer in float32; each returns to its dtype afterwards, bit for bit"
+    low = [(t, t.dtype) for t in chain(model.parameters(), model.buffers())
+           if t.is_floating_point() and t.dtype != torch.float32]
     for t, _ in low: t.data = t.data.float()
     try: yield model
     finally:
@@ -221,8 +232,10 @@ from .rewards import Scored, each_prompt_once
 def score_rollouts(model, tok, trajs:list, cfg:IGPOConfig=IGPOConfig(), judge=None)->Scored:
     "Outcomes, and log p(gt) after each scored turn under the current policy (π_old) in the precision of `cfg.ig_dtype`"
     model.eval()
-    with ig_precision(model, cfg): lps = each_prompt_once(model, [t.tokens for t in trajs], cfg.max_len,
-        lambda i, prefix: gt_logprobs(model, tok, trajs[i], trajs[i].gt, cfg.rewards, max_len=cfg.max_len, prefix=prefix))
+    with ig_precision(model, cfg):
+        lps = each_prompt_once(model, [t.tokens for t in trajs], cfg.max_len,
+                               lambda i, prefix: gt_logprobs(model, tok, trajs[i], trajs[i].gt, cfg.rewards,
+                                                             max_len=cfg.max_len, prefix=prefix))
     groups = [t.meta.get('group', 0) for t in trajs]
     return Scored.from_logprobs(trajs, lps, outcomes(trajs, judge or cfg.judge), groups, cfg.rewards)
 
@@ -243,7 +256,7 @@ class Piece:
     old: torch.Tensor|None = None
     ref: torch.Tensor|None = None
     prompt_len: int = 0
-    sampled: torch.Tensor|None = None   # the engine's log-prob of each token it sampled (NaN elsewhere); None: not reported
+    sampled: torch.Tensor|None = None   # the engine's log-prob of each sampled token (else NaN); None: not reported
 
     @property
     def at(self)->torch.Tensor: return self.mask.nonzero()[:, 0]   # the trained positions, the only ones the loss reads
@@ -254,15 +267,16 @@ def pieces(trajs:list, advantages:list)->list:
     for t, a in zip(trajs, advantages):
         if not a or not t.tokens or not sum(t.tokens.loss_mask): continue
         sampled = None if t.tokens.sampled_logps is None else torch.tensor(t.tokens.sampled_logps, dtype=torch.float32)
-        out.append(Piece(t.tokens.ids, torch.tensor(t.tokens.loss_mask, dtype=torch.float32), torch.tensor(token_advantages(t.tokens, a)),
-                         prompt_len=t.tokens.prompt_len, sampled=sampled))
+        out.append(Piece(t.tokens.ids, torch.tensor(t.tokens.loss_mask, dtype=torch.float32),
+                         torch.tensor(token_advantages(t.tokens, a)), prompt_len=t.tokens.prompt_len, sampled=sampled))
     return out
 
 @torch.no_grad()
 def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
-    "π_old (the policy before the update; only needed past one epoch of one mini-batch) and π_ref, in the training precision"
+    "π_old (the pre-update policy; only needed past one epoch of one mini-batch) and π_ref, in the training precision"
     model.eval()
-    logps = lambda m: each_prompt_once(m, ps, cfg.max_len, lambda i, prefix: token_logps(m, ps[i].ids, cfg.rollout.temperature, ps[i].at, prefix).cpu())
+    logps = lambda m: each_prompt_once(m, ps, cfg.max_len, lambda i, prefix:
+                                       token_logps(m, ps[i].ids, cfg.rollout.temperature, ps[i].at, prefix).cpu())
     if cfg.ppo_epochs * cfg.mini_batches > 1:
         with train_precision(model): olds = logps(model)
         for p, lp in zip(ps, olds): p.old = lp
@@ -277,10 +291,11 @@ def _minibatches(ps, n, rng):
     return [[ps[i] for i in order[k::n]] for k in range(n) if order[k::n]]
 
 def _engine_gap(old, sampled, m, cfg, stats, first:bool):
-    "The importance weights of a rollout's tokens (None without engine log-probs or with `tis_cap=None`); π_old's gap to the engine, once"
+    "A rollout's importance weights (None without engine log-probs, or `tis_cap=None`); π_old's gap to the engine, once"
     if sampled is None: return None
     if first:
-        for k, v in mismatch_sums(old, sampled, m).items(): stats[k] = max(stats[k], v) if k == 'mm_max' else stats[k] + v
+        for k, v in mismatch_sums(old, sampled, m).items():
+            stats[k] = max(stats[k], v) if k == 'mm_max' else stats[k] + v
     if cfg.tis_cap is None: return None
     w = tis_weights(old, sampled, cfg.tis_cap)
     if first:   # over the tokens `mismatch_sums` counted: trained and sampled by the engine
@@ -296,7 +311,8 @@ def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's 
     for p in mb:
         with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature, p.at)
         dev = lambda x: None if x is None else x.to(lp.device)
-        old = lp.detach() if p.old is None else dev(p.old)   # one epoch of one mini-batch: π_old is π, as in the official run
+        # one epoch of one mini-batch: π_old is π, as in the official run
+        old = lp.detach() if p.old is None else dev(p.old)
         m = dev(p.mask)
         t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg, _engine_gap(old, dev(p.sampled), m, cfg, stats, first))
         (token_loss(t, cfg) * m).sum().div(total).backward()
@@ -311,7 +327,8 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
         for mb in _minibatches(ps, cfg.mini_batches, rng):
             opt.zero_grad(set_to_none=True)
             _mb_loss(model, mb, cfg, stats, first=epoch == 0)
-            norms.append(float(torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad], cfg.grad_clip)))
+            norms.append(float(torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad],
+                                                              cfg.grad_clip)))
             opt.step()
     n = max(stats['tokens'], 1)
     return dict(loss=token_loss(stats, cfg) / n, pg=stats['pg'] / n, kl=stats['kl'] / n, ratio=stats['ratio'] / n,
@@ -321,7 +338,7 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
 GAP_SUMS = ('mm_n', 'mm_sum', 'mm_max', 'mm_over', 'tis_sum', 'tis_cut')
 
 def gap_metrics(stats:dict)->dict:
-    "The step's engine-trainer gap: mean and max |Δ log p|, the share over `MISMATCH_OVER`, the mean TIS weight and share truncated (NaN: no engine log-probs)"
+    "Engine-trainer gap: |Δ log p| mean/max, share > `MISMATCH_OVER`; TIS weight mean, share capped (NaN: no log-probs)"
     n, nan = stats['mm_n'], float('nan')
     per = lambda k: stats[k] / n if n else nan
     tis = lambda k: per(k) if stats['tis_sum'] else nan   # no weights summed: no engine log-probs, or `tis_cap=None`
@@ -343,7 +360,7 @@ def _with_lora(model, dtype, cfg):
     return get_peft_model(cast_params(model, dtype), lora)
 
 def _full(model, dtype, cfg):
-    "Every weight trains, held in float32 and computed in `dtype` (autocast), next to a frozen reference copy in `dtype`"
+    "Every weight trains, held in float32 and computed in `dtype` (autocast), beside a frozen reference copy in `dtype`"
     ref = cast_params(copy.deepcopy(model), dtype).eval().requires_grad_(False) if cfg.kl_coef else None
     cast_params(model, torch.float32).requires_grad_(True)
     model.venus_autocast = None if dtype == torch.float32 else dtype
@@ -351,16 +368,17 @@ def _full(model, dtype, cfg):
     return model
 
 def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
-    "The policy stage 2 trains: a fresh LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
+    "The policy stage 2 trains: a new LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
     from peft import PeftModel
     from venus_nb.models import weights_source
     policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
     if getattr(policy.model, '_hf_peft_config_loaded', False):
-        raise ValueError('this policy carries an adapter loaded by transformers, which stage 2 cannot merge: load the folder with '
-                         '`load_policy` (a PeftModel) or merge the adapter first')
+        raise ValueError('this policy carries an adapter loaded by transformers, which stage 2 cannot merge: '
+                         'load the folder with `load_policy` (a PeftModel) or merge the adapter first')
     merged = isinstance(policy.model, PeftModel)
     model = policy.model.merge_and_unload() if merged else policy.model
-    source = None if merged else weights_source(model)   # a merged SFT adapter is new weights: saved with the first checkpoint
+    # a merged SFT adapter is new weights: saved with the first checkpoint
+    source = None if merged else weights_source(model)
     dtype = _train_dtype(model, cfg)
     model = _full(model, dtype, cfg) if cfg.lora_r is None else _with_lora(model, dtype, cfg)
     model.venus_rl, model.venus_base = True, source
@@ -369,14 +387,15 @@ def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
 
 def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
     "AdamW over the trainable parameters (the adapter, or every weight), at `learning_rate(cfg)`"
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(cfg), betas=cfg.betas,
+                             weight_decay=cfg.weight_decay)
 
 # %% ../nbs/26_igpo.ipynb #6ed276d7
 def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:random.Random,
                     changes:list|None=None, # config changes applied on resume so far (`resume_changes`)
                     data:str='' # the training data in a line, for the model card
                    )->Path:
-    "Write `checkpoint-{step}`: the adapter (LoRA) or every weight (full fine-tuning) with a model card, optimiser, config, then state.json"
+    "Write `checkpoint-{step}`: adapter (LoRA) or all weights (full FT), model card, optimiser, config, then state.json"
     d = Path(cfg.output_dir)/f'checkpoint-{step}'
     d.mkdir(parents=True, exist_ok=True)
     save_weights(model, cfg, d/('adapter' if is_adapter(model) else 'model'), data, step)
@@ -384,7 +403,8 @@ def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:rand
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
     state = dict(step=step, metrics=metrics, rng=[version, list(state), gauss], config_changes=changes or [])
-    write_atomic(d/'state.json', json.dumps(state, default=float))   # last, and whole: a killed run leaves no partial state.json
+    # last, and whole: a killed run leaves no partial state.json
+    write_atomic(d/'state.json', json.dumps(state, default=float))
     return d
 
 STATE_KEYS = ('step', 'metrics', 'rng')   # what resume reads from state.json
@@ -397,7 +417,8 @@ def _rng_from(saved)->random.Random:
 def read_state(d:Path)->dict:
     "A checkpoint's state.json, with every key resume needs and an rng state that loads"
     s = check_json(Path(d)/'state.json', *STATE_KEYS)
-    if not isinstance(s['step'], int) or not isinstance(s['metrics'], list): raise ValueError('step must be an integer and metrics a list')
+    if not isinstance(s['step'], int) or not isinstance(s['metrics'], list):
+        raise ValueError('step must be an integer and metrics a list')
     _rng_from(s['rng'])
     return s
 
@@ -434,7 +455,8 @@ def _load_weights(model, d:Path):
     from safetensors.torch import load_file
     kind = 'adapter' if is_adapter(model) else 'model'
     if not (d/kind).is_dir():
-        raise ValueError(f"{d} has no {kind}/ folder: it was written with {'full fine-tuning' if kind == 'adapter' else 'LoRA'}; "
+        raise ValueError(f"{d} has no {kind}/ folder: it was written with "
+                         f"{'full fine-tuning' if kind == 'adapter' else 'LoRA'}; "
                          "resume with the `lora_r` of the run that wrote it")
     if kind == 'model': return _load_full(model, d/'model')
     set_peft_model_state_dict(model, load_file(str(d/'adapter'/'adapter_model.safetensors')))
@@ -443,7 +465,8 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     "Restore the weights (adapter or all) and the optimiser from a checkpoint; returns (step, metrics, rng)"
     d = Path(d)
     _load_weights(model, d)
-    opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=True))   # tensors and numbers only: a checkpoint runs no code
+    # tensors and numbers only: a checkpoint runs no code
+    opt.load_state_dict(torch.load(d/'optimizer.pt', weights_only=True))
     s = read_state(d)
     return s['step'], s['metrics'], _rng_from(s['rng'])
 
@@ -451,8 +474,9 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
 from .models import weights_source, name_base, model_card
 
 def adapter_base(model, cfg:IGPOConfig, tokenizer=None)->str:
-    "Name the base of the RL adapter: the starting weights' Hub name or folder, else the weights under it saved once to `base_dir`"
-    return name_base(model, getattr(model, 'venus_base', None), Path(cfg.base_dir or Path(cfg.output_dir)/'base'), tokenizer)
+    "Name the adapter's base: the starting weights' Hub name or folder, else weights under it saved once to `base_dir`"
+    return name_base(model, getattr(model, 'venus_base', None), Path(cfg.base_dir or Path(cfg.output_dir)/'base'),
+                     tokenizer)
 
 def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`adapter_base`); None: every weight trained
             data:str='', step:int|None=None)->str:
@@ -481,15 +505,15 @@ def save_final(policy:Policy, cfg:IGPOConfig, data:str='', step:int|None=None)->
 
 # %% ../nbs/26_igpo.ipynb #f8948c87
 def _engine_follows(engine, model)->str|None:
-    "How an engine takes new weights: 'lora' (the adapter), 'reload' (the merged weights), None (it generates with the policy)"
+    "How an engine gets new weights: 'lora' (the adapter), 'reload' (merged weights), None (generates with the policy)"
     if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return None
     if is_adapter(model) and getattr(engine, 'takes_lora', True): return 'lora'
     if hasattr(engine, 'reload'): return 'reload'
-    raise NotImplementedError('this engine follows LoRA adapters only: train LoRA, or use `vllm_engine` (which reloads weights) '
-                              'or the transformers engine (the default)')
+    raise NotImplementedError('this engine follows LoRA adapters only: train LoRA, or use `vllm_engine` '
+                              '(which reloads weights) or the transformers engine (the default)')
 
 def merged_copy(model):
-    "The policy as a plain model: a LoRA adapter merged into a float32 copy of the weights (nothing rounds in the merge); a full fine-tune as it is"
+    "The policy as a plain model: LoRA merged into a float32 copy of the weights (no rounding); a full fine-tune as is"
     return cast_params(copy.deepcopy(model), torch.float32).merge_and_unload() if is_adapter(model) else model
 
 def engine_dtype(engine)->torch.dtype|None:
@@ -498,7 +522,7 @@ def engine_dtype(engine)->torch.dtype|None:
     return getattr(cfg, 'dtype', None)
 
 def merge_kept(w, delta, dtype=torch.bfloat16)->dict:
-    "What an engine holding `dtype` weights keeps of an update `delta` merged into weights `w` (already on its grid): share changed, cosine"
+    "What a `dtype` engine keeps of an update `delta` merged into weights `w` (on its grid): share changed, cosine"
     w, delta = w.detach().to(dtype).float(), delta.detach().float()
     kept = (w + delta).to(dtype).float() - w
     cos = float(torch.nn.functional.cosine_similarity(kept.flatten(), delta.flatten(), dim=0)) if kept.any() else 0.0
@@ -509,7 +533,8 @@ def warn_rounding(engine, model):
     dt = engine_dtype(engine)
     if _engine_follows(engine, model) == 'reload' and is_adapter(model) and dt not in (None, torch.float32):
         warnings.warn(f'the engine computes in {dt}: a LoRA update merged into its weights rounds away; build it with '
-                      '`vllm_engine(..., enable_lora=True)` so it serves the adapter (the step metrics logp_mismatch_* show the gap)')
+                      '`vllm_engine(..., enable_lora=True)` so it serves the adapter '
+                      '(the step metrics logp_mismatch_* show the gap)')
 
 def sync_engine(engine, model, folder:Path):
     "Make the engine generate with the current policy: load its adapter, or reload its merged weights"
@@ -536,8 +561,10 @@ def check_kinds(questions:list, cfg:IGPOConfig):
     "A ValueError, before training, where a kind in `cfg.kind_shares` has fewer questions than one step draws of it"
     if not cfg.kind_shares: return
     have = {k: len(v) for k, v in by_kind(questions).items()}
-    short = {k: c for k, c in kind_counts(cfg.kind_shares, min(cfg.questions_per_step, len(questions))).items() if have.get(k, 0) < c}
-    if short: raise ValueError(f'kind_shares draws {short} questions of these kinds per step; the questions hold {have}')
+    short = {k: c for k, c in kind_counts(cfg.kind_shares, min(cfg.questions_per_step, len(questions))).items()
+             if have.get(k, 0) < c}
+    if short:
+        raise ValueError(f'kind_shares draws {short} questions of these kinds per step; the questions hold {have}')
 
 # %% ../nbs/26_igpo.ipynb #76ffde3e
 def signal_metrics(scored:Scored)->dict:
@@ -552,14 +579,17 @@ def batch_metrics(trajs:list, scored:Scored, details)->dict:
     turns = [t for tr in trajs for t in tr.turns]
     calls = sum(t.kind in ('search', 'visit') for t in turns)
     igs = [v for row in scored.ig for v in row if v is not None]
-    return dict(accuracy=float(np.mean(scored.outcome)) if trajs else 0.0, mean_ig=float(np.mean(igs)) if igs else float('nan'),
-                ig_scale=float(details.scale), format_error_rate=float(np.mean([not t.ok for t in turns])) if turns else 0.0,
+    return dict(accuracy=float(np.mean(scored.outcome)) if trajs else 0.0,
+                mean_ig=float(np.mean(igs)) if igs else float('nan'), ig_scale=float(details.scale),
+                format_error_rate=float(np.mean([not t.ok for t in turns])) if turns else 0.0,
                 browse_ratio=sum(t.kind == 'visit' for t in turns) / calls if calls else float('nan'),
-                turns=float(np.mean([len(tr.turns) for tr in trajs])), visits=float(np.mean([sum(t.kind == 'visit' for t in tr.turns) for tr in trajs])),
+                turns=float(np.mean([len(tr.turns) for tr in trajs])),
+                visits=float(np.mean([sum(t.kind == 'visit' for t in tr.turns) for tr in trajs])),
                 gen_tokens=float(np.mean([tr.meta.get('gen_tokens', 0) for tr in trajs])),
                 **signal_metrics(scored))
 
-def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig, step:int, rng:random.Random, judge=None)->tuple[dict, Scored]:
+def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig, step:int, rng:random.Random,
+              judge=None)->tuple[dict, Scored]:
     "Rollouts → π_old scoring → advantages → update; returns the step's metrics and the scored rollouts"
     t0 = time.time()
     batch = draw_batch(questions, cfg, rng)
@@ -579,7 +609,8 @@ def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig,
 # %% ../nbs/26_igpo.ipynb #a4d0fd52
 def run_dir(cfg:IGPOConfig)->Path:
     "The TensorBoard folder of a run: `logging_dir/run_name`, by default output_dir/runs/<estimator>-seed<seed>"
-    return Path(cfg.logging_dir or Path(cfg.output_dir)/'runs')/(cfg.run_name or f'{cfg.rewards.estimator}-seed{cfg.seed}')
+    return (Path(cfg.logging_dir or Path(cfg.output_dir)/'runs')
+            /(cfg.run_name or f'{cfg.rewards.estimator}-seed{cfg.seed}'))
 
 def scalars(row:dict)->dict:
     "A step row's numbers as TensorBoard tags (`train/<name>`), the step itself left out"
@@ -589,14 +620,15 @@ def scalars(row:dict)->dict:
 def _tensorboard(cfg:IGPOConfig, step:int):
     need_tensorboard()
     from torch.utils.tensorboard import SummaryWriter
-    writer = SummaryWriter(str(run_dir(cfg)), purge_step=step + 1 if step else None)   # resumed: hide the killed run's later steps
+    # resumed: hide the killed run's later steps
+    writer = SummaryWriter(str(run_dir(cfg)), purge_step=step + 1 if step else None)
     writer.add_text('config', f"```json\n{json.dumps(config_json(cfg), indent=1)}\n```", step)
     return writer
 
 @contextmanager
 def tracking(cfg:IGPOConfig, step:int=0 # steps already done (a resumed run)
             ):
-    "A function that logs a step's metrics row to the trackers `cfg.report_to` names (none: it does nothing); closed on exit"
+    "A function that logs a step's metrics row to the trackers `cfg.report_to` names (none: a no-op); closed on exit"
     writer = _tensorboard(cfg, step) if 'tensorboard' in cfg.report_to else None
     def track(row:dict):
         if writer is None: return
@@ -615,13 +647,14 @@ class IGPOResult:
     last: Scored|None
     output_dir: Path
     resumed_from: str|None = None
-    config_changes: list = field(default_factory=list)   # settings changed on resume: [{step, changed: {name: [old, new]}}]
+    config_changes: list = field(default_factory=list)   # changes on resume: [{step, changed: {setting: [old, new]}}]
     def _repr_markdown_(self):
         m = self.metrics
         if not len(m): return f'IGPO: no steps run; `{self.output_dir}`'
-        return (f'IGPO ({"resumed from " + self.resumed_from + ", " if self.resumed_from else ""}{len(m)} steps): accuracy '
-                f'{m.accuracy.iloc[0]:.2f} → {m.accuracy.iloc[-1]:.2f}, format errors {m.format_error_rate.iloc[-1]:.2f}, '
-                f'KL {m.kl.iloc[-1]:.4f}; saved to `{self.output_dir}`')
+        return (f'IGPO ({"resumed from " + self.resumed_from + ", " if self.resumed_from else ""}{len(m)} steps): '
+                f'accuracy {m.accuracy.iloc[0]:.2f} → {m.accuracy.iloc[-1]:.2f}, '
+                f'format errors {m.format_error_rate.iloc[-1]:.2f}, KL {m.kl.iloc[-1]:.4f}; '
+                f'saved to `{self.output_dir}`')
 
 def _live(rows, handle):
     if not in_notebook(): return handle
@@ -638,35 +671,38 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
     import plotly.graph_objects as go
     cols = [c for c in cols if c in metrics]
     fig = make_subplots(rows=1, cols=len(cols), subplot_titles=cols)
-    for i, c in enumerate(cols, 1): fig.add_trace(go.Scatter(x=metrics.step, y=metrics[c], mode='lines+markers', name=c, showlegend=False), 1, i)
+    for i, c in enumerate(cols, 1):
+        fig.add_trace(go.Scatter(x=metrics.step, y=metrics[c], mode='lines+markers', name=c, showlegend=False), 1, i)
     return fig.update_layout(height=260, margin=dict(t=40, b=30, l=30, r=10))
 
 # %% ../nbs/26_igpo.ipynb #9c04d8bd
-IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency', 'rollout.batch_size',
-             'report_to', 'run_name', 'logging_dir', 'base_dir')
-IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')   # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
+IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency',
+             'rollout.batch_size', 'report_to', 'run_name', 'logging_dir', 'base_dir')
+# the shape of the adapter a checkpoint holds (moot in full fine-tuning)
+IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')
 
 def _settings(d:dict)->dict:
     "Saved settings with the learning rate they train at (None: the default of their mode)"
     return {**d, 'lr': d.get('lr') if d.get('lr') is not None else FULL_LR if d.get('lora_r') is None else LORA_LR}
 
 def resume_changes(ckpt:Path, cfg:IGPOConfig, apply:bool=False)->list:
-    "The config changes recorded in `ckpt`, plus this resume's; a change is refused unless `apply` (and always for `IGPO_FIXED`)"
+    "The config changes in `ckpt`, plus this resume's; a change is refused unless `apply` (and always for `IGPO_FIXED`)"
     state, saved = read_state(ckpt), check_json(ckpt/'igpo_config.json')
     moot = IGPO_FIXED[1:] if saved.get('lora_r') is None and cfg.lora_r is None else ()   # no adapter on either side
     changed = config_changes(_settings(saved), _settings(config_json(cfg)), IGPO_FREE + moot)
     if not changed: return state.get('config_changes', [])
     if fixed := {k: v for k, v in changed.items() if k in IGPO_FIXED}:
-        raise ValueError(f'{ckpt} holds an adapter of another shape ({describe_changes(fixed)}): resume with the settings it was '
-                         'trained with, or train into a new output_dir')
+        raise ValueError(f'{ckpt} holds an adapter of another shape ({describe_changes(fixed)}): '
+                         'resume with the settings it was trained with, or train into a new output_dir')
     if not apply:
-        raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): resume with the settings it was '
-                         'trained with, train into a new output_dir, or pass apply_changes=True to train on with the new ones')
+        raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): '
+                         'resume with the settings it was trained with, train into a new output_dir, '
+                         'or pass apply_changes=True to train on with the new ones')
     warnings.warn(f'resuming {ckpt} with changed settings, applied and recorded: {describe_changes(changed)}')
     return state.get('config_changes', []) + [dict(step=state['step'], changed=changed)]
 
 def follow_config(opt, cfg:IGPOConfig):
-    "Give the optimiser `cfg`'s learning rate, betas and weight decay (a restored optimiser state brings the saved ones)"
+    "Give the optimiser `cfg`'s learning rate, betas and weight decay (a restored state brings the saved ones)"
     for g in opt.param_groups: g.update(lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
     return opt
 
@@ -700,7 +736,8 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     check_kinds(questions, cfg)
     cfg.save(out/'igpo_config.json')
     data = f'{len(questions)} questions; tools: {type(tools).__name__}'
-    if is_adapter(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)   # saved once, with the tokenizer, when nothing else loads it
+    # saved once, with the tokenizer, when nothing else loads it
+    if is_adapter(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)
     with tracking(cfg, step) as track:
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
@@ -708,7 +745,8 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
             sync_engine(engine, pol.model, out/'adapter-latest')
             track(row)
             if cfg.save_rollouts and last: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
-            if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps: save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
+            if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
+                save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
             if live is not False: handle = _live(rows, handle)
     save_final(pol, cfg, data, len(rows))
     return IGPOResult(pol, pd.DataFrame(rows), last, out, str(ckpt) if ckpt else None, changes)
@@ -722,18 +760,21 @@ def turn_logps(model, trajs:list)->list:
     for t in trajs:
         m = t.tokens.loss_mask
         lp = token_logps(model, t.tokens.ids, at=[j for j, k in enumerate(m) if k])
-        out.append([float(sum(lp[j] for j in range(a, b) if m[j]) / max(1, sum(m[a:b]))) for a, b in t.tokens.assistant_spans])
+        out.append([float(sum(lp[j] for j in range(a, b) if m[j]) / max(1, sum(m[a:b])))
+                    for a, b in t.tokens.assistant_spans])
     return out
 
 # %% ../nbs/26_igpo.ipynb #37869946
-def unsloth_rl_policy(name_or_path:str, cfg:IGPOConfig=IGPOConfig(), max_seq_length:int=32768, gpu_memory_utilization:float=0.6):
+def unsloth_rl_policy(name_or_path:str, cfg:IGPOConfig=IGPOConfig(), max_seq_length:int=32768,
+                      gpu_memory_utilization:float=0.6):
     "An Unsloth policy with colocated vLLM and a LoRA adapter, and its engine (CUDA only)"
     from venus_nb.models import optional_import, resolve
     FastLanguageModel = optional_import('unsloth').FastLanguageModel
-    model, tok = FastLanguageModel.from_pretrained(resolve(name_or_path), max_seq_length=max_seq_length, fast_inference=True,
-                                                   max_lora_rank=cfg.lora_r, gpu_memory_utilization=gpu_memory_utilization)
-    model = FastLanguageModel.get_peft_model(model, r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.target_modules),
-                                             random_state=cfg.seed)
+    model, tok = FastLanguageModel.from_pretrained(resolve(name_or_path), max_seq_length=max_seq_length,
+                                                   fast_inference=True, max_lora_rank=cfg.lora_r,
+                                                   gpu_memory_utilization=gpu_memory_utilization)
+    model = FastLanguageModel.get_peft_model(model, r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
+                                             target_modules=list(cfg.target_modules), random_state=cfg.seed)
     model.venus_rl = True
     return Policy(model, tok, name_or_path, 'unsloth'), UnslothEngine(model, tok)
 
@@ -742,7 +783,8 @@ def ablation_grid(base:IGPOConfig=IGPOConfig())->dict:
     "The method §7 comparisons as configurations"
     r = base.rewards
     return {'IGPO (DR-Venus)': base, 'GRPO': replace(base, rewards=replace(r, estimator='grpo')),
-            'GRPO + format penalty': replace(base, rewards=replace(r, scored='none', penalty='replace')),   # IGPO without IG
+            # IGPO without IG
+            'GRPO + format penalty': replace(base, rewards=replace(r, scored='none', penalty='replace')),
             'split credit': replace(base, rewards=replace(r, credit='split')),
             'no IG-Scale': replace(base, rewards=replace(r, norm='separate')),
             'IG after every tool': replace(base, rewards=replace(r, scored='all_tools')),
@@ -764,4 +806,5 @@ def ablation(make_policy, # () -> a fresh starting `Policy` (called once per run
 def ablation_figure(df:pd.DataFrame, metric:str='accuracy'):
     "One curve per configuration (mean over seeds) of a metric by step"
     import plotly.express as px
-    return px.line(df.groupby(['label', 'step'], as_index=False)[metric].mean(), x='step', y=metric, color='label', markers=True, height=320)
+    return px.line(df.groupby(['label', 'step'], as_index=False)[metric].mean(), x='step', y=metric, color='label',
+                   markers=True, height=320)

@@ -27,7 +27,7 @@ def aliases(gt)->list[str]:
 _PUNCT = str.maketrans('', '', string.punctuation)
 
 def normalize_answer(s:str)->str:
-    "SQuAD normalisation: lower case, drop (ASCII) punctuation and articles, squeeze spaces; one `str.translate`, fast enough for whole pages"
+    "SQuAD normalisation: lowercase, drop ASCII punctuation and articles, squeeze spaces; one fast `str.translate`"
     return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', str(s).lower().translate(_PUNCT)).split())
 
 # %% ../nbs/04_judges.ipynb #cfdabb15
@@ -50,19 +50,26 @@ def f1_score(pred:str, gt)->float:
 JUDGE_MODEL = 'Qwen3-235B-A22B-Instruct-2507'  # DR-Venus' judge
 PLACEHOLDER = 'answer here'  # what an unfilled answer template leaves
 
-JUDGE_PROMPT = '''"Judge whether the following [response] to [question] is correct or not based on the precise and unambiguous [correct_answer] below.
+JUDGE_PROMPT = '''"Judge whether the following [response] to [question] is correct or not based on the precise and \
+unambiguous [correct_answer] below.
 
 [question]: {question}
 [response]: {response}
 
 Your judgement must be in the format and criteria specified below:
 
-extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if there is no exact, final answer to extract from the response.
+extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if \
+there is no exact, final answer to extract from the response.
 [correct_answer]: {correct_answer}
 
-reasoning: Explain why the extracted_final_answer is correct or incorrect based on [correct_answer], focusing only on if there are meaningful differences between [correct_answer] and the extracted_final_answer. Do not comment on any background to the problem, do not attempt to solve the problem, do not argue for any answer different than [correct_answer], focus only on whether the answers match.
+reasoning: Explain why the extracted_final_answer is correct or incorrect based on [correct_answer], focusing only on \
+if there are meaningful differences between [correct_answer] and the extracted_final_answer. Do not comment on any \
+background to the problem, do not attempt to solve the problem, do not argue for any answer different than \
+[correct_answer], focus only on whether the answers match.
 
-correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, non-equivalency, or if the extracted answer is incorrect.
+correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin \
+of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, \
+non-equivalency, or if the extracted answer is incorrect.
 
 confidence: The extracted confidence score between 0|%| and 100|%| from [response]. Put 100 if there
 is no confidence score available.'''
@@ -82,7 +89,7 @@ def parse_verdict(reply:str)->float|None:
 @dataclass
 class LLMJudge:
     "Binary LLM judge `(question, answer, gt) -> 0.0 | 1.0` over an OpenAI-compatible chat endpoint, as DR-Venus judges"
-    base_url: str|None = None  # API base (http://localhost:8000/v1) or the full /chat/completions URL; default $VENUS_NB_JUDGE_URL
+    base_url: str|None = None  # API base (http://localhost:8000/v1) or /chat/completions URL; else $VENUS_NB_JUDGE_URL
     model: str|None = None  # default $VENUS_NB_JUDGE_MODEL, else DR-Venus' judge
     api_key: str|None = None  # default $OPENAI_API_KEY; no Authorization header when empty
     temperature: float = 0.1
@@ -92,7 +99,7 @@ class LLMJudge:
     backoff: float = 1.0  # seconds before the second attempt, doubling after
     timeout: float = 300.0  # seconds per request
     transport: object = None  # an httpx transport (e.g. `httpx.MockTransport`)
-    errors: list = field(default_factory=list, repr=False, compare=False)  # one dict per answer scored 0 without a verdict
+    errors: list = field(default_factory=list, repr=False, compare=False)  # a dict per answer scored 0 with no verdict
 
     def url(self)->str:
         "The chat-completions URL"
@@ -104,15 +111,16 @@ class LLMJudge:
     def request(self, question:str, answer:str, gt)->dict:
         "The chat-completion body that asks about one answer"
         prompt = JUDGE_PROMPT.format(question=question, response=answer, correct_answer=judge_reference(gt))
-        body = dict(model=self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL), messages=[{'role': 'user', 'content': prompt}],
-                    temperature=self.temperature, top_p=self.top_p, n=1)
+        body = dict(model=self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL),
+                    messages=[{'role': 'user', 'content': prompt}], temperature=self.temperature, top_p=self.top_p, n=1)
         if self.enable_thinking is not None: body['chat_template_kwargs'] = {'enable_thinking': self.enable_thinking}
         return body
 
     def ask(self, body:dict)->tuple[str|None, str|None]:
         "`(reply, None)`, or `(None, reason)` once every attempt failed or came back empty"
         url, key = self.url(), self.api_key or os.environ.get('OPENAI_API_KEY', '')
-        with httpx.Client(timeout=self.timeout, transport=self.transport, headers={'Authorization': f'Bearer {key}'} if key else {}) as c:
+        with httpx.Client(timeout=self.timeout, transport=self.transport,
+                          headers={'Authorization': f'Bearer {key}'} if key else {}) as c:
             for i in range(self.attempts):
                 if i: time.sleep(self.backoff * 2 ** (i - 1))
                 try:
@@ -129,7 +137,8 @@ class LLMJudge:
     def _no_verdict(self, question, answer, reason, reply=None)->float:
         "Score 0, and leave a trace the caller can read"
         self.errors.append(dict(question=question, answer=answer, reason=reason, reply=reply))
-        warnings.warn(f'LLMJudge scored an answer 0.0 without a verdict: {reason} (see judge.errors)', RuntimeWarning, stacklevel=3)
+        warnings.warn(f'LLMJudge scored an answer 0.0 without a verdict: {reason} (see judge.errors)', RuntimeWarning,
+                      stacklevel=3)
         return 0.0
 
     def __call__(self, question:str, answer:str, gt)->float:
@@ -140,7 +149,8 @@ class LLMJudge:
         reply, why = self.ask(self.request(question, answer, gt))
         if reply is None: return self._no_verdict(question, answer, why)
         verdict = parse_verdict(reply)
-        return self._no_verdict(question, answer, 'no `correct: yes|no` in the reply', reply) if verdict is None else verdict
+        return (self._no_verdict(question, answer, 'no `correct: yes|no` in the reply', reply) if verdict is None
+                else verdict)
 
 
 # %% ../nbs/04_judges.ipynb #a3d4cb5f
@@ -163,7 +173,8 @@ def _arity(fn)->int:
     most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in ps) else len(pos)
     for n in ((2, 3) if req == 2 else (3, 2)):
         if req <= n <= most: return n
-    raise TypeError(f'a judge is called as judge(question, answer, gt), or judge(answer, gt); {fn!r} needs {req} positional arguments')
+    raise TypeError(f'a judge is called as judge(question, answer, gt), or judge(answer, gt); '
+                    f'{fn!r} needs {req} positional arguments')
 
 def _without_question(fn, question, answer, gt): return fn(answer, gt)
 
@@ -203,11 +214,14 @@ def judge_spec(judge):
     if isinstance(judge, str): return judge
     if isinstance(judge, LLMJudge):
         if judge.api_key is not None or judge.transport is not None:
-            warnings.warn('IGPOConfig.save keeps no api_key or transport of an LLMJudge: a loaded config reads $OPENAI_API_KEY')
-        return {'llm_judge': {f.name: getattr(judge, f.name) for f in fields(judge) if f.compare and f.name not in _UNSAVED}}
+            warnings.warn('IGPOConfig.save keeps no api_key or transport of an LLMJudge: '
+                          'a loaded config reads $OPENAI_API_KEY')
+        return {'llm_judge': {f.name: getattr(judge, f.name) for f in fields(judge)
+                              if f.compare and f.name not in _UNSAVED}}
     if name := _dotted(judge): return {'callable': name}
-    raise ValueError(f'IGPOConfig.save: cannot save the judge {judge!r}: use an LLMJudge, a function defined at the top level of '
-                     'an importable module (saved by name), or keep it out of the config with `igpo(..., judge=...)`')
+    raise ValueError(f'IGPOConfig.save: cannot save the judge {judge!r}: use an LLMJudge, a function defined at the '
+                     'top level of an importable module (saved by name), '
+                     'or keep it out of the config with `igpo(..., judge=...)`')
 
 def imported(name:str):
     "The object at a dotted name `module.qualname` (the module part may itself be dotted), else a ValueError naming it"
@@ -227,11 +241,12 @@ def untrusted(what:str)->str:
             'load it with trust_code=True (venus-nb: --trust-code) if you trust the file')
 
 def judge_from_spec(spec:dict,
-                    trust_code:bool=False # import a judge saved by its dotted name (a file you trust: it runs that code)
+                    trust_code:bool=False # import a judge saved by dotted name (a file you trust: it runs that code)
                    ):
     "The judge that `judge_spec` wrote: an `LLMJudge` from its settings; a dotted callable only with `trust_code`"
     if not isinstance(spec, dict) or len(spec) != 1 or not {'llm_judge', 'callable'} & set(spec):
-        raise ValueError(f"judge: a saved judge is 'em', 'f1', {{'llm_judge': settings}} or {{'callable': 'module.name'}}, got {spec!r:.200}")
+        raise ValueError(f"judge: a saved judge is 'em', 'f1', {{'llm_judge': settings}} "
+                         f"or {{'callable': 'module.name'}}, got {spec!r:.200}")
     if 'llm_judge' in spec:
         return LLMJudge(**config_kwargs(LLMJudge, spec['llm_judge'], 'judge.llm_judge.'))
     name = spec['callable']
@@ -243,4 +258,5 @@ def judge_from_spec(spec:dict,
 def trusted_judge(d:dict, # `IGPOConfig` settings, as read from a file
                   trust_code:bool=False)->dict:
     "`d` with a judge saved as a mapping made a judge now, a dotted callable imported only with `trust_code`"
-    return {**d, 'judge': judge_from_spec(d['judge'], trust_code)} if isinstance(d, dict) and isinstance(d.get('judge'), dict) else d
+    return ({**d, 'judge': judge_from_spec(d['judge'], trust_code)}
+            if isinstance(d, dict) and isinstance(d.get('judge'), dict) else d)

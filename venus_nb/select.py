@@ -13,9 +13,10 @@ from typing import Callable, NamedTuple
 import numpy as np, pandas as pd
 from .base import write_atomic
 from .trajectory import Trajectory, read_jsonl
-from .rewards import (RewardConfig, LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict, answer_probe, gt_logprobs,
-                              ig_from_logprobs, scored_boundaries, each_prompt_once)
-from .eval import KS, PAPER_PASS_AT_K, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids
+from .rewards import (RewardConfig, LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict, answer_probe,
+                              gt_logprobs, ig_from_logprobs, scored_boundaries, each_prompt_once)
+from .eval import (KS, PAPER_PASS_AT_K, final_answer, pass_at_k, trajectory_row, score_trajectories,
+                           markdown_table, _fill_ids)
 from .experiment import bootstrap_mean, paired_stats
 
 # %% auto #0
@@ -72,7 +73,7 @@ def score_of(c:Candidate, name:str)->float:
 
 def top(name:str # the score to rank by
        )->Callable:
-    "A pick: the answered candidate with the highest score `name`; unscored ones rank last, ties go to the lowest sample"
+    "A pick: the answered candidate with the highest score `name`; unscored rank last, ties go to the lowest sample"
     def pick(cands:list)->int|None:
         answered = [i for i, c in enumerate(cands) if c.key]
         return max(answered, key=lambda i: (score_of(cands[i], name), -cands[i].sample), default=None)
@@ -80,13 +81,15 @@ def top(name:str # the score to rank by
     return pick
 
 # %% ../nbs/33_select.ipynb #a8f08584
-WEIGHTS = dict(confidence=0.5, evidence=0.5)   # a vote weighs 1 + Σ weight × rank of the score among the question's answered rollouts
+# a vote weighs 1 + Σ weight × rank of the score among the question's answered rollouts
+WEIGHTS = dict(confidence=0.5, evidence=0.5)
 
 def ranks01(values:list)->list[float]:
-    "Each value's rank among `values` scaled to [0, 1]: 0 the lowest, 1 the highest, ties share their mean, NaN/-inf at 0"
+    "Each value's rank among `values` scaled to [0, 1]: 0 lowest, 1 highest, ties share their mean, NaN/-inf at 0"
     v = [x if x is not None and math.isfinite(x) else -math.inf for x in values]
     if len(v) < 2: return [1.0] * len(v)
-    return [0.0 if x == -math.inf else (sum(y < x for y in v) + (sum(y == x for y in v) - 1) / 2) / (len(v) - 1) for x in v]
+    return [0.0 if x == -math.inf else (sum(y < x for y in v) + (sum(y == x for y in v) - 1) / 2) / (len(v) - 1)
+            for x in v]
 
 def pick_weighted(cands:list, weights:dict=WEIGHTS)->int|None:
     "A vote in which each answered rollout weighs 1 + Σ weight × rank of its score (`WEIGHTS`)"
@@ -111,10 +114,14 @@ class Selector:
 
 SELECTORS = {
     'majority': Selector(pick_majority, (), 'the most common normalised answer (self-consistency)'),
-    'confidence': Selector(top('confidence'), ('policy',), "the highest mean log-prob of the rollout's own answer after its evidence"),
-    'evidence': Selector(top('evidence'), ('policy',), 'the largest rise of log p(own answer) from the question alone to after the evidence'),
-    'weighted': Selector(pick_weighted, ('policy',), 'a vote, each rollout weighing 1 + ½ rank(confidence) + ½ rank(evidence)'),
-    'verifier': Selector(pick_verified, ('verifier',), 'a vote among the rollouts an LLM verifier judged supported by their evidence')}
+    'confidence': Selector(top('confidence'), ('policy',),
+                           "the highest mean log-prob of the rollout's own answer after its evidence"),
+    'evidence': Selector(top('evidence'), ('policy',),
+                         'the largest rise of log p(own answer) from the question alone to after the evidence'),
+    'weighted': Selector(pick_weighted, ('policy',),
+                         'a vote, each rollout weighing 1 + ½ rank(confidence) + ½ rank(evidence)'),
+    'verifier': Selector(pick_verified, ('verifier',),
+                         'a vote among the rollouts an LLM verifier judged supported by their evidence')}
 
 def selectors_of(selectors)->dict:
     "{name: Selector} from 'majority,evidence', a list of names and `Selector`s, or a dict"
@@ -125,7 +132,8 @@ def selectors_of(selectors)->dict:
         if isinstance(s, Selector):
             out[s.about or f'selector{len(out)}'] = s
             continue
-        if (s := str(s).strip()) not in SELECTORS: raise ValueError(f'unknown selector {s!r}; one of {", ".join(SELECTORS)}')
+        if (s := str(s).strip()) not in SELECTORS:
+            raise ValueError(f'unknown selector {s!r}; one of {", ".join(SELECTORS)}')
         out[s] = SELECTORS[s]
     return out
 
@@ -133,7 +141,7 @@ def selectors_of(selectors)->dict:
 LOGP = RewardConfig(scored='all_tools')   # every observation counts as evidence
 
 def answer_logprobs(model, tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP, prefix=None):
-    "Mean log p(answer) before any evidence and after each observation: `gt_logprobs` with the rollout's own answer as the target"
+    "Mean log p(answer) before any evidence and after each observation: `gt_logprobs`, the rollout's answer as target"
     return gt_logprobs(model, tokenizer, traj, answer, cfg, prefix=prefix)
 
 def confidence_of(lp)->float:
@@ -145,7 +153,7 @@ def evidence_gain(lp, cfg:RewardConfig=LOGP)->float:
     return float(sum(v for v in ig_from_logprobs(lp, cfg) if v is not None))
 
 def scoring_tokens(tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP)->int:
-    "Tokens the policy reads to score one rollout: the trajectory up to its last observation, and one answer probe per point"
+    "Tokens the policy reads to score a rollout: the trajectory to its last observation, and an answer probe per point"
     bounds = [traj.tokens.prompt_len, *scored_boundaries(traj, traj.tokens, cfg).values()]
     return max(bounds) + len(bounds) * len(answer_probe(tokenizer, answer).ids)
 
@@ -155,10 +163,13 @@ POLICY_COLUMNS = ['confidence', 'evidence', 'policy_tokens', 'policy_error']
 def _policy_row(model, tok, traj:Trajectory, prefix)->dict:
     "The policy's scores of one rollout's own answer; NaN with the reason where it has none or it cannot be scored"
     answer = final_answer(traj)
-    if not answer_key(answer): return dict(confidence=math.nan, evidence=math.nan, policy_tokens=0, policy_error='no answer')
+    if not answer_key(answer):
+        return dict(confidence=math.nan, evidence=math.nan, policy_tokens=0, policy_error='no answer')
     try: lp = answer_logprobs(model, tok, traj, answer, prefix=prefix)
-    except ValueError as e: return dict(confidence=math.nan, evidence=math.nan, policy_tokens=0, policy_error=str(e)[:200])
-    return dict(confidence=confidence_of(lp), evidence=evidence_gain(lp), policy_tokens=scoring_tokens(tok, traj, answer), policy_error='')
+    except ValueError as e:
+        return dict(confidence=math.nan, evidence=math.nan, policy_tokens=0, policy_error=str(e)[:200])
+    return dict(confidence=confidence_of(lp), evidence=evidence_gain(lp),
+                policy_tokens=scoring_tokens(tok, traj, answer), policy_error='')
 
 def as_policy(policy):
     "(model, tokenizer) from a `Policy`, a pair, or a name or folder for `load_policy` (float32)"
@@ -171,15 +182,19 @@ def policy_scores(trajs:list, # rollouts without their ground truth, tokenised
                  )->pd.DataFrame:
     "Confidence and evidence gain of each rollout's own answer under the policy, the prompt of each question run once"
     import torch
-    if resources.get('policy') is None: raise ValueError('confidence, evidence and weighted need a policy to score the answers (policy=...)')
+    if resources.get('policy') is None:
+        raise ValueError('confidence, evidence and weighted need a policy to score the answers (policy=...)')
     model, tok = resources['policy']
     trajs = [t if t.tokens is not None else replace(t, tokens=t.tokenize(tok)) for t in trajs]
     model.eval()
-    with torch.no_grad(): rows = each_prompt_once(model, [t.tokens for t in trajs], None, lambda i, prefix: _policy_row(model, tok, trajs[i], prefix))
+    with torch.no_grad():
+        rows = each_prompt_once(model, [t.tokens for t in trajs], None,
+                                lambda i, prefix: _policy_row(model, tok, trajs[i], prefix))
     return pd.DataFrame(rows, columns=POLICY_COLUMNS)
 
 # %% ../nbs/33_select.ipynb #bfa9b1bf
-VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research agent, supports its [response] to [question]. You are not given the correct answer: judge only from the evidence.
+VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research agent, supports its [response] to \
+[question]. You are not given the correct answer: judge only from the evidence.
 
 [question]: {question}
 [response]: {response}
@@ -189,11 +204,15 @@ VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research ag
 
 Your judgement must be in the format and criteria specified below:
 
-extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if there is no exact, final answer to extract from the response.
+extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if \
+there is no exact, final answer to extract from the response.
 
-reasoning: Explain whether the [evidence] states or clearly implies the extracted_final_answer as the answer to [question], quoting the passage that does. Do not use knowledge beyond the evidence and do not attempt to solve the problem another way.
+reasoning: Explain whether the [evidence] states or clearly implies the extracted_final_answer as the answer to \
+[question], quoting the passage that does. Do not use knowledge beyond the evidence and do not attempt to solve the \
+problem another way.
 
-correct: Answer 'yes' if the evidence supports the extracted_final_answer as the answer to [question]. Answer 'no' otherwise, i.e. if the evidence is missing, does not mention it, contradicts it, or supports another answer.
+correct: Answer 'yes' if the evidence supports the extracted_final_answer as the answer to [question]. Answer 'no' \
+otherwise, i.e. if the evidence is missing, does not mention it, contradicts it, or supports another answer.
 
 confidence: Your confidence score between 0|%| and 100|%| that the evidence supports the answer.'''
 
@@ -202,12 +221,13 @@ def evidence_text(traj:Trajectory, max_chars:int=8000)->str:
     seen = [(t.call, t.observation) for t in traj.turns if t.call is not None and t.observation]
     if not seen: return '(none: the agent read nothing)'
     each = max(200, max_chars // len(seen))
-    return '\n\n'.join(f'[{k + 1}] {c.name} {json.dumps(c.arguments, ensure_ascii=False)}\n{o[:each]}' for k, (c, o) in enumerate(seen))
+    return '\n\n'.join(f'[{k + 1}] {c.name} {json.dumps(c.arguments, ensure_ascii=False)}\n{o[:each]}'
+                       for k, (c, o) in enumerate(seen))
 
 # %% ../nbs/33_select.ipynb #1d71da8b
 @dataclass
 class LLMVerifier(LLMJudge):
-    "An LLM asked whether a rollout's own evidence supports its answer (no ground truth), over any OpenAI-compatible chat endpoint"
+    "An LLM asked whether a rollout's evidence supports its answer (no ground truth), via an OpenAI-compatible chat API"
     max_chars: int = 8000          # evidence characters sent per rollout
     prompt: str = VERIFY_PROMPT    # with {question}, {response} and {evidence}
     workers: int = 8               # requests in flight at once when scoring many rollouts
@@ -215,15 +235,18 @@ class LLMVerifier(LLMJudge):
     def request(self, question:str, answer:str, evidence:str)->dict:
         "The chat-completion body: the judge's model and sampling, the verifier's prompt"
         body = super().request(question, answer, '')
-        body['messages'] = [{'role': 'user', 'content': self.prompt.format(question=question, response=answer, evidence=evidence)}]
+        body['messages'] = [{'role': 'user',
+                             'content': self.prompt.format(question=question, response=answer, evidence=evidence)}]
         return body
 
     def verify(self, question:str, answer:str, evidence:str)->tuple[float, int]:
         "(1.0 supported | 0.0 not | NaN no verdict, estimated tokens sent and received)"
         body = self.request(question, answer, evidence)
         reply, why = self.ask(body)
-        verdict, tokens = parse_verdict(reply) if reply else None, (len(body['messages'][0]['content']) + len(reply or '')) // 4
-        if verdict is None: self.errors.append(dict(question=question, answer=answer, reason=why or 'no `correct: yes|no` in the reply', reply=reply))
+        verdict, tokens = (parse_verdict(reply) if reply else None,
+                           (len(body['messages'][0]['content']) + len(reply or '')) // 4)
+        if verdict is None: self.errors.append(dict(question=question, answer=answer,
+                                                    reason=why or 'no `correct: yes|no` in the reply', reply=reply))
         return (math.nan if verdict is None else verdict), tokens
 
     def __call__(self, question:str, answer:str, evidence:str)->float:
@@ -242,15 +265,19 @@ def verifier_scores(trajs:list, # rollouts without their ground truth
                    )->pd.DataFrame:
     "The verifier's verdict on each rollout's answer given its own evidence, and the tokens it cost"
     v = resources.get('verifier')
-    if v is None: raise ValueError('the verifier selector needs verifier= (an LLMVerifier or an OpenAI-compatible base URL)')
+    if v is None:
+        raise ValueError('the verifier selector needs verifier= (an LLMVerifier or an OpenAI-compatible base URL)')
     v = LLMVerifier(v) if isinstance(v, str) else v
     v.url()
-    with ThreadPoolExecutor(max(1, getattr(v, 'workers', 1))) as ex: rows = list(ex.map(lambda t: _verify_row(v, t), trajs))
+    with ThreadPoolExecutor(max(1, getattr(v, 'workers', 1))) as ex:
+        rows = list(ex.map(lambda t: _verify_row(v, t), trajs))
     return pd.DataFrame(rows, columns=VERIFIER_COLUMNS)
 
 # %% ../nbs/33_select.ipynb #fd14721f
-SCORERS = {'policy': policy_scores, 'verifier': verifier_scores}   # name -> (rollouts, resources) -> one row of scores per rollout
-LABELS = ('gt', 'correct', 'score', 'judge', 'outcome', 'reward')   # meta keys that could carry the answer's verdict: dropped too
+# name -> (rollouts, resources) -> one row of scores per rollout
+SCORERS = {'policy': policy_scores, 'verifier': verifier_scores}
+# meta keys that could carry the answer's verdict: dropped too
+LABELS = ('gt', 'correct', 'score', 'judge', 'outcome', 'reward')
 ROLLOUT_COLUMNS = ['qid', 'group', 'sample', 'question', 'answer', 'key', 'tokens']
 
 def blind(traj:Trajectory, tokenizer=None)->Trajectory:
@@ -270,7 +297,7 @@ def candidate_table(trajs:list, # rollouts (`Trajectory`), G per question, with 
                     verifier=None, # for the `verifier` scorer: an `LLMVerifier` or its base URL
                     scores=None # columns of your own, one value per rollout (a dict or DataFrame)
                    )->pd.DataFrame:
-    "One row per rollout: `answer_rows` and the scores of each scorer in `needs`, computed on the rollouts without their ground truth"
+    "One row per rollout: `answer_rows` and each `needs` scorer's scores, computed on the rollouts without ground truth"
     pol = as_policy(policy) if 'policy' in needs else None
     seen = [blind(t, tuple(pol)[1] if pol is not None else None) for t in trajs]
     res = dict(policy=pol, verifier=verifier)
@@ -283,7 +310,8 @@ def candidates_of(table:pd.DataFrame)->dict:
     names = [c for c in table.columns if c not in ROLLOUT_COLUMNS]
     out = {}
     for i, r in table.reset_index(drop=True).sort_values(['group', 'sample'], kind='stable').iterrows():
-        out.setdefault(r['group'], []).append(Candidate(int(r['sample']), r['answer'], r['key'], {n: r[n] for n in names}, int(i)))
+        out.setdefault(r['group'], []).append(Candidate(int(r['sample']), r['answer'], r['key'],
+                                                        {n: r[n] for n in names}, int(i)))
     return out
 
 # %% ../nbs/33_select.ipynb #4c57454f
@@ -292,10 +320,12 @@ PICK_COLUMNS = ['group', 'qid', 'selector', 'row', 'sample', 'answer', 'key', 'v
 def pick_row(cands:list, selector:Selector)->dict:
     "What one selector picked among one question's candidates (row None and a note when no rollout answered)"
     i, answered = selector.pick(cands), sum(bool(c.key) for c in cands)
-    if i is None: return dict(row=None, sample=None, answer=None, key='', votes=0, answered=answered, rollouts=len(cands), note='no rollout gave an answer')
+    if i is None: return dict(row=None, sample=None, answer=None, key='', votes=0, answered=answered,
+                              rollouts=len(cands), note='no rollout gave an answer')
     c = cands[i]
-    return dict(row=c.row, sample=c.sample, answer=c.answer, key=c.key, votes=sum(d.key == c.key for d in cands), answered=answered,
-                rollouts=len(cands), note='' if answered == len(cands) else f'{len(cands) - answered} gave no answer')
+    return dict(row=c.row, sample=c.sample, answer=c.answer, key=c.key, votes=sum(d.key == c.key for d in cands),
+                answered=answered, rollouts=len(cands),
+                note='' if answered == len(cands) else f'{len(cands) - answered} gave no answer')
 
 def choose(table:pd.DataFrame, selectors)->pd.DataFrame:
     "One row per question and selector: the rollout picked (its row in `table`), its answer, its votes and who answered"
@@ -313,22 +343,26 @@ class Selection:
     selectors: dict            # {name: Selector}
 
     def judged(self, correct)->Selection:
-        "A copy whose picks say whether the picked rollout is correct (`correct`: one bool per candidate row; no pick is wrong)"
+        "A copy whose picks say if the picked rollout is correct (`correct`: a bool per candidate row; no pick: wrong)"
         ok = np.asarray(correct, dtype=bool)
-        return replace(self, picks=self.picks.assign(correct=[bool(ok[r]) if pd.notna(r) else False for r in self.picks.row]))
+        return replace(self, picks=self.picks.assign(correct=[bool(ok[r]) if pd.notna(r) else False
+                                                              for r in self.picks.row]))
 
     def accuracy(self)->pd.Series:
         "Share of questions each selector answered correctly (after `judged`)"
         return self.picks.groupby('selector', sort=False).correct.mean()
 
     def picked(self, group)->dict:
-        "{selector: the candidate row it picked} for one question (a selector that picked nothing left out): the rollout ids of a replay of these rollouts"
+        "{selector: row it picked} for one question (selectors picking nothing left out): rollout ids for a replay"
         p = self.picks[(self.picks.group == group) & self.picks.row.notna()]
         return {s: int(r) for s, r in zip(p.selector, p.row)}
 
     def _repr_markdown_(self):
-        p, head = self.picks, f'**Selection**: {self.candidates.group.nunique()} questions × {len(self.candidates) / max(1, self.candidates.group.nunique()):.3g} rollouts'
-        t = p.groupby('selector', sort=False).agg(questions=('group', 'size'), unanswered=('row', lambda r: int(r.isna().sum())), mean_votes=('votes', 'mean'))
+        p, head = self.picks, (f'**Selection**: {self.candidates.group.nunique()} questions × '
+                               f'{len(self.candidates) / max(1, self.candidates.group.nunique()):.3g} rollouts')
+        t = p.groupby('selector', sort=False).agg(questions=('group', 'size'),
+                                                  unanswered=('row', lambda r: int(r.isna().sum())),
+                                                  mean_votes=('votes', 'mean'))
         if 'correct' in p: t['accuracy'] = self.accuracy()
         return f'{head}, selectors {", ".join(self.selectors)}\n\n' + markdown_table(t.round(3))
 
@@ -349,7 +383,7 @@ def subsets(n:int, # rollouts of the question
             most:int=64, # enumerate every subset up to this many, else draw this many
             seed=0 # an int or a list of ints (numpy's SeedSequence entropy)
            )->list[tuple]:
-    "The g-subsets of n rollouts a measurement averages over: all of them if there are at most `most`, else `most` drawn reproducibly"
+    "The g-subsets of n rollouts a measurement averages over: all if at most `most`, else `most` drawn reproducibly"
     if math.comb(n, g) <= most: return list(itertools.combinations(range(n), g))
     rng = np.random.default_rng(seed)
     return [tuple(sorted(rng.choice(n, g, replace=False).tolist())) for _ in range(most)]
@@ -366,21 +400,24 @@ def gap_share(accuracy:float, floor:float, ceiling:float)->float:
     return (accuracy - floor) / (ceiling - floor) if ceiling - floor > 1e-12 else math.nan
 
 # %% ../nbs/33_select.ipynb #1946d846
-QUESTION_COLUMNS = ['group', 'qid', 'g', 'selector', 'selected', 'floor', 'ceiling', 'rollout_tokens', 'extra_tokens', 'subsets']
+QUESTION_COLUMNS = ['group', 'qid', 'g', 'selector', 'selected', 'floor', 'ceiling', 'rollout_tokens', 'extra_tokens',
+                    'subsets']
 
 def extra_tokens(table:pd.DataFrame, selector:Selector)->np.ndarray:
     "Per candidate row, the tokens the selector's scorers read for it (`<scorer>_tokens`; 0 for none)"
     cols = [f'{n}_tokens' for n in selector.needs if f'{n}_tokens' in table]
     return table[cols].fillna(0).sum(axis=1).to_numpy(dtype=float) if cols else np.zeros(len(table))
 
-def question_rows(k:int, group, cands:list, correct:list, selectors:dict, extra:dict, tokens:np.ndarray, gs, most:int, seed:int)->list:
+def question_rows(k:int, group, cands:list, correct:list, selectors:dict, extra:dict, tokens:np.ndarray, gs, most:int,
+                  seed:int)->list:
     "The measurement rows of one question (its k-th in order): each G it has rollouts for, each selector"
     n, c, rows = len(cands), sum(map(bool, correct)), []
     for g in (g for g in gs if g <= n):
         subs, at = subsets(n, g, most, [seed, k, g]), [x.row for x in cands]
         for name, s in selectors.items():
-            rows.append(dict(group=group, g=g, selector=name, selected=selected_accuracy(cands, correct, s.pick, subs), floor=pass_at_k(n, c, 1),
-                             ceiling=pass_at_k(n, c, g), rollout_tokens=g * np.nanmean(tokens[at]) if not np.isnan(tokens[at]).all() else math.nan,
+            rows.append(dict(group=group, g=g, selector=name, selected=selected_accuracy(cands, correct, s.pick, subs),
+                             floor=pass_at_k(n, c, 1), ceiling=pass_at_k(n, c, g),
+                             rollout_tokens=g * np.nanmean(tokens[at]) if not np.isnan(tokens[at]).all() else math.nan,
                              extra_tokens=g * extra[name][at].mean(), subsets=len(subs)))
     return rows
 
@@ -388,10 +425,12 @@ def question_rows(k:int, group, cands:list, correct:list, selectors:dict, extra:
 def per_question_rows(table:pd.DataFrame, correct, selectors, gs=KS, most:int=64, seed:int=0)->pd.DataFrame:
     "One row per question, G and selector: selected accuracy, Pass@1, Pass@G and the tokens it cost"
     ok, sel = np.asarray(correct, dtype=bool), selectors_of(selectors)
-    extra, tokens, qid = {n: extra_tokens(table, s) for n, s in sel.items()}, table.tokens.to_numpy(dtype=float), dict(zip(table.group, table.qid))
+    extra, tokens, qid = ({n: extra_tokens(table, s) for n, s in sel.items()}, table.tokens.to_numpy(dtype=float),
+                          dict(zip(table.group, table.qid)))
     rows = [r for k, (g, cands) in enumerate(candidates_of(table).items())
             for r in question_rows(k, g, cands, [ok[x.row] for x in cands], sel, extra, tokens, gs, most, seed)]
-    return pd.DataFrame(rows).assign(qid=lambda d: d.group.map(qid))[QUESTION_COLUMNS] if rows else pd.DataFrame(columns=QUESTION_COLUMNS)
+    return (pd.DataFrame(rows).assign(qid=lambda d: d.group.map(qid))[QUESTION_COLUMNS] if rows
+            else pd.DataFrame(columns=QUESTION_COLUMNS))
 
 # %% ../nbs/33_select.ipynb #93e326a0
 def _paired(d:pd.DataFrame, a:str, b:str)->dict:
@@ -399,24 +438,27 @@ def _paired(d:pd.DataFrame, a:str, b:str)->dict:
     return paired_stats((d[a] - d[b]).to_numpy(dtype=float)[None])
 
 def summary_row(d:pd.DataFrame)->dict:
-    "One selector at one G over questions: accuracy with its interval, Pass@1, Pass@G, gain and distance to the ceiling (paired), gap share, cost"
+    "One selector at one G: accuracy and interval, Pass@1, Pass@G, gain and gap to ceiling (paired), gap share, cost"
     acc, lo, hi = bootstrap_mean(d.selected.to_numpy(dtype=float)[None])
-    up, down, floor, ceiling = _paired(d, 'selected', 'floor'), _paired(d, 'selected', 'ceiling'), d.floor.mean(), d.ceiling.mean()
+    up, down, floor, ceiling = (_paired(d, 'selected', 'floor'), _paired(d, 'selected', 'ceiling'), d.floor.mean(),
+                                d.ceiling.mean())
     one = d.rollout_tokens.mean() / d.g.iloc[0]
-    return dict(selector=d.selector.iloc[0], g=int(d.g.iloc[0]), questions=len(d), accuracy=acc, lo=lo, hi=hi, pass_at_1=floor, pass_at_g=ceiling,
-                gap_share=gap_share(acc, floor, ceiling), gain=up['mean'], gain_lo=up['lo'], gain_hi=up['hi'], better=up['better'],
-                worse=up['worse'], p_value=up['p_value'], verdict=up['verdict'], to_ceiling=down['mean'], to_ceiling_lo=down['lo'],
-                to_ceiling_hi=down['hi'], extra_tokens=d.extra_tokens.mean(), tokens=(d.rollout_tokens + d.extra_tokens).mean(),
+    return dict(selector=d.selector.iloc[0], g=int(d.g.iloc[0]), questions=len(d), accuracy=acc, lo=lo, hi=hi,
+                pass_at_1=floor, pass_at_g=ceiling, gap_share=gap_share(acc, floor, ceiling), gain=up['mean'],
+                gain_lo=up['lo'], gain_hi=up['hi'], better=up['better'], worse=up['worse'], p_value=up['p_value'],
+                verdict=up['verdict'], to_ceiling=down['mean'], to_ceiling_lo=down['lo'], to_ceiling_hi=down['hi'],
+                extra_tokens=d.extra_tokens.mean(), tokens=(d.rollout_tokens + d.extra_tokens).mean(),
                 cost=(d.rollout_tokens + d.extra_tokens).mean() / one if one > 0 else math.nan)
 
 def selection_table(per_q:pd.DataFrame)->pd.DataFrame:
     "`summary_row` of every selector at every G"
-    return pd.DataFrame([summary_row(d) for _, d in per_q.groupby(['g', 'selector'], sort=False)]).sort_values(['g'], kind='stable', ignore_index=True)
+    return pd.DataFrame([summary_row(d) for _, d in per_q.groupby(['g', 'selector'], sort=False)]).sort_values(
+        ['g'], kind='stable', ignore_index=True)
 
 # %% ../nbs/33_select.ipynb #fe88c9a8
 @dataclass
 class Measurement:
-    "Selected accuracy of each selector against Pass@1 and Pass@G at each G: per question and summarised with paired intervals"
+    "Selected accuracy of each selector against Pass@1 and Pass@G at each G: per question, and summarised (paired)"
     per_question: pd.DataFrame   # one row per question, G and selector (`per_question_rows`)
     table: pd.DataFrame          # one row per G and selector (`selection_table`)
     selection: Selection|None = None   # the candidates and the picks among all G rollouts
@@ -433,21 +475,25 @@ class Measurement:
         return t.loc[t.gap_share.fillna(-math.inf).idxmax()]
 
     def figure(self, paper:str|None=None, title:str|None=None):
-        "Accuracy against G per selector, with Pass@1 and Pass@G; `paper` ('BrowseComp' or 'BrowseComp-ZH') adds the paper's Pass@K"
+        "Accuracy vs G per selector, Pass@1 and Pass@G; `paper` ('BrowseComp', 'BrowseComp-ZH') adds the paper's Pass@K"
         return selection_figure(self, paper, title)
 
     def _repr_markdown_(self):
         g, b = int(self.table.g.max()), self.best()
-        cols = ['selector', 'g', 'accuracy', 'lo', 'hi', 'pass_at_1', 'pass_at_g', 'gap_share', 'gain', 'gain_lo', 'gain_hi', 'p_value', 'verdict', 'cost']
-        head = (f"**{self.label}**: {self.table.questions.max()} questions; at G = {g} **{b.selector}** recovers {b.gap_share:.0%} of the gap "
-                f"(accuracy {b.accuracy:.1%} [{b.lo:.1%}, {b.hi:.1%}] between Pass@1 {b.pass_at_1:.1%} and Pass@{g} {b.pass_at_g:.1%})")
+        cols = ['selector', 'g', 'accuracy', 'lo', 'hi', 'pass_at_1', 'pass_at_g', 'gap_share', 'gain', 'gain_lo',
+                'gain_hi', 'p_value', 'verdict', 'cost']
+        head = (f"**{self.label}**: {self.table.questions.max()} questions; "
+                f"at G = {g} **{b.selector}** recovers {b.gap_share:.0%} of the gap "
+                f"(accuracy {b.accuracy:.1%} [{b.lo:.1%}, {b.hi:.1%}] "
+                f"between Pass@1 {b.pass_at_1:.1%} and Pass@{g} {b.pass_at_g:.1%})")
         return head + '\n\n' + markdown_table(self.table[self.table.g == g][cols].round(3), index=False)
 
 # %% ../nbs/33_select.ipynb #abf26d81
 def _paper_traces(paper:str, gs)->list:
     import plotly.graph_objects as go
     if paper not in PAPER_PASS_AT_K: raise ValueError(f'paper must be one of {sorted(PAPER_PASS_AT_K)}, got {paper!r}')
-    return [go.Scatter(x=list(KS), y=v, name=f'{m} Pass@K ({paper}, paper)', mode='lines', line=dict(dash='dash', width=1), opacity=0.5)
+    return [go.Scatter(x=list(KS), y=v, name=f'{m} Pass@K ({paper}, paper)', mode='lines',
+                       line=dict(dash='dash', width=1), opacity=0.5)
             for m, v in PAPER_PASS_AT_K[paper].items()]
 
 def _band(t:pd.DataFrame, name:str, **kw):
@@ -456,14 +502,18 @@ def _band(t:pd.DataFrame, name:str, **kw):
     return go.Scatter(x=t.g, y=100 * t.accuracy, error_y=err, name=name, mode='lines+markers', **kw)
 
 def selection_figure(m:Measurement, paper:str|None=None, title:str|None=None):
-    "Selected accuracy (%, 95% intervals over questions) against G on a log₂ axis, one line per selector, between Pass@1 and Pass@G"
+    "Selected accuracy (%, 95% intervals over questions) against G (log₂ axis), one line per selector, Pass@1 to Pass@G"
     import plotly.graph_objects as go
     t, gs = m.table, sorted(m.table.g.unique())
     ref = t.groupby('g', sort=True)[['pass_at_1', 'pass_at_g']].mean()
-    traces = [go.Scatter(x=ref.index, y=100 * ref.pass_at_g, name='Pass@G (ceiling)', mode='lines+markers', line=dict(color='black', dash='dot')),
-              go.Scatter(x=ref.index, y=100 * ref.pass_at_1, name='Pass@1 (floor)', mode='lines', line=dict(color='grey', dash='dot'))]
-    traces += [_band(d, f'{name}') for name, d in t.groupby('selector', sort=False)] + (_paper_traces(paper, gs) if paper else [])
-    return go.Figure(traces).update_layout(title=title or f'Choosing one answer from G rollouts: {m.label}', height=400, yaxis_title='accuracy (%)',
+    traces = [go.Scatter(x=ref.index, y=100 * ref.pass_at_g, name='Pass@G (ceiling)', mode='lines+markers',
+                         line=dict(color='black', dash='dot')),
+              go.Scatter(x=ref.index, y=100 * ref.pass_at_1, name='Pass@1 (floor)', mode='lines',
+                         line=dict(color='grey', dash='dot'))]
+    traces += ([_band(d, f'{name}') for name, d in t.groupby('selector', sort=False)]
+               + (_paper_traces(paper, gs) if paper else []))
+    return go.Figure(traces).update_layout(title=title or f'Choosing one answer from G rollouts: {m.label}', height=400,
+                                           yaxis_title='accuracy (%)',
                                            xaxis=dict(title='G (rollouts chosen among)', type='log', tickvals=gs))
 
 # %% ../nbs/33_select.ipynb #e1c4ceba
@@ -477,12 +527,14 @@ def measure(table:pd.DataFrame, # the candidate table (`candidate_table`, or `Se
     return Measurement(per_q, selection_table(per_q), selection, label)
 
 # %% ../nbs/33_select.ipynb #f9d14d01
-SELECTION_FILES = dict(candidates='selection_candidates.csv', picks='selections.csv', per_question='selection_questions.csv', table='selection.csv')
+SELECTION_FILES = dict(candidates='selection_candidates.csv', picks='selections.csv',
+                       per_question='selection_questions.csv', table='selection.csv')
 
 def write_selection(folder, m:Measurement)->list:
     "The candidate table, the picks, the per-question rows, the summary and the figure (HTML) in `folder`"
     folder, out = Path(folder), []
-    tables = dict(per_question=m.per_question, table=m.table) | (dict(candidates=m.selection.candidates, picks=m.selection.picks) if m.selection else {})
+    tables = dict(per_question=m.per_question, table=m.table) | (
+        dict(candidates=m.selection.candidates, picks=m.selection.picks) if m.selection else {})
     for k, df in tables.items(): out.append(write_atomic(folder/SELECTION_FILES[k], df.to_csv(index=False)))
     return out + [write_atomic(folder/'selection.html', m.figure().to_html(include_plotlyjs=True, full_html=True))]
 
@@ -492,21 +544,21 @@ def usable(selectors, policy=None, verifier=None)->dict:
     return {n: s for n, s in selectors_of(selectors).items() if all(have.get(x, True) for x in s.needs)}
 
 # %% ../nbs/33_select.ipynb #7ce2a042
-def measure_selection(trajs:list, correct, selectors=tuple(SELECTORS), policy=None, verifier=None, gs=KS, most:int=64, seed:int=0,
-                      label:str='policy', scores=None)->Measurement:
+def measure_selection(trajs:list, correct, selectors=tuple(SELECTORS), policy=None, verifier=None, gs=KS, most:int=64,
+                      seed:int=0, label:str='policy', scores=None)->Measurement:
     "`select` on the rollouts (no ground truth), then `measure` with each rollout's correctness from the evaluation"
     sel = select(trajs, selectors, policy, verifier, scores)
     return measure(sel.candidates, correct, sel.selectors, gs, most, seed, label, sel.judged(correct))
 
-def run_selection(rollouts, # a JSONL file of saved rollouts with their ground truth and meta `group`/`sample`, or the `Trajectory` list
-                  policy=None, # scores confidence and evidence: a `Policy`, (model, tokenizer), or a name or folder for `load_policy`
+def run_selection(rollouts, # saved rollouts (JSONL, or `Trajectory` list) with ground truth and meta `group`/`sample`
+                  policy=None, # scores confidence, evidence: `Policy`, (model, tokenizer), or a name for `load_policy`
                   verifier=None, # an `LLMVerifier` or an OpenAI-compatible base URL
                   selectors=None, # default: every selector in `SELECTORS` that `policy` and `verifier` allow
                   score='em', # the judge of each rollout's correctness (see `eval.score_trajectories`)
                   gs=KS, most:int=64, seed:int=0, label:str='policy',
                   out=None # a folder: `write_selection` writes there
                  )->Measurement:
-    "Measure every selector on saved rollouts: accuracy against Pass@1 and Pass@G at each G, with paired intervals, and write it"
+    "Measure every selector on saved rollouts: accuracy against Pass@1 and Pass@G at each G, paired intervals; write it"
     trajs = read_jsonl(rollouts).trajectories if isinstance(rollouts, (str, Path)) else list(rollouts)
     sel = selectors_of(selectors) if selectors is not None else usable(SELECTORS, policy, verifier)
     m = measure_selection(trajs, score_trajectories(trajs, score).correct, sel, policy, verifier, gs, most, seed, label)

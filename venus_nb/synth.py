@@ -71,7 +71,8 @@ def make_world(seed:int=0, n:int=40)->dict:
 
 # %% ../nbs/10_synth.ipynb #bf5f3839
 SENTENCES = {
-    'country': ['{name} is a country. Its capital is {capital}.', 'The first president of {name} was {first_president}.'],
+    'country': ['{name} is a country. Its capital is {capital}.',
+                'The first president of {name} was {first_president}.'],
     'city': ['{name} is a city in {country}.', 'The river {river} flows through {name}.'],
     'river': ['{name} is a river known for its long estuary and seasonal floods.'],
     'person': ['{name} was born in {born} in {birthplace}.'],
@@ -96,7 +97,8 @@ CHAINS = [  # (question template, start kind, relations followed)
     ('Which river flows through the birthplace of the author of {0}?', 'work', ['author', 'birthplace', 'river']),
     ('In which country was the founder of {0} born?', 'org', ['founder', 'birthplace', 'country']),
     ('Which river flows through the capital of {0}?', 'country', ['capital', 'river']),
-    ('Who was the first president of the country where the author of {0} was born?', 'work', ['author', 'birthplace', 'country', 'first_president']),
+    ('Who was the first president of the country where the author of {0} was born?', 'work',
+     ['author', 'birthplace', 'country', 'first_president']),
     ('In what year was {0} founded?', 'org', ['founded'])]
 
 def follow(world:dict, start:str, relations:list)->list:
@@ -132,29 +134,35 @@ def search_observation(queries:list, pages:list, rng:random.Random, target:dict|
 
 def visit_observation(page:dict, goal:str)->str:
     "DR-Venus-style visit output (`tools.visit_observation`): evidence and a summary for the goal"
-    return tools.visit_observation(page['url'], goal, page['text'][:240], evidence=page['text'].split('. ')[0].rstrip('.') + '.')
+    return tools.visit_observation(page['url'], goal, page['text'][:240],
+                                   evidence=page['text'].split('. ')[0].rstrip('.') + '.')
 
 # %% ../nbs/10_synth.ipynb #7741a057
 TOPICS = ['history', 'founder', 'location', 'river', 'born', 'capital', 'president', 'author', 'year', 'seat']
 
-REL_WORDS = {'born': 'birth year', 'founded': 'founding year', 'first_president': 'first president', 'birthplace': 'birthplace',
-             'capital': 'capital', 'river': 'river', 'country': 'country', 'founder': 'founder', 'author': 'author', 'seat': 'seat', 'year': 'year'}
+REL_WORDS = {'born': 'birth year', 'founded': 'founding year', 'first_president': 'first president',
+             'birthplace': 'birthplace', 'capital': 'capital', 'river': 'river', 'country': 'country',
+             'founder': 'founder', 'author': 'author', 'seat': 'seat', 'year': 'year'}
 
 def _hop_turns(hop, by_name, pages, rng):
     "A search for the hop's entity, then a visit of its page"
     ent, rel, _ = hop
     what = REL_WORDS[rel]
     page, goal, q = by_name[ent], f'Find the {what} of {ent}.', [f'{ent} {what}']
-    return [(f'I need the {what} of {ent}. Let me search for it.', ToolCall('search', {'query': q}), search_observation(q, pages, rng, page)),
-            (f'The result {page["title"]} looks relevant. I will read it.', ToolCall('visit', {'url': [page['url']], 'goal': goal}), visit_observation(page, goal))]
+    return [(f'I need the {what} of {ent}. Let me search for it.', ToolCall('search', {'query': q}),
+             search_observation(q, pages, rng, page)),
+            (f'The result {page["title"]} looks relevant. I will read it.',
+             ToolCall('visit', {'url': [page['url']], 'goal': goal}), visit_observation(page, goal))]
 
 def _explore_turn(q, pages, rng):
     "A search with another phrasing, or a visit of a distractor page"
     if rng.random() < 0.6:
         qq = [f'{rng.choice(pages)["title"]} {rng.choice(TOPICS)}' for _ in range(2)]
-        return ('The first results were not conclusive; let me try other phrasings.', ToolCall('search', {'query': qq}), search_observation(qq, pages, rng))
+        return ('The first results were not conclusive; let me try other phrasings.', ToolCall('search', {'query': qq}),
+                search_observation(qq, pages, rng))
     p, goal = rng.choice(pages), 'Check whether this page is related to the question.'
-    return (f'Maybe {p["title"]} is related; let me check.', ToolCall('visit', {'url': [p['url']], 'goal': goal}), visit_observation(p, goal))
+    return (f'Maybe {p["title"]} is related; let me check.', ToolCall('visit', {'url': [p['url']], 'goal': goal}),
+            visit_observation(p, goal))
 
 # %% ../nbs/10_synth.ipynb #6447c036
 @dataclass
@@ -192,7 +200,8 @@ def _noise_steps(steps, cfg, rng):
         i = rng.randrange(len(steps))
         steps.insert(i + 1, steps[i])
     if rng.random() < cfg.other_tool:
-        steps.insert(rng.randrange(len(steps) + 1), ('Let me compute this with Python.', ToolCall('python', {'code': 'print(2026 - 1931)'}), '95'))
+        steps.insert(rng.randrange(len(steps) + 1),
+                     ('Let me compute this with Python.', ToolCall('python', {'code': 'print(2026 - 1931)'}), '95'))
     if rng.random() < cfg.string_args and steps:
         th, c, o = steps[0]
         key = 'query' if c.name == 'search' else 'url'
@@ -212,7 +221,8 @@ def _noise_text(turn_texts, cfg, rng):
 # %% ../nbs/10_synth.ipynb #33af8f89
 def _messages(q, steps, answer, cfg, rng):
     texts = [f'<think>\n{th}\n</think>\n<tool_call>\n{c.to_json()}\n</tool_call>' for th, c, _ in steps]
-    final = [] if answer is None else [f'<think>\nI have found it: the answer is {answer}.\n</think>\n<answer>{answer}</answer>']
+    final = ([] if answer is None
+             else [f'<think>\nI have found it: the answer is {answer}.\n</think>\n<answer>{answer}</answer>'])
     texts = _noise_text(texts, cfg, rng) + final
     obs = [observation_message(o) for *_, o in steps]
     msgs = [{'role': 'system', 'content': tools.system_prompt()}, {'role': 'user', 'content': q['question']}]
@@ -223,8 +233,10 @@ def expert_record(q:dict, by_name:dict, pages:list, cfg:SynthConfig, rng:random.
     "One DR-Venus-format record {question, messages, gt, meta} for a question"
     steps = _noise_steps(_expert_steps(q, by_name, pages, rng, _target_turns(cfg, rng)), cfg, rng)
     r = rng.random()
-    answer = None if r < cfg.no_answer else rng.choice(pages)['title'] if r < cfg.no_answer + cfg.wrong_answer else q['answer']
-    return dict(question=q['question'], messages=_messages(q, steps, answer, cfg, rng), gt=q['answer'], meta={'id': q['id'], 'source': 'venus_nb synth'})
+    answer = (None if r < cfg.no_answer
+              else rng.choice(pages)['title'] if r < cfg.no_answer + cfg.wrong_answer else q['answer'])
+    return dict(question=q['question'], messages=_messages(q, steps, answer, cfg, rng), gt=q['answer'],
+                meta={'id': q['id'], 'source': 'venus_nb synth'})
 
 # %% ../nbs/10_synth.ipynb #6c7d7936
 @dataclass
@@ -233,10 +245,12 @@ class SynthData:
     corpus: list
     qa: list
     records: list
-    def trajectories(self)->list: return [Trajectory.from_messages(r['messages'], r['question'], r['gt'], r['meta']) for r in self.records]
+    def trajectories(self)->list:
+        return [Trajectory.from_messages(r['messages'], r['question'], r['gt'], r['meta']) for r in self.records]
     def _repr_markdown_(self):
         n = [(len(r['messages']) - 2 + 1) // 2 for r in self.records]
-        return f'{len(self.corpus)} pages, {len(self.qa)} questions, {len(self.records)} trajectories, turns {min(n)}–{max(n)} (mean {sum(n)/len(n):.0f})'
+        return (f'{len(self.corpus)} pages, {len(self.qa)} questions, {len(self.records)} trajectories, '
+                f'turns {min(n)}–{max(n)} (mean {sum(n)/len(n):.0f})')
 
 def generate(cfg:SynthConfig=SynthConfig())->SynthData:
     "Generate a world, its corpus, questions and expert trajectories"
@@ -246,7 +260,8 @@ def generate(cfg:SynthConfig=SynthConfig())->SynthData:
     by_name = {p['title']: p for p in pages}
     qa = make_questions(world, cfg.n, cfg.seed, cfg.max_hops)
     recs = [expert_record(q, by_name, pages, cfg, rng) for q in qa]
-    return SynthData(pages, [dict(id=q['id'], question=q['question'], answer=q['answer'], kind=f"{len(q['hops'])}-hop") for q in qa], recs)
+    return SynthData(pages, [dict(id=q['id'], question=q['question'], answer=q['answer'], kind=f"{len(q['hops'])}-hop")
+                             for q in qa], recs)
 
 # %% ../nbs/10_synth.ipynb #4d493a08
 SAMPLE = SynthConfig(n=24, entities=20, lengths=((2, 20, 0.6), (21, 60, 0.3), (101, 110, 0.1)))

@@ -85,7 +85,8 @@ def in_terminal()->bool:
     "Whether progress bars have a terminal to draw on (in a log file they would be noise)"
     return sys.stderr.isatty()
 
-IGPO_COLUMNS = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale', 'loss', 'kl', 'grad_norm']
+IGPO_COLUMNS = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale',
+                'loss', 'kl', 'grad_norm']
 
 # %% ../nbs/44_terminal.ipynb #0c667904
 @contextmanager
@@ -94,7 +95,8 @@ def step_bar(cfg):
     from tqdm.auto import tqdm
     from venus_nb import igpo as lib
     ckpt = lib.last_igpo_checkpoint(cfg.output_dir)
-    bar, step = tqdm(total=cfg.steps, initial=lib.read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step', disable=None), lib.igpo_step
+    bar, step = tqdm(total=cfg.steps, initial=lib.read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step',
+                     disable=None), lib.igpo_step
     def counted(*args, **kw):
         row, scored = step(*args, **kw)
         bar.update()

@@ -26,13 +26,18 @@ __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 't
 __all__ += _web.__all__ + _corpus.__all__   # `from venus_nb.tools import *` brings the backends' names too
 
 # %% ../nbs/20_tools.ipynb #862e4685
-SEARCH_SCHEMA = {'name': 'search', 'description': 'Perform Google web searches then returns a string of the top search results. Accepts multiple queries.',
-                 'parameters': {'type': 'object', 'properties': {'query': {'type': 'array', 'items': {'type': 'string', 'description': 'The search query.'},
+SEARCH_SCHEMA = {'name': 'search',
+                 'description': 'Perform Google web searches then returns a string of the top search results. '
+                                'Accepts multiple queries.',
+                 'parameters': {'type': 'object', 'properties': {'query': {'type': 'array',
+                                'items': {'type': 'string', 'description': 'The search query.'},
                                 'minItems': 1, 'description': 'The list of search queries.'}}, 'required': ['query']}}
 VISIT_SCHEMA = {'name': 'visit', 'description': 'Visit webpage(s) and return the summary of the content.',
                 'parameters': {'type': 'object', 'properties': {'url': {'type': 'array', 'items': {'type': 'string'},
-                               'description': 'The URL(s) of the webpage(s) to visit. Can be a single URL or an array of URLs.'},
-                               'goal': {'type': 'string', 'description': 'The specific information goal for visiting webpage(s).'}},
+                               'description': 'The URL(s) of the webpage(s) to visit. '
+                                              'Can be a single URL or an array of URLs.'},
+                               'goal': {'type': 'string',
+                                        'description': 'The specific information goal for visiting webpage(s).'}},
                                'required': ['url', 'goal']}}
 TOOL_SCHEMAS = [{'type': 'function', 'function': s} for s in (SEARCH_SCHEMA, VISIT_SCHEMA)]  # OpenAI `tools=` format
 
@@ -41,19 +46,22 @@ def tools_block(schemas:list=TOOL_SCHEMAS)->str:
     return '<tools>\n' + '\n'.join(json.dumps(s, ensure_ascii=False) for s in schemas) + '\n</tools>'
 
 # %% ../nbs/20_tools.ipynb #6c4e80e9
-_INTRO = ('You are a deep research assistant. Your core function is to conduct thorough, multi-source investigations into any topic. '
-          'You must handle both broad, open-domain inquiries and queries within specialized academic fields. For each user request, '
-          'you must actively seek out and **cross-check information** from credible and diverse sources, then integrate the findings '
-          'into a response that is comprehensive, accurate, well-structured, and objective. When you have gathered sufficient '
-          'information and are ready to provide the definitive response, you must enclose the entire final answer in `<answer></answer>` tags.')
-_CALLS = ('For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n'
+_INTRO = ('You are a deep research assistant. Your core function is to conduct thorough, multi-source investigations '
+          'into any topic. You must handle both broad, open-domain inquiries and queries within specialized academic '
+          'fields. For each user request, you must actively seek out and **cross-check information** from credible '
+          'and diverse sources, then integrate the findings into a response that is comprehensive, accurate, '
+          'well-structured, and objective. When you have gathered sufficient information and are ready to provide the '
+          'definitive response, you must enclose the entire final answer in `<answer></answer>` tags.')
+_CALLS = ('For each function call, return a json object with function name and arguments within '
+          '<tool_call></tool_call> XML tags:\n'
           '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>')
 
 def system_prompt(date:str='2026-03-01', # the "Current date" line; DR-Venus uses 2026-03-01
                   schemas:list=TOOL_SCHEMAS)->str:
     "The DR-Venus system prompt (method §4), as in the official SFT trajectories"
     return (f'{_INTRO}\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
-            f'You are provided with function signatures within <tools></tools> XML tags:\n{tools_block(schemas)}\n\n{_CALLS}\n\nCurrent date: {date}\n')
+            f'You are provided with function signatures within <tools></tools> XML tags:\n{tools_block(schemas)}\n\n'
+            f'{_CALLS}\n\nCurrent date: {date}\n')
 
 # %% ../nbs/20_tools.ipynb #7b8e3012
 PAGE_SEPARATOR = '\n=======\n'
@@ -63,7 +71,8 @@ def _hit(h:dict)->dict: return {k: str(h.get(k) or '') for k in ('title', 'url',
 def search_observation(results:list, # (query, hits) pairs in call order; a hit is a dict with title, url, snippet
                       )->str:
     "The official search observation: a JSON list of `{query, web_page_info_list: [{title, url, snippet}]}`"
-    return json.dumps([{'query': q, 'web_page_info_list': [_hit(h) for h in hits]} for q, hits in results], ensure_ascii=False)
+    return json.dumps([{'query': q, 'web_page_info_list': [_hit(h) for h in hits]} for q, hits in results],
+                      ensure_ascii=False)
 
 def visit_observation(url:str, goal:str, summary:str,
                       evidence:str|None=None # None leaves the evidence section out, as the SFT data does
@@ -77,11 +86,12 @@ def tool_error(tool:str, reason:str)->str:
     return f'[{tool} error] {reason}'
 
 # %% ../nbs/20_tools.ipynb #4c4f33e6
-_HEAD, _GOAL, _FOLLOWS, _EVIDENCE, _SUMMARY = 'The useful information in ', ' for user goal ', ' as follows: \n\n', 'Evidence in page: \n', 'Summary: \n'
+_HEAD, _GOAL, _FOLLOWS, _EVIDENCE, _SUMMARY = ('The useful information in ', ' for user goal ', ' as follows: \n\n',
+                                               'Evidence in page: \n', 'Summary: \n')
 _EVIDENCE_END = '\n\n' + _SUMMARY
 
 def _visit_rest(t:str, at:int, last:int)->tuple|None:
-    "`(evidence, summary)` when `t[at:]` can be what follows 'as follows', else None (`last`: where the last evidence end starts)"
+    "`(evidence, summary)` if `t[at:]` can follow 'as follows', else None (`last`: start of the last evidence end)"
     if t.startswith(_SUMMARY, at): return None, t[at + len(_SUMMARY):]
     if not t.startswith(_EVIDENCE, at) or last < at + len(_EVIDENCE): return None
     e = t.find(_EVIDENCE_END, at + len(_EVIDENCE))
@@ -93,7 +103,8 @@ def parse_visit_observation(text:str)->dict|None:
     if not t.startswith(_HEAD) or (g := t.find(_GOAL, len(_HEAD))) < 0: return None
     last, f = t.rfind(_EVIDENCE_END), t.find(_FOLLOWS, g + len(_GOAL))
     while f >= 0:
-        if rest := _visit_rest(t, f + len(_FOLLOWS), last): return dict(url=t[len(_HEAD):g], goal=t[g + len(_GOAL):f], evidence=rest[0], summary=rest[1])
+        if rest := _visit_rest(t, f + len(_FOLLOWS), last):
+            return dict(url=t[len(_HEAD):g], goal=t[g + len(_GOAL):f], evidence=rest[0], summary=rest[1])
         f = t.find(_FOLLOWS, f + 1)
     return None
 
@@ -101,7 +112,8 @@ def parse_visit_observation(text:str)->dict|None:
 def _strings(v, name):
     "`v` as a list of non-empty strings (a lone string is a list of one), or why it is not"
     if isinstance(v, str): v = [v]
-    if not isinstance(v, (list, tuple)) or not v: return None, f'"{name}" must be a string or a non-empty list of strings'
+    if not isinstance(v, (list, tuple)) or not v:
+        return None, f'"{name}" must be a string or a non-empty list of strings'
     if not all(isinstance(x, str) and x.strip() for x in v): return None, f'every "{name}" must be a non-empty string'
     return list(v), None
 
@@ -140,7 +152,7 @@ def search_results(queries:list[str], results:list)->str:
 # %% ../nbs/20_tools.ipynb #e379e104
 class Toolbox:
     "`search` and `visit` over a search backend, a page backend and an optional summariser"
-    def __init__(self, searcher, # has `async search(query, k) -> [{title, url, snippet}]`; a `LocalCorpus` is both backends
+    def __init__(self, searcher, # `async search(query, k) -> [{title, url, snippet}]`; a `LocalCorpus` is both backends
                  reader=None, # has `async read(url) -> Page`; default: `searcher`
                  summariser=None, # async `(url, goal, page) -> (evidence, summary)`; None: `extractive_summary`
                  cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None): # a client to close with the toolbox
@@ -181,14 +193,16 @@ async def _cached(self:Toolbox, backend, parts:tuple, make:Callable[[], Awaitabl
 @patch
 async def hits(self:Toolbox, query:str)->list[dict]:
     "The top `cfg.top_k` hits for one query"
-    return await self._cached(self.searcher, ('search', query, self.cfg.top_k), lambda: self.searcher.search(query, self.cfg.top_k))
+    return await self._cached(self.searcher, ('search', query, self.cfg.top_k),
+                              lambda: self.searcher.search(query, self.cfg.top_k))
 
 @patch
 async def page(self:Toolbox, url:str)->Page:
-    "The page at `url`; with a cache, the reader's address check (if it has one) passes first for it and for where it ended"
+    "The page at `url`; with a cache, the reader's address check (if any) passes first for it and for where it ended"
     check = getattr(self.reader, 'check', None) if self.cache is not None else None
     if check: await check(url)
-    d = await self._cached(self.reader, ('page', url, self.cfg.max_bytes, self.cfg.max_chars), lambda: _as_dict(self.reader.read(url)))
+    d = await self._cached(self.reader, ('page', url, self.cfg.max_bytes, self.cfg.max_chars),
+                           lambda: _as_dict(self.reader.read(url)))
     if check and d['url'] != url: await check(d['url'])
     return Page(**d)
 
@@ -221,7 +235,8 @@ async def search(self:Toolbox, queries:list[str])->str:
 async def visit(self:Toolbox, urls:list[str], goal:str)->str:
     "The `visit` observation for checked URLs: one section per page, failed pages as `[visit error] url: reason`"
     res = await asyncio.gather(*(self.visit_one(u, goal) for u in urls), return_exceptions=True)
-    return PAGE_SEPARATOR.join(r if isinstance(r, str) else tool_error('visit', f'{redact_url(u)}: {_reason(r)}') for u, r in zip(urls, res)).strip()
+    return PAGE_SEPARATOR.join(r if isinstance(r, str) else tool_error('visit', f'{redact_url(u)}: {_reason(r)}')
+                               for u, r in zip(urls, res)).strip()
 
 # %% ../nbs/20_tools.ipynb #b1fcf38f
 @patch
@@ -236,8 +251,10 @@ async def _dispatch(self:Toolbox, name:str, args:dict)->str:
 @patch
 async def run(self:Toolbox, call)->str:
     "The observation for a parsed `ToolCall` (or a `{name, arguments}` dict); never raises"
-    name, args = (call.get('name'), call.get('arguments')) if isinstance(call, dict) else (getattr(call, 'name', None), getattr(call, 'arguments', None))
-    if name not in ('search', 'visit'): return tool_error('tool', f'unknown tool {name!r}; the tools are search and visit')
+    name, args = ((call.get('name'), call.get('arguments')) if isinstance(call, dict)
+                  else (getattr(call, 'name', None), getattr(call, 'arguments', None)))
+    if name not in ('search', 'visit'):
+        return tool_error('tool', f'unknown tool {name!r}; the tools are search and visit')
     try: return await asyncio.wait_for(self._dispatch(name, args), self.cfg.timeout)
     except asyncio.TimeoutError: return tool_error(name, f'the call timed out after {self.cfg.timeout:g} s')
     except Exception as e: return tool_error(name, _reason(e))
@@ -250,7 +267,7 @@ async def run_tool(call:ToolCall, # a parsed tool call (name 'search' or 'visit'
     return await tools.run(call)
 
 async def visit(url:str|list, goal:str, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:
-    "One web `visit`: checked, capped fetch (every redirect re-checked), then the page summary; failures as `[visit error] ...`"
+    "One web `visit`: checked, capped fetch (redirects re-checked), then the page summary; failures `[visit error] ...`"
     async with Toolbox.web(cfg, client) as tools: return await tools.run(ToolCall('visit', {'url': url, 'goal': goal}))
 
 async def search(query:str|list, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 import json5
 from fastcore.basics import patch
-from .base import (MAX_RECORD_BYTES, MAX_DEPTH, BadRecord, LoadError, must_exist, decode_utf8, parse_json, jsonl_records,
-                           load_records, read_records, atomic_open, write_atomic)
-_all_ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records',
-         'atomic_open', 'write_atomic']   # the file and record pieces live in `base`; importable from here too
+from .base import (MAX_RECORD_BYTES, MAX_DEPTH, BadRecord, LoadError, must_exist, decode_utf8, parse_json,
+                           jsonl_records, load_records, read_records, atomic_open, write_atomic)
+# the file and record pieces live in `base`; importable from here too
+_all_ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError', 'must_exist', 'decode_utf8', 'parse_json',
+         'jsonl_records', 'atomic_open', 'write_atomic']
 
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',
@@ -44,11 +45,13 @@ def _loads(text):
     "JSON, falling back to the tolerant (and about 100x slower) json5 only when strict JSON fails and the text is short"
     try: return json.loads(text)
     except ValueError as e:
-        if len(text) > JSON5_MAX_CHARS: raise ValueError(f'{len(text):,} characters, over the {JSON5_MAX_CHARS:,} json5 reads; strict JSON: {e}') from None
+        if len(text) > JSON5_MAX_CHARS:
+            raise ValueError(f'{len(text):,} characters, over the {JSON5_MAX_CHARS:,} json5 reads; '
+                             f'strict JSON: {e}') from None
         return json5.loads(text)
 
 def between(text:str, opening:str, closing:str)->list[str]:
-    "Bodies of every `opening`...`closing` pair in `text`, each closed by the first `closing` after it (one pass: linear time)"
+    "Bodies of all `opening`...`closing` pairs in `text`, each closed by the first `closing` after it (one linear pass)"
     out, i = [], 0
     while (a := text.find(opening, i)) != -1 and (b := text.find(closing, a + len(opening))) != -1:
         out.append(text[a + len(opening):b])
@@ -114,7 +117,7 @@ def check_format(text:str, # the assistant message as written
 _ACTION = re.compile(r'Action:\s*(\w+)\[')
 
 def _react_parts(text):
-    "Call or answer of a ReAct turn (`Action: tool[arg]`, the argument running to the `]` that ends the text), else (None, None)"
+    "Call or answer of a ReAct turn (`Action: tool[arg]`, the argument running to the final `]`), else (None, None)"
     body = text.rstrip()
     if not body.endswith(']') or not (m := _ACTION.search(body)): return None, None
     name, arg = m.group(1), body[m.end():-1].strip()
@@ -156,7 +159,8 @@ def _unwrap_observation(msg):
     "The tool output inside an observation message (`<tool_response>`, role `tool`, or `Observation:`)"
     text = _text_of(msg.get('content'))
     core = text.strip()
-    if core.startswith('<tool_response>') and core.endswith('</tool_response>'):  # plain string ops: tool output is long
+    # plain string ops: tool output is long
+    if core.startswith('<tool_response>') and core.endswith('</tool_response>'):
         inner = core[len('<tool_response>'):-len('</tool_response>')]
         return inner[inner.startswith('\n'):len(inner) - inner.endswith('\n')] if len(inner) > 1 else inner.strip('\n')
     if text.startswith('Observation:'): return text[len('Observation:'):].removeprefix(' ')
@@ -197,7 +201,7 @@ class Turn:
     format_error: str|None = None    # method §2.2 verdict: None when well formed
     parse_error: str|None = None     # why the kind could not be read, when it is 'invalid'
     source: list = field(default_factory=list, repr=False)  # the original messages: assistant, then its responses
-    opening: str = field(default='', repr=False)  # text the chat template opened the reply with (Qwen3-Thinking: <think>), read as part of it
+    opening: str = field(default='', repr=False)  # the template's reply opening (Qwen3-Thinking: <think>), in `raw`
 
     @property
     def ok(self): return self.format_error is None
@@ -215,13 +219,13 @@ def _kind(call, answer, err):
 def parse(cls:Turn, assistant:dict, # the assistant message
           responses:list, # the messages that answered it (tool responses)
           index:int=0, is_final:bool=False,
-          opening:str='' # text the template opened the reply with, for messages stored without it (see `thinking_opening`)
+          opening:str='' # text the template opened the reply with, for messages stored without it (`thinking_opening`)
          ):
     "Parse an assistant message and the messages that answered it"
     text = opening + assistant_text(assistant)
     call, answer, err = _parse_parts(text)
-    return cls(index, text, _think_text(text), call, answer, _kind(call, answer, err), check_format(text, is_final), err,
-               [assistant, *responses], opening)
+    return cls(index, text, _think_text(text), call, answer, _kind(call, answer, err), check_format(text, is_final),
+               err, [assistant, *responses], opening)
 
 # %% ../nbs/01_trajectory.ipynb #46bde603
 def render_turn_text(think:str, call:ToolCall|None=None, answer:str|None=None)->str:
@@ -271,7 +275,7 @@ class Trajectory:
 
     @classmethod
     def from_messages(cls, messages:list, question:str|None=None, gt:str|None=None, meta:dict|None=None,
-                      opening:str=''): # put before every assistant message when reading it: the thinking a template opened (`thinking_opening`)
+                      opening:str=''): # the thinking a template opened (`thinking_opening`), put before each reply read
         "Parse chat messages (DR-Venus/Tongyi text, OpenAI `tool_calls`, or ReAct) into a trajectory"
         if not isinstance(messages, list): raise ValueError(f'messages must be a list, got {type(messages).__name__}')
         if errs := [e for i, m in enumerate(messages) if (e := _message_error(m, i))]: raise ValueError(errs[0])
@@ -295,7 +299,8 @@ def _cut_message(m, n):
 def shorten(self:Trajectory, max_chars:int=400, max_turns:int|None=None)->Trajectory:
     "A copy with at most `max_turns` turns and every observation cut to `max_chars` characters"
     keep = self.turns[:max_turns]
-    turns = [Turn.parse(t.source[0], [_cut_message(m, max_chars) for m in t.source[1:]], t.index, t.index == len(keep) - 1, t.opening) for t in keep]
+    turns = [Turn.parse(t.source[0], [_cut_message(m, max_chars) for m in t.source[1:]], t.index,
+                        t.index == len(keep) - 1, t.opening) for t in keep]
     meta = {**self.meta, 'shortened': dict(max_chars=max_chars, turns_dropped=len(self.turns) - len(keep))}
     return Trajectory(self.question, turns, self.gt, meta, list(self.prompt))
 
@@ -305,7 +310,8 @@ def _short(s, n=60):
     return s if len(s) <= n else s[:n-1] + '…'
 
 def _turn_row(t):
-    what = _short(t.answer) if t.kind == 'answer' else _short(json.dumps(t.call.arguments, ensure_ascii=False)) if t.call else _short(t.parse_error or '')
+    what = (_short(t.answer) if t.kind == 'answer'
+            else _short(json.dumps(t.call.arguments, ensure_ascii=False)) if t.call else _short(t.parse_error or ''))
     obs = '' if t.observation is None else f'{len(t.observation):,}'
     return f'| {t.index} | {t.kind} | {what.replace("|", "/")} | {obs} | {"✓" if t.ok else "✗ " + t.format_error} |'
 
@@ -324,7 +330,8 @@ def format_errors(self:Trajectory)->list[tuple[int, str]]:
 
 @patch
 def _repr_markdown_(self:Trajectory, max_rows=40):
-    head = [f'**Q:** {_short(self.question, 200)}  ', f'**GT:** {self.gt}  ', f'**turns:** {len(self.turns)} {self.kind_counts()}',
+    head = [f'**Q:** {_short(self.question, 200)}  ', f'**GT:** {self.gt}  ',
+            f'**turns:** {len(self.turns)} {self.kind_counts()}',
             '', '| # | kind | call / answer | obs chars | format |', '|---|---|---|---|---|']
     rows = [_turn_row(t) for t in self.turns[:max_rows]]
     more = [f'| … | {len(self.turns) - max_rows} more | | | |'] if len(self.turns) > max_rows else []
@@ -351,8 +358,10 @@ class Loaded(NamedTuple):
         errs = ''.join(f'\n- `{e.source}`:{e.index}: {e.reason}' for e in self.errors[:10])
         return f'{len(self.trajectories)} trajectories, {len(self.errors)} load errors{errs}'
     def to_dataset(self):
-        "A `datasets.Dataset` of what was read: trajectories through `to_dataset`, rows (from QA loaders) as they are; unreadable records are left out with a warning"
-        if self.errors: warnings.warn(f'{len(self.errors)} records that could not be read are not in the dataset; the first: {self.errors[0]}')
+        "A `datasets.Dataset` of what was read (trajectories via `to_dataset`, QA rows as is); warns of unread records"
+        if self.errors:
+            warnings.warn(f'{len(self.errors)} records that could not be read are not in the dataset; '
+                          f'the first: {self.errors[0]}')
         if all(isinstance(t, Trajectory) for t in self.trajectories): return to_dataset(self.trajectories)
         from datasets import Dataset
         return Dataset.from_list(list(self.trajectories))
@@ -373,12 +382,14 @@ def from_record(rec:dict)->Trajectory:
     if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
     if 'messages' not in rec: raise ValueError('record has no "messages"')
     q = rec.get('question')
-    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), rec.get('meta'), _opening_of(rec))
+    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), rec.get('meta'),
+                                    _opening_of(rec))
 
 def _opening(traj:Trajectory)->str:
-    "The thinking opening its turns were read after (see `thinking_opening`; '' for most), or a ValueError if they differ"
+    "The thinking opening its turns were read after (`thinking_opening`; '' for most), or a ValueError if they differ"
     found = {t.opening for t in traj.turns}
-    if len(found) > 1: raise ValueError(f'turns read after different openings {sorted(found)}: one record cannot keep them')
+    if len(found) > 1:
+        raise ValueError(f'turns read after different openings {sorted(found)}: one record cannot keep them')
     return found.pop() if found else ''
 
 def to_record(traj:Trajectory)->dict:
@@ -390,7 +401,7 @@ def to_record(traj:Trajectory)->dict:
 def load_each(items, # (source, line, record or the error that says why it cannot be read)
               parse # (record, source, line) -> what the loader returns
              )->Loaded:
-    "`base.load_records` as a `Loaded`: each record parsed; one that cannot be read or parsed becomes a `LoadError` with its file and line, and loading goes on"
+    "`base.load_records` as a `Loaded`: each record parsed, or a `LoadError` with its file and line; loading goes on"
     return Loaded(*load_records(items, parse))
 
 def read_jsonl(path, max_line_bytes:int=MAX_RECORD_BYTES)->Loaded:
@@ -417,16 +428,18 @@ def json_text(obj, what:str)->str:
     "`obj` as JSON text, or a ValueError naming `what` when reading the text back would not give `obj` again"
     try: text = json.dumps(obj, ensure_ascii=False, default=_plain)
     except (TypeError, ValueError) as e: raise ValueError(f'{what} is not JSON: {e}') from None
-    if json.loads(text) != obj: raise ValueError(f'{what} changes through JSON (a tuple, a non-string key, NaN?): {text[:80]}')
+    if json.loads(text) != obj:
+        raise ValueError(f'{what} changes through JSON (a tuple, a non-string key, NaN?): {text[:80]}')
     return text
 
 # %% ../nbs/01_trajectory.ipynb #b9d373c9
-def _is_chat(m)->bool: return isinstance(m, dict) and m.keys() == {'role', 'content'} and all(isinstance(v, str) for v in m.values())
+def _is_chat(m)->bool:
+    return isinstance(m, dict) and m.keys() == {'role', 'content'} and all(isinstance(v, str) for v in m.values())
 
 def _texts(g)->bool: return isinstance(g, list) and all(isinstance(x, str) for x in g)
 
 def _gt_column(gts:list)->tuple[str, list]:
-    "('gt', the values) when Arrow holds them as they are (all text, or all lists of text), else ('gt_json', JSON texts)"
+    "('gt', the values) when Arrow holds them as is (all text, or all lists of text), else ('gt_json', JSON texts)"
     given = [g for g in gts if g is not None]
     if all(isinstance(g, str) for g in given) or all(map(_texts, given)): return 'gt', gts
     return 'gt_json', [json_text(g, f'gt of trajectory {i}') for i, g in enumerate(gts)]
@@ -438,12 +451,12 @@ def _messages_column(msgs:list)->list:
 
 # %% ../nbs/01_trajectory.ipynb #62d2a32b
 def to_dataset(trajs)->'datasets.Dataset':
-    "A `datasets.Dataset` of trajectories, one row each, that `from_dataset` reads back into equal ones (token ids are not kept)"
+    "A `datasets.Dataset` of trajectories, a row each, that `from_dataset` reads back as equal ones (without token ids)"
     from datasets import Dataset
     recs = [to_record(t) for t in as_trajectories(trajs)]
     gt_name, gts = _gt_column([r['gt'] for r in recs])
-    cols = {'question': [r['question'] for r in recs], 'messages': _messages_column([r['messages'] for r in recs]), gt_name: gts,
-            'meta': [json_text(r['meta'], f'meta of trajectory {i}') for i, r in enumerate(recs)]}
+    cols = {'question': [r['question'] for r in recs], 'messages': _messages_column([r['messages'] for r in recs]),
+            gt_name: gts, 'meta': [json_text(r['meta'], f'meta of trajectory {i}') for i, r in enumerate(recs)]}
     if any('opening' in r for r in recs): cols['opening'] = [r.get('opening', '') for r in recs]
     return Dataset.from_dict(cols)
 
@@ -457,7 +470,7 @@ def _decoded(v, what:str, kind:type):
     return v
 
 def from_row(row:dict)->Trajectory:
-    "A trajectory from a dataset row: `to_dataset`'s columns or any record `from_record` reads; other columns go to `meta`"
+    "A trajectory from a dataset row: `to_dataset`'s columns or a `from_record` record; other columns go to `meta`"
     if not isinstance(row, dict): raise ValueError(f'row is a {type(row).__name__}, not a trajectory or a record')
     rec = dict(row)
     if 'messages' in rec: rec['messages'] = _decoded(rec['messages'], 'messages', list)
@@ -469,25 +482,29 @@ def from_row(row:dict)->Trajectory:
 # %% ../nbs/01_trajectory.ipynb #96eb8190
 def _source(x)->str: return getattr(getattr(x, 'info', None), 'dataset_name', None) or type(x).__name__
 
-def as_loaded(x, # `Trajectory`s or records in a list, a loader's `Loaded`, or a `datasets.Dataset` (any iterable of rows)
+def as_loaded(x, # `Trajectory`s or records in a list, a loader's `Loaded`, or a `datasets.Dataset` (any row iterable)
              )->Loaded:
     "The trajectories of `x`, and a `LoadError` for each row that cannot be read (`index`: its position, from 0)"
     if isinstance(x, Loaded):
         inner = as_loaded(list(x.trajectories))
         return Loaded(inner.trajectories, list(x.errors) + inner.errors)
     if isinstance(x, (str, bytes, Path, dict, Trajectory)):
-        raise TypeError(f'expected trajectories, records or a Dataset, got a {type(x).__name__} (read files with `read_jsonl` or a `data` loader)')
+        raise TypeError(f'expected trajectories, records or a Dataset, got a {type(x).__name__} '
+                        '(read files with `read_jsonl` or a `data` loader)')
     src = _source(x)
-    return load_each(((src, i, r) for i, r in enumerate(x)), lambda r, *_: r if isinstance(r, Trajectory) else from_row(r))
+    return load_each(((src, i, r) for i, r in enumerate(x)),
+                     lambda r, *_: r if isinstance(r, Trajectory) else from_row(r))
 
 def as_trajectories(x)->list:
-    "The trajectories of `x` (see `as_loaded`), or a ValueError naming the first row that cannot be read (`data.clean` reports each)"
+    "The trajectories of `x` (see `as_loaded`), or a ValueError naming the first bad row (`data.clean` reports each)"
     loaded = as_loaded(x)
-    if e := loaded.errors: raise ValueError(f'{len(e)} of {len(e) + len(loaded.trajectories)} rows cannot be read as trajectories; the first: {e[0]}')
+    if e := loaded.errors:
+        raise ValueError(f'{len(e)} of {len(e) + len(loaded.trajectories)} rows cannot be read as trajectories; '
+                         f'the first: {e[0]}')
     return loaded.trajectories
 
 def from_dataset(ds)->Loaded:
-    "The trajectories of a `datasets.Dataset` from `to_dataset` (or of other rows `from_row` reads), with a `LoadError` for each bad row"
+    "The trajectories of a `datasets.Dataset` from `to_dataset` (or rows `from_row` reads), a `LoadError` per bad row"
     return as_loaded(ds)
 
 # %% ../nbs/01_trajectory.ipynb #74e2a81c
@@ -499,13 +516,14 @@ class Tokenized:
     assistant_spans: list[tuple[int, int]]            # per turn: [start, end) of its trained tokens
     observation_spans: list[tuple[int, int]|None]     # per turn: [start, end) of the messages that answered it
     prompt_len: int                                   # tokens before the first assistant turn
-    sampled_logps: list|None = None                   # per token, the engine's log-prob of a token it sampled (NaN elsewhere); None: not recorded
+    sampled_logps: list|None = None                   # engine log-prob of a sampled token, else NaN; None: unrecorded
 
     def __len__(self): return len(self.ids)
     @property
     def n_trained(self): return sum(self.loss_mask)
     def _repr_markdown_(self):
-        return f'{len(self.ids):,} tokens, {self.n_trained:,} trained, {len(self.assistant_spans)} turns, prompt {self.prompt_len:,}'
+        return (f'{len(self.ids):,} tokens, {self.n_trained:,} trained, {len(self.assistant_spans)} turns, '
+                f'prompt {self.prompt_len:,}')
 
 # %% ../nbs/01_trajectory.ipynb #fc3d77b4
 def _render(tok, msgs, **kw): return tok.apply_chat_template(msgs, tokenize=False, **kw)
@@ -548,7 +566,7 @@ def generation_prompt(tok, prefix:list, **kw)->str:
     return _render(tok, prefix, add_generation_prompt=True, **kw)[len(_render(tok, prefix, **kw)):] if prefix else ''
 
 def thinking_opening(tok, **kw)->str:
-    "The thinking a chat template opens for the model (`<think>\\n` for Qwen3-Thinking-2507), or '': the reply is read after it"
+    "The thinking a chat template opens (`<think>\\n` for Qwen3-Thinking-2507), or '': the reply is read after it"
     gen = generation_prompt(tok, [{'role': 'user', 'content': 'q'}], **kw)
     return gen[gen.rindex('<think>'):] if gen.rstrip().endswith('<think>') else ''
 
@@ -559,7 +577,7 @@ def special_tokens(tok)->list[str]:
     return [t.content for t in added.values() if t.special] if added else list(getattr(tok, 'all_special_tokens', []))
 
 def encode_text(tok, text:str)->list[int]:
-    "Token ids of `text` read as plain text: a special token's string in it stays characters (special-token parsing off)"
+    "Token ids of `text` as plain text: a special token's string in it stays characters (special-token parsing off)"
     return tok.encode(text, add_special_tokens=False, split_special_tokens=True) if text else []
 
 def own_text_span(content:str)->tuple[int, int]:
@@ -580,7 +598,8 @@ def turn_markers(tok)->list[str]:
     "The special tokens the chat template writes around messages (`<|im_start|>`, `<|im_end|>` for ChatML)"
     msgs = [{'role': 'system', 'content': 's'}, {'role': 'user', 'content': 'u'}]
     try: shown = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-    except Exception: shown = tok.apply_chat_template(msgs[1:], tokenize=False, add_generation_prompt=True)   # no system role
+    except Exception:   # no system role
+        shown = tok.apply_chat_template(msgs[1:], tokenize=False, add_generation_prompt=True)
     return [s for s in special_tokens(tok) if s in shown]
 
 def encode_around(tok, text:str, span:tuple[int, int]|None)->list[int]:
@@ -593,24 +612,28 @@ def encode_around(tok, text:str, span:tuple[int, int]|None)->list[int]:
 _STAND_IN = '\x00venus-nb text\x00'
 
 def _literal_span(tok, messages, k, full, **kw):
-    "Where message k's own text lies in the full render, if it must be read as plain text; found by rendering a stand-in in its place"
+    "Where message k's own text lies in the full render, if it must be plain text; found by rendering a stand-in for it"
     m = messages[k]
     if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return None
     c = m['content']
-    if (span := literal_span(tok, c)) is None: return None   # no special token's string in it: the common case, no render
-    if m['role'] == 'system' and not literal_span(tok, c, turn_markers(tok)): return None   # tool-tag names stay tokens; a turn marker does not
+    # no special token's string in it: the common case, no render
+    if (span := literal_span(tok, c)) is None: return None
+    # tool-tag names stay tokens; a turn marker does not
+    if m['role'] == 'system' and not literal_span(tok, c, turn_markers(tok)): return None
     a, b = span
     alt = _render(tok, [*messages[:k], {**m, 'content': c[:a] + _STAND_IN + c[b:]}, *messages[k + 1:]], **kw)
     at = alt.find(_STAND_IN)
     if at < 0 or full != alt[:at] + c[a:b] + alt[at + len(_STAND_IN):]:
-        raise ValueError(f'message {k}: the chat template changes its text, so its special-token strings cannot be kept as plain text')
+        raise ValueError(f'message {k}: the chat template changes its text, '
+                         'so its special-token strings cannot be kept as plain text')
     return at, at + b - a
 
 def _text_segments(full, a, b, span):
     "[(text, trained, literal)] of a user, tool or system piece full[a:b], its `span` literal"
     if span is None: return [(full[a:b], 0, False)]
     s, e = span
-    if not a <= s <= e <= b: raise ValueError(f'the message text at {s}:{e} is not inside its piece {a}:{b} of the render')
+    if not a <= s <= e <= b:
+        raise ValueError(f'the message text at {s}:{e} is not inside its piece {a}:{b} of the render')
     return [(full[a:s], 0, False), (full[s:e], 0, True), (full[e:b], 0, False)]
 
 # %% ../nbs/01_trajectory.ipynb #4b2f7446
@@ -620,7 +643,9 @@ def _segments(tok, messages, **kw):
     "Per message: [(text, trained, literal)] segments; literal text is encoded with special-token parsing off"
     (full, ends), eot, out = _piece_ends(tok, messages, **kw), end_of_turn(tok), []
     for k, (m, a, b) in enumerate(zip(messages, [0] + ends[:-1], ends)):
-        if m['role'] == 'assistant': out.append([(*s, False) for s in _assistant_segments(full[a:b], generation_prompt(tok, messages[:k], **kw), eot)])
+        if m['role'] == 'assistant':
+            out.append([(*s, False) for s in
+                        _assistant_segments(full[a:b], generation_prompt(tok, messages[:k], **kw), eot)])
         else: out.append(_text_segments(full, a, b, _literal_span(tok, messages, k, full, **kw)))
     return out
 

@@ -13,9 +13,10 @@ from .judges import judge_fn, outcomes, aliases, LLMJudge
 from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages,
                               Probe, answer_probe, scored_boundaries, cached_logps, GTLogProbs, ig_from_logprobs)
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
-from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening, special_tokens,
-                                 turn_markers, literal_span, encode_text)
-from .trajectory import _literal_span  # where a message's own text lies in a render: the local path's plain-text rule
+from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening,
+                                 special_tokens, turn_markers, literal_span, encode_text)
+# where a message's own text lies in a render: the local path's plain-text rule
+from .trajectory import _literal_span
 from .tools import TOOL_SCHEMAS, system_prompt
 from .base import atomic_open, write_atomic
 from .ranks import CountedModel, rollout_logps, planned_passes, most_over_ranks, lockstep, lockstep_logps
@@ -52,7 +53,8 @@ def assistant_runs(mask # 1-D response mask: 1 on generated tokens, 0 on tool re
     return list(zip((d == 1).nonzero().flatten().tolist(), (d == -1).nonzero().flatten().tolist()))
 
 # %% ../nbs/41_verl.ipynb #e967f2b6
-SLOT_CODES = {'ig': 1.0, 'penalty': 2.0, 'pending': 3.0}  # slot type -> code on the first tool-response token after the turn
+# slot type -> code on the first tool-response token after the turn
+SLOT_CODES = {'ig': 1.0, 'penalty': 2.0, 'pending': 3.0}
 
 def encode_turn_rewards(response_mask, # 1-D response mask of one rollout
                         ig:list, # IG after each assistant turn, None where not scored
@@ -65,14 +67,16 @@ def encode_turn_rewards(response_mask, # 1-D response mask of one rollout
     mask = torch.as_tensor(response_mask).flatten()
     runs, row = assistant_runs(mask), torch.zeros(mask.numel(), dtype=torch.float32)
     if not (len(runs) == len(ig) == len(format_ok)):
-        raise ValueError(f'{len(runs)} assistant turns in the mask, but {len(ig)} IG values and {len(format_ok)} verdicts')
+        raise ValueError(f'{len(runs)} assistant turns in the mask, '
+                         f'but {len(ig)} IG values and {len(format_ok)} verdicts')
     if not runs: return row
     s = rollout_slots(ig, format_ok, outcome, cfg)
     for t, v, ty in zip(s.turns, s.values, s.types):
         row[runs[t][1] - 1] = v
         if ty == 'outcome': continue
         b = runs[t][1]
-        if runs[t + 1][0] - b < 2: raise ValueError(f'the tool response after turn {t} has fewer than 2 tokens: no room for its slot record')
+        if runs[t + 1][0] - b < 2:
+            raise ValueError(f'the tool response after turn {t} has fewer than 2 tokens: no room for its slot record')
         c = SLOT_CODES['pending' if pending and ty == 'ig' else ty]
         row[b], row[b + 1] = c, -c
     return row
@@ -86,7 +90,8 @@ def decode_turn_rewards(rewards, # 1-D token-level rewards of one rollout (venus
     if not runs: return [], [], 0.0
     codes = [r[b] for _, b in runs[:-1]]
     ig = [r[b - 1] if c == SLOT_CODES['ig'] else None for c, (_, b) in zip(codes, runs)] + [None]
-    ok = [c != SLOT_CODES['penalty'] for c in codes] + [True]  # a malformed final turn already holds -lambda as its outcome
+    # a malformed final turn already holds -lambda as its outcome
+    ok = [c != SLOT_CODES['penalty'] for c in codes] + [True]
     return ig, ok, r[runs[-1][1] - 1]
 
 def pending_turns(rewards, response_mask)->list[int]:
@@ -114,8 +119,8 @@ def spread_to_tokens(advantages:list, # per rollout, per assistant turn advantag
     return table.gather(1, turn) * m
 
 # %% ../nbs/41_verl.ipynb #0a6f986f
-UNSCORED = ('IG slots reached the advantage unscored: run the venus trainer (trainer.v1.trainer_mode=venus_igpo), whose actor '
-            'scores them, or train without IG by choice (algorithm.venus.estimator=grpo)')
+UNSCORED = ('IG slots reached the advantage unscored: run the venus trainer (trainer.v1.trainer_mode=venus_igpo), '
+            'whose actor scores them, or train without IG by choice (algorithm.venus.estimator=grpo)')
 
 def venus_igpo_advantages(token_level_rewards:torch.Tensor, # (batch, response length), venus_nb layout
                           response_mask:torch.Tensor, # (batch, response length): 1 on generated tokens
@@ -127,7 +132,8 @@ def venus_igpo_advantages(token_level_rewards:torch.Tensor, # (batch, response l
         raise ValueError('venus_igpo reads slot values from the reward tensor: set algorithm.use_kl_in_reward=false '
                          '(use actor_rollout_ref.actor.use_kl_loss, as DR-Venus does)')
     cfg = reward_config(config)
-    if cfg.estimator == 'igpo' and any(pending_turns(r, m) for r, m in zip(token_level_rewards, response_mask)): raise ValueError(UNSCORED)
+    if cfg.estimator == 'igpo' and any(pending_turns(r, m) for r, m in zip(token_level_rewards, response_mask)):
+        raise ValueError(UNSCORED)
     rows = [decode_turn_rewards(r, m) for r, m in zip(token_level_rewards, response_mask)]
     ig, ok, outcome = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     groups = list(range(len(rows))) if index is None else list(index)
@@ -144,7 +150,8 @@ def random_rollouts(n_groups:int=4, g:int=4, max_turns:int=6, seed:int=0, p_scor
     rolls = []
     for i in range(n_groups * g):
         T = int(torch.randint(1, max_turns + 1, (1,), generator=gen))
-        lens = [(int(torch.randint(1, 5, (1,), generator=gen)), int(torch.randint(2, 5, (1,), generator=gen))) for _ in range(T)]
+        lens = [(int(torch.randint(1, 5, (1,), generator=gen)), int(torch.randint(2, 5, (1,), generator=gen)))
+                for _ in range(T)]
         ig = [float(torch.randn(1, generator=gen).float()) if rnd(1) < p_scored else None for _ in range(T)]
         ok = [bool(rnd(1) > p_bad) for _ in range(T)]
         rolls.append((lens, ig, ok, float(rnd(1) < 0.5)))
@@ -175,7 +182,7 @@ def rollout_turns(tokenizer, response_ids, response_mask)->list[Turn]:
 def rollout_turn_rewards(tokenizer, response_ids, response_mask, # one verl rollout
                          gt, # ground truth (a string, `<|answer_split|>` alternatives, or a list)
                          ig:list|None=None, # IG after each assistant turn (None where not scored); None: no IG
-                         judge='em', # 'em', 'f1' or a `(question, answer, gt)` judge (see `judges.judge_fn`); DR-Venus uses `LLMJudge`
+                         judge='em', # 'em', 'f1' or a (question, answer, gt) judge (`judge_fn`); DR-Venus: `LLMJudge`
                          cfg:RewardConfig=RewardConfig(),
                          question:str='', # the question, which the judge sees
                          outcome:float|None=None # the judge's score, when the caller already has it
@@ -183,7 +190,8 @@ def rollout_turn_rewards(tokenizer, response_ids, response_mask, # one verl roll
     "The reward hook: format verdicts, outcome and IG of a verl rollout placed at its turn boundaries"
     turns = rollout_turns(tokenizer, response_ids, response_mask)
     if outcome is None: [outcome] = outcomes([Trajectory(question, turns, gt)], judge)
-    return encode_turn_rewards(response_mask, [None] * len(turns) if ig is None else ig, [t.ok for t in turns], outcome, cfg)
+    return encode_turn_rewards(response_mask, [None] * len(turns) if ig is None else ig, [t.ok for t in turns], outcome,
+                               cfg)
 
 
 # %% ../nbs/41_verl.ipynb #726fae89
@@ -195,7 +203,7 @@ def _dotted(path):
 
 _LLM_JUDGE = 'venus_nb.judges.LLMJudge'   # the one dotted judge a YAML may name without `trust_code`
 
-def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.judges.LLMJudge', a judge, or (with `trust_code`) another dotted path to a judge or a judge class
+def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.judges.LLMJudge', a judge, or (`trust_code`) a dotted judge/class
                 judge_kwargs:dict|None=None, # arguments of the judge class, e.g. `LLMJudge`'s base_url and model
                 trust_code:bool=False # import another dotted path (it runs the code the YAML names)
                ):
@@ -206,13 +214,15 @@ def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.judges.LLMJudge', a judge, o
                          "add `trust_code: true` to the agent loop's settings if you trust the file")
     obj = LLMJudge if judge == _LLM_JUDGE else _dotted(judge) if named else judge
     if isinstance(obj, type): obj = obj(**dict(judge_kwargs or {}))
-    elif judge_kwargs: raise ValueError(f'judge_kwargs need a judge class such as venus_nb.judges.LLMJudge, got judge={judge!r}')
+    elif judge_kwargs:
+        raise ValueError(f'judge_kwargs need a judge class such as venus_nb.judges.LLMJudge, got judge={judge!r}')
     return judge_fn(obj)
 
 def rollout_question(kwargs:dict)->str:
     "The question of a verl rollout: `extra_info.question`, else the last user message of `raw_prompt`"
     if q := (kwargs.get('extra_info') or {}).get('question'): return str(q)
-    users = [m.get('content') for m in (kwargs.get('raw_prompt') if kwargs.get('raw_prompt') is not None else []) if m.get('role') == 'user']
+    users = [m.get('content') for m in (kwargs.get('raw_prompt') if kwargs.get('raw_prompt') is not None else [])
+             if m.get('role') == 'user']
     return str(users[-1]) if users else ''
 
 
@@ -228,7 +238,8 @@ def verl_tokens(tokenizer, prompt_ids, response_ids, response_mask)->Tokenized:
     runs = [(P + a, P + b) for a, b in assistant_runs(response_mask)]
     opens = [a - len(gen) for a, _ in runs]
     bad = [t for t, (o, (a, _)) in enumerate(zip(opens, runs)) if ids[o:a] != gen]
-    if bad: raise ValueError(f'assistant turn {bad[0]} does not follow the generation prompt {gen}: the tokenizer is not the rollout\'s')
+    if bad: raise ValueError(f'assistant turn {bad[0]} does not follow the generation prompt {gen}: '
+                             'the tokenizer is not the rollout\'s')
     obs = [(b, o) for (_, b), o in zip(runs, opens[1:])] + [None]
     mask = [0] * P + [int(m) for m in torch.as_tensor(response_mask).flatten().tolist()]
     return Tokenized(ids, mask, runs, obs[:len(runs)], opens[0] if runs else P)
@@ -237,10 +248,11 @@ def verl_tokens(tokenizer, prompt_ids, response_ids, response_mask)->Tokenized:
 def ig_plan(tokenizer, tokens:Tokenized, # the rollout (`verl_tokens`)
             turns:list, # its parsed assistant turns (`rollout_turns`)
             gt, cfg:RewardConfig=RewardConfig())->dict|None:
-    "What the actor scores for one rollout: boundaries (the baseline first), the turn before each, the probe; None: no IG"
+    "What the actor scores for a rollout: boundaries (baseline first), the turn before each, the probe; None: no IG"
     if cfg.estimator == 'grpo' or gt is None or not aliases(gt): return None
     scored, probe = scored_boundaries(Trajectory('', turns, gt), tokens, cfg), answer_probe(tokenizer, gt)
-    return {'bounds': [tokens.prompt_len, *scored.values()], 'turns': [None, *scored], 'probe': probe.ids, 'gt_span': list(probe.gt_span)}
+    return {'bounds': [tokens.prompt_len, *scored.values()], 'turns': [None, *scored], 'probe': probe.ids,
+            'gt_span': list(probe.gt_span)}
 
 def plan_slots(plan:dict|None, n_turns:int)->list:
     "IG placeholders for the reward row: 0.0 at each planned turn (to be encoded as pending), None elsewhere"
@@ -292,22 +304,25 @@ def ig_trouble(r:dict # a rollout as `information_gain_rows` takes it
     plan, want = r.get('plan'), pending_turns(r['rm_scores'], r['response_mask'])
     if plan is None: return r.get('dropped') or NO_PLAN
     if plan['turns'][1:] != want:
-        return f'the plan scores turns {plan["turns"][1:]} but the reward row has pending IG slots at {want} (its marker codes were lost)'
+        return (f'the plan scores turns {plan["turns"][1:]} but the reward row has pending IG slots at {want} '
+                '(its marker codes were lost)')
     return None
 
 def _name(r:dict, i:int)->str: return str(r.get('key') or f'row {i}')
 
-def information_gain_rows(rollouts:list, # dicts: prompts, responses, response_mask, rm_scores, plan (`ig_plan` or None), optional key, dropped
+def information_gain_rows(rollouts:list, # dicts of prompts, responses, response_mask, rm_scores, plan[, key, dropped]
                           score, # fn(requests) -> log-probs per boundary per request: the actor worker group in a run
                           cfg:RewardConfig=RewardConfig(),
-                          drop_unscored:bool=False # train a rollout that cannot get its IG without it, counted and logged; False: an error
+                          drop_unscored:bool=False # train rollouts that can't get IG without it (counted); False: error
                          )->tuple[list, dict]:
     "The trainer's IG step: score the rollouts with pending IG slots and write their IG; returns (rows, metrics)"
     trouble = {i: why for i, r in enumerate(rollouts) if (why := ig_trouble(r))}
-    unasked = [f'{_name(rollouts[i], i)}: {why}' for i, why in trouble.items() if not (drop_unscored or rollouts[i].get('dropped'))]
+    unasked = [f'{_name(rollouts[i], i)}: {why}' for i, why in trouble.items()
+               if not (drop_unscored or rollouts[i].get('dropped'))]
     if unasked: raise ValueError('rollouts that would train without their IG: ' + '; '.join(unasked) +
                                  ' (set trainer.v1.venus_igpo.drop_unscored=true to train them without IG, counted)')
-    if trouble: log.warning('IG dropped for %d rollouts: %s', len(trouble), '; '.join(f'{_name(rollouts[i], i)}: {w}' for i, w in trouble.items()))
+    if trouble: log.warning('IG dropped for %d rollouts: %s', len(trouble),
+                            '; '.join(f'{_name(rollouts[i], i)}: {w}' for i, w in trouble.items()))
     todo = [i for i, r in enumerate(rollouts) if i not in trouble and pending_turns(r['rm_scores'], r['response_mask'])]
     rows = [torch.as_tensor(r['rm_scores'], dtype=torch.float32) for r in rollouts]
     for i in trouble:  # no placeholder left for the estimator: format verdicts and outcome only
@@ -318,8 +333,8 @@ def information_gain_rows(rollouts:list, # dicts: prompts, responses, response_m
         r = rollouts[i]
         ig = ig_from_plan(r['plan'], lp, len(assistant_runs(r['response_mask'])), cfg)
         rows[i], igs = fill_ig(r['rm_scores'], r['response_mask'], ig, cfg), igs + [v for v in ig if v is not None]
-    return rows, {'venus/ig_rollouts': len(todo), 'venus/ig_slots': len(igs), 'venus/ig_mean': float(np.mean(igs)) if igs else 0.0,
-                  'venus/ig_dropped': len(trouble)}
+    return rows, {'venus/ig_rollouts': len(todo), 'venus/ig_slots': len(igs),
+                  'venus/ig_mean': float(np.mean(igs)) if igs else 0.0, 'venus/ig_dropped': len(trouble)}
 
 # %% ../nbs/41_verl.ipynb #544b224e
 def limit_reason(turns:int, # assistant turns generated so far
@@ -337,15 +352,17 @@ WORD_JOINER = '\u2060'  # invisible; after a special token's first character it 
 def _specials_re(specials:list, joined:bool)->re.Pattern|None:
     "Each special token's string with a run of word joiners after its first character (at least one if `joined`)"
     run = WORD_JOINER + ('+' if joined else '*')
-    alts = [re.escape(s[0]) + run + re.escape(s[1:]) for s in sorted({s for s in specials if len(s) > 1}, key=len, reverse=True)]
+    alts = [re.escape(s[0]) + run + re.escape(s[1:])
+            for s in sorted({s for s in specials if len(s) > 1}, key=len, reverse=True)]
     return re.compile('|'.join(alts)) if alts else None
 
 def escape_specials(text:str, specials:list # the strings to neutralise, e.g. `trajectory.special_tokens(tokenizer)`
                    )->str:
-    "`text` with one more word joiner after the first character of every special token's string in it: plain text to any tokenizer"
+    "`text`, one more word joiner after the first character of each special-token string in it: plain to any tokenizer"
     pat = _specials_re(specials, False)
     out = pat.sub(lambda m: m[0][0] + WORD_JOINER + m[0][1:], text) if pat else text
-    if left := [s for s in specials if s in out]: raise ValueError(f'special-token strings that overlap cannot be escaped: {left}')
+    if left := [s for s in specials if s in out]:
+        raise ValueError(f'special-token strings that overlap cannot be escaped: {left}')
     return out
 
 def unescape_specials(text:str, specials:list)->str:
@@ -356,10 +373,11 @@ def unescape_specials(text:str, specials:list)->str:
 # %% ../nbs/41_verl.ipynb #e39c9813
 def neutral_message(tokenizer, m:dict # a chat message
                    )->dict:
-    "The message with its own text escaped where the local path reads it as plain text (user and tool text; system text with a turn marker)"
+    "The message, its text escaped where the local path reads it as plain text (user, tool; system with a turn marker)"
     if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return m
     c = m['content']
-    if (span := literal_span(tokenizer, c, turn_markers(tokenizer) if m['role'] == 'system' else None)) is None: return m
+    if (span := literal_span(tokenizer, c, turn_markers(tokenizer) if m['role'] == 'system' else None)) is None:
+        return m
     a, b = span
     return {**m, 'content': c[:a] + escape_specials(c[a:b], special_tokens(tokenizer)) + c[b:]}
 
@@ -374,7 +392,7 @@ def sft_chat_template(tokenizer)->str:
             "{%- if add_generation_prompt %}{{- " + json.dumps('\n' + gen) + " }}{%- endif %}")
 
 def message_groups(messages:list)->list[list[dict]]:
-    "Messages as ChatML templates render them: consecutive tool messages share one chat message, every other message is its own"
+    "Messages as ChatML templates render them: consecutive tool messages share one chat message, any other is its own"
     groups = []
     for m in messages:
         if m.get('role') == 'tool' and groups and groups[-1][-1].get('role') == 'tool': groups[-1].append(m)
@@ -390,44 +408,49 @@ def turn_starts(text:str)->list[int]:
 
 def chatml_message(text:str, assistant:bool # whether the trajectory has a reply here
                   )->dict:
-    "The ChatML message `<|im_start|>role\\n...<|im_end|>` (a newline after), checked against the trajectory: a reply where it has one"
+    "ChatML message `<|im_start|>role\\n...<|im_end|>` (newline after), checked: a reply where the trajectory has one"
     body = text[:-1] if text.endswith(_END + '\n') else text
     role, _, content = body[len(_START):-len(_END)].partition('\n')
-    if not (body.startswith(_START) and body.endswith(_END)) or (role == 'assistant') != assistant or (not assistant and _END in content):
-        raise ValueError(f'the chat template does not render this message as one ChatML message: {text[:80]!r}; the export supports ChatML templates')
+    if (not (body.startswith(_START) and body.endswith(_END)) or (role == 'assistant') != assistant
+            or (not assistant and _END in content)):
+        raise ValueError(f'the chat template does not render this message as one ChatML message: {text[:80]!r}; '
+                         'the export supports ChatML templates')
     return {'role': role, 'content': content}
 
 def verl_sft_messages(traj, tokenizer, **template_kw)->list[dict]:
-    "The trajectory's chat messages, each content as the chat template renders it in the whole conversation, questions and pages as text"
+    "The trajectory's chat messages, each as the template renders it in the conversation; questions and pages as text"
     groups = message_groups([neutral_message(tokenizer, m) for m in traj.to_messages()])
     full = tokenizer.apply_chat_template([m for g in groups for m in g], tokenize=False, **template_kw)
     at = turn_starts(full)
     if at[:1] != [0] or len(at) != len(groups):
-        raise ValueError(f'the chat template renders {len(at)} turn markers for the trajectory\'s {len(groups)} chat messages '
-                         '(a template that adds messages, or a reply holding a turn marker): the export needs one message per chat message')
-    return [chatml_message(full[a:b], g[0].get('role') == 'assistant') for g, a, b in zip(groups, at, at[1:] + [len(full)])]
+        raise ValueError(f'the chat template renders {len(at)} turn markers for the trajectory\'s {len(groups)} '
+                         'chat messages (a template that adds messages, or a reply holding a turn marker): '
+                         'the export needs one message per chat message')
+    return [chatml_message(full[a:b], g[0].get('role') == 'assistant')
+            for g, a, b in zip(groups, at, at[1:] + [len(full)])]
 
 # %% ../nbs/41_verl.ipynb #1d1b78a5
 def escaped_count(messages:list, tokenizer)->int:
     "Word joiners `neutral_message` added to exported messages"
     sp = special_tokens(tokenizer)
-    return sum(len(m['content']) - len(unescape_specials(m['content'], sp)) for m in messages if m['role'] != 'assistant')
+    return sum(len(m['content']) - len(unescape_specials(m['content'], sp))
+               for m in messages if m['role'] != 'assistant')
 
 def verl_sft_frame(trajs:list, tokenizer, **template_kw):
-    "One row per trajectory: `messages` for verl's `MultiTurnSFTDataset`, its id, and the word joiners that keep its text as text"
+    "One row per trajectory: `messages` for verl's `MultiTurnSFTDataset`, its id, the word joiners keeping text as text"
     import pandas as pd
     msgs = [verl_sft_messages(t, tokenizer, **template_kw) for t in trajs]
     return pd.DataFrame({'messages': msgs, 'id': [str(t.meta.get('id', i)) for i, t in enumerate(trajs)],
                          'escaped': [escaped_count(m, tokenizer) for m in msgs]})
 
 def write_verl_sft(trajs:list, out_dir, tokenizer, max_length:int=200_000, **template_kw)->Path:
-    "Write `train.parquet` and `sft.yaml` (verl's SFT trainer config with the export's chat template) into `out_dir`, each whole or not at all"
+    "Write `train.parquet` and `sft.yaml` (verl's SFT config, the export's chat template) into `out_dir`, atomically"
     import yaml
     out, frame = Path(out_dir), verl_sft_frame(trajs, tokenizer, **template_kw)
     with atomic_open(out/'train.parquet', 'wb') as f: frame.to_parquet(f)
     cfg = {'hydra': {'searchpath': ['pkg://verl.trainer.config']}, 'defaults': ['sft_trainer_engine', '_self_'],
-           'data': {'train_files': str((out/'train.parquet').resolve()), 'messages_key': 'messages', 'pad_mode': 'no_padding',
-                    'max_length': max_length, 'truncation': 'error',
+           'data': {'train_files': str((out/'train.parquet').resolve()), 'messages_key': 'messages',
+                    'pad_mode': 'no_padding', 'max_length': max_length, 'truncation': 'error',
                     'apply_chat_template_kwargs': {'chat_template': sft_chat_template(tokenizer)}}}
     write_atomic(out/'sft.yaml', yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return out
@@ -438,20 +461,25 @@ def verl_rl_frame(qa:list[dict], # {question, answer[, id]} records, e.g. `data/
     "One row per question in verl's RL parquet layout"
     import pandas as pd
     return pd.DataFrame([{'data_source': data_source, 'agent_name': agent_name,
-                          'prompt': [{'role': 'system', 'content': system_prompt(date)}, {'role': 'user', 'content': r['question']}],
+                          'prompt': [{'role': 'system', 'content': system_prompt(date)},
+                                     {'role': 'user', 'content': r['question']}],
                           'reward_model': {'style': 'rule', 'ground_truth': str(r['answer'])},
-                          'extra_info': {'id': str(r.get('id', i)), 'question': r['question'], 'index': i}} for i, r in enumerate(qa)])
+                          'extra_info': {'id': str(r.get('id', i)), 'question': r['question'], 'index': i}}
+                         for i, r in enumerate(qa)])
 
 # %% ../nbs/41_verl.ipynb #f06c52f8
 def _live(tokenizer, text:str)->list[int]: return tokenizer.encode(text, add_special_tokens=False) if text else []
 
-def plain_text_ids(tokenizer, messages:list, **template_kw # `apply_chat_template` arguments: add_generation_prompt, tools, ...
+def plain_text_ids(tokenizer, messages:list,
+                   **template_kw # `apply_chat_template` arguments: add_generation_prompt, tools, ...
                   )->list[int]:
-    "Token ids of the chat-template render of `messages`, user, tool and system text read as plain text where `Trajectory.tokenize` reads it so"
+    "Token ids of `messages` rendered by the chat template; text plain where `Trajectory.tokenize` reads it so"
     full = tokenizer.apply_chat_template(messages, tokenize=False, **template_kw)
-    cuts = [x for k in range(len(messages)) if (s := _literal_span(tokenizer, messages, k, full, **template_kw)) for x in s]
+    cuts = [x for k in range(len(messages))
+            if (s := _literal_span(tokenizer, messages, k, full, **template_kw)) for x in s]
     edges = [0, *cuts, len(full)]
-    return [i for j, (a, b) in enumerate(zip(edges, edges[1:])) for i in (encode_text if j % 2 else _live)(tokenizer, full[a:b])]
+    return [i for j, (a, b) in enumerate(zip(edges, edges[1:]))
+            for i in (encode_text if j % 2 else _live)(tokenizer, full[a:b])]
 
 # %% ../nbs/41_verl.ipynb #5065251a
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
@@ -482,15 +510,19 @@ class VenusAgentLoopOutput(AgentLoopOutput):
 @register_agent_loop('venus_tool_agent')
 class VenusToolAgentLoop(ToolAgentLoop):
     "verl's tool agent loop with the official rollout end and the venus_nb reward hook"
-    def __init__(self, *args, judge='em', judge_kwargs=None, trust_code:bool=False, tools_in_system_prompt:bool=True, max_new_tokens:int=8192,
-                 turn_jitter:int=5, min_answer_tokens:int=256, **kwargs):
+    def __init__(self, *args, judge='em', judge_kwargs=None, trust_code:bool=False, tools_in_system_prompt:bool=True,
+                 max_new_tokens:int=8192, turn_jitter:int=5, min_answer_tokens:int=256, **kwargs):
         super().__init__(*args, **kwargs)
-        text_stays_text(self.continuous_token_builder)  # questions and tool responses encoded as the local path encodes them
-        self.cfg, self.judge = reward_config(self.config.get('algorithm', None)), agent_judge(judge, judge_kwargs, trust_code)
-        self.tools_in_system_prompt, self.rng = tools_in_system_prompt, random.Random()  # verl builds one loop per rollout
-        self.ends = RolloutConfig(max_turns=self.max_assistant_turns or 1, turn_jitter=turn_jitter, max_new_tokens=max_new_tokens,
-                                  min_answer_tokens=min_answer_tokens, progress=False)
-        self.max_turns, self.max_assistant_turns = self.max_assistant_turns, None  # each rollout's own cap replaces verl's limit
+        # questions and tool responses encoded as the local path encodes them
+        text_stays_text(self.continuous_token_builder)
+        self.cfg, self.judge = (reward_config(self.config.get('algorithm', None)),
+                                agent_judge(judge, judge_kwargs, trust_code))
+        # verl builds one loop per rollout
+        self.tools_in_system_prompt, self.rng = tools_in_system_prompt, random.Random()
+        self.ends = RolloutConfig(max_turns=self.max_assistant_turns or 1, turn_jitter=turn_jitter,
+                                  max_new_tokens=max_new_tokens, min_answer_tokens=min_answer_tokens, progress=False)
+        # each rollout's own cap replaces verl's limit
+        self.max_turns, self.max_assistant_turns = self.max_assistant_turns, None
 
     async def _handle_pending_state(self, agent_data, sampling_params):
         if self.tools_in_system_prompt: agent_data._active_tool_schemas = []  # the DR-Venus system prompt lists them
@@ -499,8 +531,10 @@ class VenusToolAgentLoop(ToolAgentLoop):
 
     async def _handle_generating_state(self, agent_data, sampling_params, ignore_termination=False):
         n = min(self.ends.max_new_tokens, self.response_length - len(agent_data.response_mask))
-        state = await super()._handle_generating_state(agent_data, {**sampling_params, 'max_tokens': max(1, n)}, ignore_termination)
-        agent_data.extra_fields.setdefault('venus_turn_cap', agent_data.venus_cap)  # after the first turn: verl fills extra_fields then
+        state = await super()._handle_generating_state(agent_data, {**sampling_params, 'max_tokens': max(1, n)},
+                                                       ignore_termination)
+        # after the first turn: verl fills extra_fields then
+        agent_data.extra_fields.setdefault('venus_turn_cap', agent_data.venus_cap)
         return state
 
 # %% ../nbs/41_verl.ipynb #e82c43df
@@ -508,8 +542,10 @@ class VenusToolAgentLoop(ToolAgentLoop):
 async def _handle_processing_tools_state(self:VenusToolAgentLoop, agent_data):
     "Run the tools, unless the last turn is done; at a limit, the limit message replaces their response"
     cap, forced = agent_data.venus_cap, agent_data.extra_fields.get('venus_forced')
-    if forced or (cap is not None and agent_data.assistant_turns >= cap): return AgentState.TERMINATED  # no tool after the last turn
-    saved = (len(agent_data.messages), agent_data.prompt_ids, agent_data.response_mask, agent_data.response_logprobs, agent_data.user_turns)
+    # no tool after the last turn
+    if forced or (cap is not None and agent_data.assistant_turns >= cap): return AgentState.TERMINATED
+    saved = (len(agent_data.messages), agent_data.prompt_ids, agent_data.response_mask, agent_data.response_logprobs,
+             agent_data.user_turns)
     state = await ToolAgentLoop._handle_processing_tools_state(self, agent_data)
     room = None if state == AgentState.TERMINATED else self.response_length - len(agent_data.response_mask)
     why = limit_reason(agent_data.assistant_turns, cap, room, self.ends.max_new_tokens)
@@ -521,11 +557,14 @@ async def _force_answer(self:VenusToolAgentLoop, agent_data, saved:tuple, why:st
     n, agent_data.prompt_ids, agent_data.response_mask, agent_data.response_logprobs, agent_data.user_turns = saved
     before = agent_data.messages[:n]
     agent_data.messages = before + [{'role': 'user', 'content': LIMIT_MESSAGES[why]}]
-    merged, mask, lps = await self.ct_merge_context_msg(before, agent_data.messages, agent_data.prompt_ids, agent_data.response_mask,
-                                                        agent_data.response_logprobs or None, tools=getattr(agent_data, '_active_tool_schemas', self.tool_schemas))
+    merged, mask, lps = await self.ct_merge_context_msg(
+        before, agent_data.messages, agent_data.prompt_ids, agent_data.response_mask,
+        agent_data.response_logprobs or None, tools=getattr(agent_data, '_active_tool_schemas', self.tool_schemas))
     agent_data.extra_fields['venus_forced'] = why
-    if self.response_length - len(mask) < min(self.ends.min_answer_tokens, self.ends.max_new_tokens): return AgentState.TERMINATED
-    agent_data.prompt_ids, agent_data.response_mask, agent_data.user_turns = merged.token_ids, mask, agent_data.user_turns + 1
+    if self.response_length - len(mask) < min(self.ends.min_answer_tokens, self.ends.max_new_tokens):
+        return AgentState.TERMINATED
+    agent_data.prompt_ids, agent_data.response_mask, agent_data.user_turns = (merged.token_ids, mask,
+                                                                              agent_data.user_turns + 1)
     if agent_data.response_logprobs: agent_data.response_logprobs = lps or []
     return AgentState.GENERATING
 
@@ -536,13 +575,17 @@ async def run(self:VenusToolAgentLoop, sampling_params, **kwargs):
     gt, question = (kwargs.get('reward_model') or {}).get('ground_truth'), rollout_question(kwargs)
     if gt is None or not aliases(gt):
         name = f"rollout {(kwargs.get('extra_info') or {}).get('id', '?')} ({question[:80]!r})"
-        if not drop_unscored(self.config): raise ValueError(f'{name} has no ground truth (reward_model.ground_truth): no outcome, no IG; '
-                                                            'set trainer.v1.venus_igpo.drop_unscored=true to train such rollouts without IG, counted')
+        if not drop_unscored(self.config):
+            raise ValueError(f'{name} has no ground truth (reward_model.ground_truth): no outcome, no IG; set '
+                             'trainer.v1.venus_igpo.drop_unscored=true to train such rollouts without IG, counted')
         out.extra_fields['venus_ig_dropped'] = 'no ground truth'
     turns = rollout_turns(self.tokenizer, out.response_ids, out.response_mask)
-    [outcome] = await asyncio.to_thread(outcomes, [Trajectory(question, turns, gt)], self.judge)  # an LLM judge must not block the loop
-    plan = ig_plan(self.tokenizer, verl_tokens(self.tokenizer, out.prompt_ids, out.response_ids, out.response_mask), turns, gt, self.cfg)
-    row = encode_turn_rewards(out.response_mask, plan_slots(plan, len(turns)), [t.ok for t in turns], outcome, self.cfg, pending=True)
+    # an LLM judge must not block the loop
+    [outcome] = await asyncio.to_thread(outcomes, [Trajectory(question, turns, gt)], self.judge)
+    plan = ig_plan(self.tokenizer, verl_tokens(self.tokenizer, out.prompt_ids, out.response_ids, out.response_mask),
+                   turns, gt, self.cfg)
+    row = encode_turn_rewards(out.response_mask, plan_slots(plan, len(turns)), [t.ok for t in turns], outcome, self.cfg,
+                              pending=True)
     runs, out.extra_fields['venus_ig'] = assistant_runs(out.response_mask), plan
     out.extra_fields.setdefault('venus_forced', None)
     score = row[runs[-1][1] - 1].item() if runs else 0.0
@@ -555,10 +598,12 @@ def text_stays_text(builder # the agent loop's `continuous_token_builder` (a tex
                    ):
     "verl's Continuous Token builder, rendering prompts and tool responses to ids as `plain_text_ids` does"
     if type(builder)._render_tokens is not ContinuousTokenBuilder._render_tokens:
-        raise ValueError(f'{type(builder).__name__} renders its own tokens (a multimodal builder): venus_tool_agent keeps text as text with text builders')
+        raise ValueError(f'{type(builder).__name__} renders its own tokens (a multimodal builder): '
+                         'venus_tool_agent keeps text as text with text builders')
     kw = dict(builder.chat_template_kwargs)
     def render(messages, *, add_generation_prompt:bool, tools=None)->list[int]:
-        return plain_text_ids(builder.tokenizer, messages, add_generation_prompt=add_generation_prompt, tools=tools, **kw)
+        return plain_text_ids(builder.tokenizer, messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                              **kw)
     builder._render_tokens = render
     return builder
 
@@ -579,7 +624,8 @@ def no_sequence_parallel():
 def autocast(dtype):
     "Autocast to `dtype` on the accelerator, as verl's FSDP engine runs its forward passes (none for float32)"
     from verl.utils.device import get_device_name
-    return contextlib.nullcontext() if dtype == torch.float32 else torch.autocast(device_type=get_device_name(), dtype=dtype)
+    return (contextlib.nullcontext() if dtype == torch.float32
+            else torch.autocast(device_type=get_device_name(), dtype=dtype))
 
 @contextlib.contextmanager
 def attention(module, impl:str='sdpa'):
@@ -602,8 +648,9 @@ class VenusActorRolloutRefWorker(ActorRolloutRefWorker):
         "Mean log p(gt) at every boundary of this rank's rollouts, with the actor's current weights"
         engine = self.actor.engine
         dtype = getattr(engine, '_autocast_dtype', torch.bfloat16)  # what the engine computes in (its mixed precision)
-        with engine.eval_mode(), no_sequence_parallel(), attention(engine.module), autocast(dtype):  # autocast casts the probes' mask too
-            return lockstep_logps(engine.module, job['requests'], job['temperature'], job['chunk'])  # passes agreed before the first
+        # autocast casts the probes' mask too; the passes are agreed before the first
+        with engine.eval_mode(), no_sequence_parallel(), attention(engine.module), autocast(dtype):
+            return lockstep_logps(engine.module, job['requests'], job['temperature'], job['chunk'])
 
 # %% ../nbs/41_verl.ipynb #c8408b4d
 IG_FIELDS = ['prompts', 'responses', 'response_mask', 'rm_scores', 'extra_fields']
@@ -612,13 +659,14 @@ def _objects(x)->list: return list(x.tolist()) if hasattr(x, 'tolist') else list
 def _rows(x)->list: return list(x.unbind()) if getattr(x, 'is_nested', False) else list(x)
 
 def tq_rollouts(data)->list[dict]:
-    "Per rollout: prompt, response, mask, reward row and IG plan, from the fields a v1 trainer reads out of TransferQueue"
+    "Per rollout: prompt, response, mask, reward row, IG plan, from the fields a v1 trainer reads out of TransferQueue"
     cols = [_rows(data[k]) for k in IG_FIELDS[:4]]
     extra = [e or {} for e in _objects(data['extra_fields'])]
-    return [dict(zip(IG_FIELDS[:4], r), plan=e.get('venus_ig'), dropped=e.get('venus_ig_dropped')) for *r, e in zip(*cols, extra)]
+    return [dict(zip(IG_FIELDS[:4], r), plan=e.get('venus_ig'), dropped=e.get('venus_ig_dropped'))
+            for *r, e in zip(*cols, extra)]
 
 def drop_unscored(config)->bool:
-    "Whether a run trains rollouts that cannot get their IG without it (counted, logged): `trainer.v1.venus_igpo.drop_unscored`"
+    "Whether rollouts that cannot get their IG train without it (counted): `trainer.v1.venus_igpo.drop_unscored`"
     v1 = (config.get('trainer') or {}).get('v1') or {}
     return bool((v1.get('venus_igpo') or {}).get('drop_unscored', False))
 
@@ -633,14 +681,16 @@ def trainer_information_gain(self, batch, metrics:dict):
     rollouts = [{**r, 'key': k} for r, k in zip(tq_rollouts(data), batch.keys)]
     rows, stats = information_gain_rows(rollouts, self._score_ig, cfg, drop_unscored(self.config))
     rm = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
-    tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict({'rm_scores': rm}, batch_size=len(rows)))
+    tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
+                    fields=TensorDict({'rm_scores': rm}, batch_size=len(rows)))
     metrics.update(stats)
 
 def trainer_score_ig(self, requests:list)->list:
     "The actor worker group's log-probs for `requests`, spread over its ranks by length"
     wg, opts = self.actor_rollout_wg, self.config.trainer.v1.get('venus_igpo', None) or {}
     shards = balanced_shards([len(r['ids']) for r in requests], wg.world_size)
-    temperature = reward_config(self.config.algorithm).temperature  # the IG temperature of local IGPO, whatever the rollout's
+    # the IG temperature of local IGPO, whatever the rollout's
+    temperature = reward_config(self.config.algorithm).temperature
     job = lambda idx: {'requests': [requests[i] for i in idx], 'temperature': float(temperature),
                        'chunk': int(opts.get('ig_chunk', 8192))}
     return unshard(shards, wg.venus_gt_logprobs([job(s) for s in shards]), len(requests))
@@ -656,12 +706,14 @@ def venus_trainer_cls():
     @register_trainer('venus_igpo')
     class VenusPPOTrainer(PPOTrainerSync):
         "verl's sync trainer; the actor scores IG after the rollouts, before the advantage"
-        trainer_mode = property(lambda self: 'sync', lambda self, value: None)  # every check verl makes on the mode sees `sync`
+        # every check verl makes on the mode sees `sync`
+        trainer_mode = property(lambda self: 'sync', lambda self, value: None)
 
         def _init_resource_pool_mgr(self):
             super()._init_resource_pool_mgr()
             for role, cls in self.role_worker_mapping.items():
-                if getattr(cls, '__ray_actor_class__', None) is ActorRolloutRefWorker: self.role_worker_mapping[role] = ray.remote(VenusActorRolloutRefWorker)
+                if getattr(cls, '__ray_actor_class__', None) is ActorRolloutRefWorker:
+                    self.role_worker_mapping[role] = ray.remote(VenusActorRolloutRefWorker)
 
         def _compute_advantage(self, batch, metrics:dict):
             self._information_gain(batch, metrics)
@@ -699,12 +751,13 @@ class VenusTool(BaseTool):
 # %% ../nbs/41_verl.ipynb #e9be19b2
 def load_verl_config(path, # a verl trainer config (YAML with `defaults`), e.g. examples/verl/dr_venus_igpo.yaml
                      overrides:list=()): # Hydra overrides, as on the command line
-    "Compose a verl PPO config as `verl.trainer.main_ppo` does and validate it with verl's checks and `ig_setup` (no Ray)"
+    "Compose a verl PPO config as `verl.trainer.main_ppo` does, validated by verl's checks and `ig_setup` (no Ray)"
     from hydra import compose, initialize_config_dir
     from verl.utils.config import validate_config
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     p = Path(path).resolve()
-    with initialize_config_dir(config_dir=str(p.parent), version_base=None): cfg = compose(p.stem, overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(p.parent), version_base=None):
+        cfg = compose(p.stem, overrides=list(overrides))
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     get_adv_estimator_fn(cfg.algorithm.adv_estimator)
     ig_setup(cfg)
@@ -713,7 +766,9 @@ def load_verl_config(path, # a verl trainer config (YAML with `defaults`), e.g. 
 def ig_setup(cfg)->str:
     "How a verl run gets its IG; an error where `venus_igpo` would meet IG slots nobody scored"
     if cfg.algorithm.adv_estimator != 'venus_igpo': return f'not venus_igpo ({cfg.algorithm.adv_estimator})'
-    if not cfg.trainer.use_v1: raise ValueError("venus_igpo needs verl's v1 trainer (trainer.use_v1=true): the legacy one keeps one score per rollout")
+    if not cfg.trainer.use_v1:
+        raise ValueError("venus_igpo needs verl's v1 trainer (trainer.use_v1=true): "
+                         "the legacy one keeps one score per rollout")
     if reward_config(cfg.algorithm).estimator == 'grpo': return 'off by choice (algorithm.venus.estimator=grpo)'
     if cfg.trainer.v1.trainer_mode != 'venus_igpo': raise ValueError(UNSCORED)
     return 'scored by the actor before the advantage (trainer venus_igpo, VenusActorRolloutRefWorker.venus_gt_logprobs)'

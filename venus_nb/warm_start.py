@@ -30,7 +30,7 @@ class WarmConfig:
     steps: int = 32                  # SFT steps of one trajectory each (half the training questions)
     lr: float = 1e-4
     full_ft: bool = True             # full fine-tune in float32 weights (False: LoRA r=16)
-    bf16: bool|None = None           # bf16 autocast over the float32 weights; None: where it is fast (`models.fast_bf16`)
+    bf16: bool|None = None           # bf16 autocast over float32 weights; None: where it is fast (`models.fast_bf16`)
     max_length: int = 2048           # the warm world's trajectories are shorter; a guard
     engine: str = 'auto'             # the check's engine: 'auto' (vLLM when installed), 'vllm' or 'transformers'
     G: int = 4                       # rollouts per held-out question in the check
@@ -42,7 +42,8 @@ class WarmConfig:
 
     def __post_init__(self):
         self.pass_band = tuple(self.pass_band)
-        if self.bf16 is None: self.bf16 = fast_bf16()   # resolved here, so the cache key says which arithmetic trained it
+        # resolved here, so the cache key says which arithmetic trained it
+        if self.bf16 is None: self.bf16 = fast_bf16()
 
     def key(self)->str:
         "A short hash of the configuration: the name of its cache folder"
@@ -73,11 +74,14 @@ def warm_world(cfg:WarmConfig=WarmConfig())->WarmWorld:
     "The generated world at its simplest: 1-2 hop questions, noiseless expert trajectories, disjoint splits"
     from venus_nb.synth import SynthConfig, generate
     from venus_nb.tools import Doc, LocalCorpus
-    quiet = dict(duplicate=0, other_tool=0, bad_json=0, missing_think_close=0, string_args=0, wrong_answer=0, no_answer=0)
+    quiet = dict(duplicate=0, other_tool=0, bad_json=0, missing_think_close=0, string_args=0, wrong_answer=0,
+                 no_answer=0)
     n = cfg.train + cfg.held_out + cfg.rl
-    data = generate(SynthConfig(n=4 * n, seed=cfg.world_seed, entities=cfg.entities, lengths=((2, 2, 1.0),), max_hops=cfg.max_hops, **quiet))
+    data = generate(SynthConfig(n=4 * n, seed=cfg.world_seed, entities=cfg.entities, lengths=((2, 2, 1.0),),
+                                max_hops=cfg.max_hops, **quiet))
     pairs = _distinct(data)
-    if len(pairs) < n: raise ValueError(f'the warm world has only {len(pairs)} distinct questions for {n}; raise `entities`')
+    if len(pairs) < n:
+        raise ValueError(f'the warm world has only {len(pairs)} distinct questions for {n}; raise `entities`')
     qs = [q for q, _ in pairs]
     return WarmWorld([t for _, t in pairs[:cfg.train]], qs[cfg.train:cfg.train + cfg.held_out],
                      qs[cfg.train + cfg.held_out:n], LocalCorpus([Doc(**p) for p in data.corpus], 'warm world'))
@@ -104,11 +108,12 @@ def rollout_config(cfg:WarmConfig):
 
 # %% ../nbs/25_warm_start.ipynb #e2fc8666
 def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096,
-                      enable_lora:bool=False # a vLLM engine that serves LoRA adapters (for RL on an engine computing in bf16)
+                      enable_lora:bool=False # a vLLM engine serving LoRA adapters (for RL on a bf16-computing engine)
                      ):
     "A rollout engine on a model folder: vLLM ('auto' when it is installed) or transformers on float32 weights"
     from venus_nb.rollout import vllm_engine, HFEngine
-    if engine not in ('auto', 'vllm', 'transformers'): raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
+    if engine not in ('auto', 'vllm', 'transformers'):
+        raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
     if engine == 'vllm' or (engine == 'auto' and has_module('vllm')):
         return vllm_engine(str(folder), max_model_len=max_model_len, **(dict(enable_lora=True) if enable_lora else {}))
     pol = load_policy(str(folder), 'transformers', dtype='float32')
@@ -154,9 +159,10 @@ class WarmStart:
 
     def _repr_markdown_(self):
         r = self.report
-        how = 'from the cache' if self.cached else f"made in {r['seconds']:.0f}s (SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s)"
-        return (f"**Warm start** {'✓' if self.passed else '✗'}: {r['well_formed']:.0%} well-formed turns, Pass@1 {r['pass_at_1']:.2f} "
-                f"on {r['rollouts']} rollouts ({r['engine']}); {how}; `{self.path}`")
+        how = ('from the cache' if self.cached else
+               f"made in {r['seconds']:.0f}s (SFT {r['sft_seconds']:.0f}s, check {r['check_seconds']:.0f}s)")
+        return (f"**Warm start** {'✓' if self.passed else '✗'}: {r['well_formed']:.0%} well-formed turns, "
+                f"Pass@1 {r['pass_at_1']:.2f} on {r['rollouts']} rollouts ({r['engine']}); {how}; `{self.path}`")
 
 # %% ../nbs/25_warm_start.ipynb #89f25de9
 def warm_dir(cfg:WarmConfig)->Path:
@@ -192,7 +198,8 @@ def warm_start(cfg:WarmConfig|None=None, # the recipe; its hash names the cache 
     say(f'warm start: SFT on {len(world.train)} warm-world trajectories, {cfg.steps} steps ...')
     model, sft_s = _train(cfg, world.train, work)
     say('warm start: checking on held-out questions ...')
-    rep = check(model, world.held_out, world.corpus, cfg, work/'rollouts.jsonl') | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0)
+    rep = (check(model, world.held_out, world.corpus, cfg, work/'rollouts.jsonl')
+           | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0))
     _write_json(work/'report.json', rep)
     shutil.rmtree(work/'sft', ignore_errors=True)
     shutil.rmtree(d, ignore_errors=True)

@@ -4,7 +4,8 @@
 
 # %% ../nbs/21_web.ipynb #645810b1
 from __future__ import annotations
-import asyncio, base64, contextlib, email.utils, hashlib, ipaddress, json, os, random, re, socket, sqlite3, threading, time, warnings, zlib
+import asyncio, base64, contextlib, email.utils, hashlib, ipaddress, json, os, random, re, socket, sqlite3, threading, \
+    time, warnings, zlib
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from html import unescape
@@ -24,8 +25,8 @@ __all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'JSON5_MAX_CHARS', 'SE
            'exchange_key', 'Cassette', 'save_config', 'load_config']
 
 # %% ../nbs/21_web.ipynb #645fc1a9
-TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml', 'application/*+json',
-              'application/javascript', 'application/x-ndjson')
+TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
+              'application/*+json', 'application/javascript', 'application/x-ndjson')
 
 def _host_key(h:str)->str: return str(h).strip().lower().strip('[]')
 
@@ -50,17 +51,20 @@ class ToolConfig(Settings):
     search_api: str = 'serper'        # 'serper' (Serper-compatible JSON) | 'searxng'
     search_url: str|None = None       # None: $VENUS_SEARCH_URL, else Serper's endpoint
     search_key_env: str|None = None   # env var of the API key; None: SERPER_API_KEY or SEARXNG_API_KEY
-    summary_url: str|None = None      # OpenAI-compatible base URL (.../v1); None: $VENUS_SUMMARY_URL; neither: extractive
+    summary_url: str|None = None      # OpenAI-compatible base (.../v1); None: $VENUS_SUMMARY_URL; neither: extractive
     summary_model: str = 'Qwen3-30B-A3B-Instruct-2507'
     summary_key_env: str = 'OPENAI_API_KEY'
     cache_path: str|None = None       # sqlite file of results; None: no cache
     user_agent: str = 'venus-nb (research agent; +https://github.com/venus-nb/venus_nb)'
 
     def __post_init__(self):
-        self.allow_hosts = tuple(_host_key(h) for h in ((self.allow_hosts,) if isinstance(self.allow_hosts, str) else self.allow_hosts))
+        self.allow_hosts = tuple(_host_key(h) for h in ((self.allow_hosts,) if isinstance(self.allow_hosts, str)
+                                                        else self.allow_hosts))
         self.text_types = tuple(self.text_types)
-        if self.search_api not in ('serper', 'searxng'): raise ValueError(f"ToolConfig.search_api must be 'serper' or 'searxng', got {self.search_api!r}")
-        for k in ('top_k', 'concurrency', 'max_bytes', 'max_chars', 'evidence_chars', 'max_queries', 'max_urls', 'timeout', 'request_timeout'):
+        if self.search_api not in ('serper', 'searxng'):
+            raise ValueError(f"ToolConfig.search_api must be 'serper' or 'searxng', got {self.search_api!r}")
+        for k in ('top_k', 'concurrency', 'max_bytes', 'max_chars', 'evidence_chars', 'max_queries', 'max_urls',
+                  'timeout', 'request_timeout'):
             if not getattr(self, k) > 0: raise ValueError(f'ToolConfig.{k} must be positive, got {getattr(self, k)!r}')
         for k in ('retries', 'max_redirects', 'backoff', 'backoff_max'):
             if getattr(self, k) < 0: raise ValueError(f'ToolConfig.{k} must be >= 0, got {getattr(self, k)!r}')
@@ -91,7 +95,7 @@ _NOT_GLOBAL = ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 
 _NAT64 = ipaddress.ip_network('64:ff9b::/96')
 
 def embedded_ipv4(a:ipaddress.IPv6Address)->list[ipaddress.IPv4Address]:
-    "IPv4 addresses an IPv6 address carries: 6to4, Teredo (server and client), NAT64 64:ff9b::/96, IPv4-compatible and SIIT (::ffff:0:a.b.c.d)"
+    "IPv4 in an IPv6 address: 6to4, Teredo (server, client), NAT64 64:ff9b::/96, IPv4-compatible, SIIT ::ffff:0:a.b.c.d"
     if a.version != 6 or a.is_loopback or a.is_unspecified: return []
     if a.sixtofour: return [a.sixtofour]
     if a.teredo: return list(a.teredo)
@@ -110,7 +114,7 @@ def address_error(ip:str)->str|None:
 _USERINFO = re.compile(r'^(\s*[A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@')
 
 def redact_url(url):
-    "`url` with whatever stands before an `@` in its host part (a name, a password) replaced by `***`, so that it is never echoed"
+    "`url` with whatever precedes an `@` in its host part (a name, a password) replaced by `***`, so it is never echoed"
     return _USERINFO.sub(r'\1***@', url) if isinstance(url, str) else url
 
 def url_error(url)->str|None:
@@ -133,14 +137,17 @@ async def resolve(host:str, port:int, timeout:float=10.0)->list[str]:
     return sorted(dict.fromkeys(i[4][0] for i in infos), key=lambda a: ':' in a)
 
 async def safe_address(url:str, cfg:ToolConfig)->str|None:
-    "The checked address to connect to for `url` (None for an allowed host); raises `ToolError` with the reason it is refused"
+    "The checked address to connect to for `url` (None for an allowed host); a `ToolError` says why one is refused"
     if err := url_error(url): raise ToolError(f'refused: {err}')
     u = httpx.URL(url.strip())
     if _host_key(u.host) in cfg.allow_hosts: return None
     try: addrs = await resolve(u.host, u.port or (443 if u.scheme == 'https' else 80), cfg.request_timeout)
-    except (OSError, UnicodeError, asyncio.TimeoutError) as e: raise ToolError(f'cannot resolve {u.host}: {e or "timed out"}') from None
+    except (OSError, UnicodeError, asyncio.TimeoutError) as e:
+        raise ToolError(f'cannot resolve {u.host}: {e or "timed out"}') from None
     for a in addrs:
-        if err := address_error(a): raise ToolError(f'refused: {u.host} is {err}' if a == _host_key(u.host) else f'refused: {u.host} resolves to {a}, {err}')
+        if err := address_error(a):
+            raise ToolError(f'refused: {u.host} is {err}' if a == _host_key(u.host)
+                            else f'refused: {u.host} resolves to {a}, {err}')
     if not addrs: raise ToolError(f'cannot resolve {u.host}: no addresses')
     return addrs[0]
 
@@ -148,7 +155,8 @@ def pinned(url:str, ip:str|None)->tuple[httpx.URL, dict, dict]:
     "Request URL, headers and extensions that connect to `ip` while naming the original host (Host header, TLS SNI)"
     u = httpx.URL(url.strip())
     if ip is None: return u, {}, {}
-    return u.copy_with(host=ip), {'Host': u.netloc.decode('ascii')}, ({'sni_hostname': u.host} if u.scheme == 'https' else {})
+    return (u.copy_with(host=ip), {'Host': u.netloc.decode('ascii')},
+            ({'sni_hostname': u.host} if u.scheme == 'https' else {}))
 
 # %% ../nbs/21_web.ipynb #f74a3aad
 @dataclass
@@ -164,9 +172,11 @@ _CUT = 'venus_nb.truncated'   # response extension of a cassette's response whos
 
 def _inflater(headers, head:bytes):
     "A zlib decompressor for the Content-Encoding (gzip, or deflate with or without its zlib header), or None for none"
-    codings = [c.strip().lower() for c in headers.get('content-encoding', '').split(',') if c.strip().lower() not in ('', 'identity')]
+    codings = [c.strip().lower() for c in headers.get('content-encoding', '').split(',')
+               if c.strip().lower() not in ('', 'identity')]
     if not codings: return None
-    if codings not in (['gzip'], ['x-gzip'], ['deflate']): raise httpx.DecodingError(f'content encoding {", ".join(codings)!r} is not supported (gzip or deflate)')
+    if codings not in (['gzip'], ['x-gzip'], ['deflate']):
+        raise httpx.DecodingError(f'content encoding {", ".join(codings)!r} is not supported (gzip or deflate)')
     zlib_header = len(head) > 1 and head[0] & 0x0f == 8 and (head[0] << 8 | head[1]) % 31 == 0
     return zlib.decompressobj(31 if 'gzip' in codings[0] else 15 if zlib_header else -15)
 
@@ -194,7 +204,7 @@ async def _decoded(resp, piece:int=1 << 16):
     if d: yield d.flush()
 
 async def _read_capped(resp, max_bytes):
-    "Body of a streamed response, at most `max_bytes` decoded bytes, and whether it was cut (here, or when it was recorded)"
+    "Body of a streamed response, at most `max_bytes` decoded bytes, and whether it was cut (here, or when recorded)"
     buf = bytearray()
     async for piece in _decoded(resp):
         buf += piece
@@ -260,7 +270,8 @@ def make_client(cfg:ToolConfig, transport:httpx.AsyncBaseTransport|None=None)->h
     "The httpx client of the web tools: no environment proxies, no automatic redirects, no idle connections kept"
     if isinstance(transport, Cassette) and transport.cfg is None: transport.cfg = cfg   # record under the same caps
     return httpx.AsyncClient(transport=transport, timeout=cfg.request_timeout, follow_redirects=False, trust_env=False,
-                             headers={'User-Agent': cfg.user_agent, 'Accept-Encoding': 'gzip, deflate'}, limits=httpx.Limits(max_keepalive_connections=0))
+                             headers={'User-Agent': cfg.user_agent, 'Accept-Encoding': 'gzip, deflate'},
+                             limits=httpx.Limits(max_keepalive_connections=0))
 
 # %% ../nbs/21_web.ipynb #496129df
 @dataclass
@@ -278,7 +289,7 @@ def media_type(headers)->tuple[str, str|None]:
     return ct.split(';')[0].strip().lower(), m and m[1]
 
 def sniff(body:bytes)->str:
-    "A MIME type for a body sent without one: binary if it has NUL bytes, HTML if it starts with markup, else plain text"
+    "A MIME type for a body without one: binary if it has NUL bytes, HTML if it starts with markup, else plain text"
     head = body[:4096]
     if b'\x00' in head: return 'application/octet-stream'
     return 'text/html' if head.lstrip()[:1] == b'<' else 'text/plain'
@@ -290,7 +301,7 @@ def decode(body:bytes, charset:str|None)->str:
 
 # %% ../nbs/21_web.ipynb #ab3bc06d
 def _title(html:str)->str:
-    "The text of the first `<title>` element, or '': each marker is looked for once (a regex retried at every `<title` is quadratic)"
+    "The first `<title>` element's text or '': each marker sought once (a regex retried at every `<title` is quadratic)"
     if not (start := re.search(r'<title', html, re.I)) or (gt := html.find('>', start.end())) < 0: return ''
     end = re.compile(r'</title>', re.I).search(html, gt + 1)
     return unescape(html[gt + 1:end.start()]).strip() if end else ''
@@ -302,7 +313,8 @@ def _wide(charset:str|None)->bool:
 def html_to_text(html:str)->tuple[str, str]:
     "Title and main text (Markdown) of an HTML page, by trafilatura; all visible text when it finds no main content"
     import trafilatura
-    text = trafilatura.extract(html, output_format='markdown', include_tables=True, favor_recall=True) or trafilatura.html2txt(html) or ''
+    text = (trafilatura.extract(html, output_format='markdown', include_tables=True, favor_recall=True)
+            or trafilatura.html2txt(html) or '')
     return _title(html[:200_000]), text
 
 def page_of(f:Fetched, cfg:ToolConfig)->Page:
@@ -326,9 +338,13 @@ EXTRACTOR_PROMPT = """Please process the following webpage content and user goal
 {goal}
 
 ## **Task Guidelines**
-1. **Content Scanning for Rational**: Locate the **specific sections/data** directly related to the user's goal within the webpage content
-2. **Key Extraction for Evidence**: Identify and extract the **most relevant information** from the content, you never miss any important information, output the **full original context** of the content as far as possible, it can be more than three paragraphs.
-3. **Summary Output for Summary**: Organize into a concise paragraph with logical flow, prioritizing clarity and judge the contribution of the information to the goal.
+1. **Content Scanning for Rational**: Locate the **specific sections/data** directly related to the user's goal \
+within the webpage content
+2. **Key Extraction for Evidence**: Identify and extract the **most relevant information** from the content, you \
+never miss any important information, output the **full original context** of the content as far as possible, it can \
+be more than three paragraphs.
+3. **Summary Output for Summary**: Organize into a concise paragraph with logical flow, prioritizing clarity and \
+judge the contribution of the information to the goal.
 
 **Final Output Format using JSON format has "rational", "evidence", "summary" feilds**
 """
@@ -369,14 +385,16 @@ class ChatSummariser:
 def _reply_text(body:bytes)->str:
     "The assistant text of an OpenAI chat-completion response"
     try: return json.loads(body)['choices'][0]['message']['content'] or ''
-    except (ValueError, KeyError, IndexError, TypeError): raise ToolError('the summariser reply is not an OpenAI chat completion') from None
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ToolError('the summariser reply is not an OpenAI chat completion') from None
 
 def openai_chat(cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphore|None=None)->Callable:
     "An async `chat(messages)` over an OpenAI-compatible `/chat/completions` (`cfg.summary_url` or $VENUS_SUMMARY_URL)"
     base = (cfg.summary_url or os.environ.get('VENUS_SUMMARY_URL', '')).rstrip('/')
     async def chat(messages):
         key = os.environ.get(cfg.summary_key_env)
-        f = await send(client, 'POST', f'{base}/chat/completions', cfg, limit, json={'model': cfg.summary_model, 'messages': messages},
+        f = await send(client, 'POST', f'{base}/chat/completions', cfg, limit,
+                       json={'model': cfg.summary_model, 'messages': messages},
                        headers={'Authorization': f'Bearer {key}'} if key else {})
         if f.status != 200: raise ToolError(f'the summariser answered HTTP {f.status}')
         return _reply_text(f.body)
@@ -388,11 +406,13 @@ SERPER_URL = 'https://google.serper.dev/search'
 
 def serper_hits(data:dict)->list[dict]:
     "Hits of a Serper response (`organic`: title, link, snippet)"
-    return [dict(title=r.get('title'), url=r.get('link'), snippet=r.get('snippet')) for r in data.get('organic') or [] if isinstance(r, dict)]
+    return [dict(title=r.get('title'), url=r.get('link'), snippet=r.get('snippet'))
+            for r in data.get('organic') or [] if isinstance(r, dict)]
 
 def searxng_hits(data:dict)->list[dict]:
     "Hits of a SearXNG JSON response (`results`: title, url, content)"
-    return [dict(title=r.get('title'), url=r.get('url'), snippet=r.get('content')) for r in data.get('results') or [] if isinstance(r, dict)]
+    return [dict(title=r.get('title'), url=r.get('url'), snippet=r.get('content'))
+            for r in data.get('results') or [] if isinstance(r, dict)]
 
 def _json_object(body:bytes, what:str)->dict:
     "A JSON object from a response body, or a `ToolError` naming `what` answered something else"
@@ -406,7 +426,8 @@ class WebSearch:
     "`search` over a web search API: Serper-compatible JSON or SearXNG JSON"
     def __init__(self, cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphore|None=None):
         self.cfg, self.client, self.limit = cfg, client, limit
-        self.url = cfg.search_url or os.environ.get('VENUS_SEARCH_URL') or (SERPER_URL if cfg.search_api == 'serper' else None)
+        self.url = (cfg.search_url or os.environ.get('VENUS_SEARCH_URL')
+                    or (SERPER_URL if cfg.search_api == 'serper' else None))
         self.key_env = cfg.search_key_env or ('SERPER_API_KEY' if cfg.search_api == 'serper' else 'SEARXNG_API_KEY')
         self.cache_id = f'{cfg.search_api}:{self.url}'
 
@@ -414,7 +435,8 @@ class WebSearch:
         "Method, URL and `build_request` arguments of one query"
         key = os.environ.get(self.key_env)
         if self.cfg.search_api == 'searxng':
-            return 'GET', self.url, dict(params={'q': query, 'format': 'json'}, headers={'Authorization': f'Bearer {key}'} if key else {})
+            return 'GET', self.url, dict(params={'q': query, 'format': 'json'},
+                                         headers={'Authorization': f'Bearer {key}'} if key else {})
         if not key: raise ToolError(f'no search API key: set ${self.key_env}')
         return 'POST', self.url, dict(json={'q': query, 'num': k}, headers={'X-API-KEY': key})
 
@@ -446,7 +468,8 @@ class WebReader:
 # %% ../nbs/21_web.ipynb #fc616e2d
 def _damaged(e:sqlite3.DatabaseError)->bool:
     "Whether an sqlite error says the file is damaged (not a database, malformed), rather than busy or out of reach"
-    return type(e) is sqlite3.DatabaseError or getattr(e, 'sqlite_errorname', '').startswith(('SQLITE_CORRUPT', 'SQLITE_NOTADB'))
+    return (type(e) is sqlite3.DatabaseError
+            or getattr(e, 'sqlite_errorname', '').startswith(('SQLITE_CORRUPT', 'SQLITE_NOTADB')))
 
 def _aside(path:Path)->Path:
     "A free name beside `path` for a damaged copy of it: `name.corrupt-<time>`"
@@ -454,7 +477,7 @@ def _aside(path:Path)->Path:
     return next(p for i in range(10_000) if not (p := path.with_name(stem + (f'-{i}' if i else ''))).exists())
 
 class Cache:
-    "An on-disk sqlite cache of tool results, keyed by the request; a damaged file is moved aside and an empty cache started"
+    "An on-disk sqlite cache of tool results, keyed by request; a damaged file is moved aside and an empty one started"
     def __init__(self, path):
         self.path, self.lock = Path(path), threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -477,7 +500,8 @@ class Cache:
         aside = _aside(self.path)
         for suffix in ('', '-journal', '-wal', '-shm'):
             if Path(f'{self.path}{suffix}').exists(): os.replace(f'{self.path}{suffix}', f'{aside}{suffix}')
-        warnings.warn(f'the tool cache {self.path} is damaged ({e}); moved it to {aside} and started an empty one', RuntimeWarning, stacklevel=4)
+        warnings.warn(f'the tool cache {self.path} is damaged ({e}); moved it to {aside} and started an empty one',
+                      RuntimeWarning, stacklevel=4)
         return self._connect()
 
     def _run(self, sql:str, args:tuple=())->list:
@@ -491,7 +515,8 @@ class Cache:
                 return self.db.execute(sql, args).fetchall()
 
     @staticmethod
-    def key(*parts)->str: return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
+    def key(*parts)->str:
+        return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
 
     def get(self, key:str):
         "The stored value, or None (also for a value that does not read back as JSON)"
@@ -499,7 +524,8 @@ class Cache:
         try: return json.loads(rows[0][0]) if rows else None
         except (ValueError, TypeError, RecursionError): return None
 
-    def put(self, key:str, value): self._run('insert or replace into results values (?, ?)', (key, json.dumps(value, ensure_ascii=False)))
+    def put(self, key:str, value):
+        self._run('insert or replace into results values (?, ?)', (key, json.dumps(value, ensure_ascii=False)))
     def __len__(self): return self._run('select count(*) from results')[0][0]
     def close(self): self.db.close()
 
@@ -511,32 +537,35 @@ class ReplayMiss(httpx.RequestError):
 def exchange_key(request:httpx.Request)->str:
     "What identifies a request in a cassette: method, scheme, Host, path and query, and a hash of the body"
     host = request.headers.get('host') or request.url.netloc.decode('ascii')
-    return f'{request.method} {request.url.scheme}://{host}{request.url.raw_path.decode("ascii")} {hashlib.sha256(request.content).hexdigest()[:16]}'
+    return (f'{request.method} {request.url.scheme}://{host}{request.url.raw_path.decode("ascii")} '
+            f'{hashlib.sha256(request.content).hexdigest()[:16]}')
 
 def _response(rec:dict, request:httpx.Request|None)->httpx.Response:
-    return httpx.Response(rec['status'], headers=rec['headers'], content=base64.b64decode(rec['body'], validate=True), request=request,
-                          extensions={_CUT: True} if rec.get('truncated') else {})
+    return httpx.Response(rec['status'], headers=rec['headers'], content=base64.b64decode(rec['body'], validate=True),
+                          request=request, extensions={_CUT: True} if rec.get('truncated') else {})
 
 def _exchange(rec, *_)->dict:
-    "One cassette record, checked: a `key`, an HTTP `status`, `headers` as [name, value] pairs, a base64 `body` (else a `BadRecord`)"
+    "A checked cassette record: `key`, HTTP `status`, `headers` as [name, value] pairs, base64 `body`; else `BadRecord`"
     bad = lambda why: BadRecord(f'not a cassette record: {why}')
     if not isinstance(rec, dict) or not isinstance(rec.get('key'), str): raise bad('no "key"')
-    if type(rec.get('status')) is not int or not 100 <= rec['status'] <= 599: raise bad('"status" is not an HTTP status')
-    if not isinstance(h := rec.get('headers'), list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in h):
+    if type(rec.get('status')) is not int or not 100 <= rec['status'] <= 599:
+        raise bad('"status" is not an HTTP status')
+    if not isinstance(h := rec.get('headers'), list) or not all(isinstance(p, list) and len(p) == 2
+                                                                and all(isinstance(x, str) for x in p) for p in h):
         raise bad('"headers" is not a list of [name, value] pairs')
     try: _response(rec, None)   # the body is base64 and the headers are sendable
     except (ValueError, TypeError) as e: raise bad(f'{type(e).__name__}: {e}') from None
     return rec
 
 def _load_cassette(path:Path)->tuple[dict, list]:
-    "Recorded responses per request key, in recording order, and a `LoadError` for every line that is not a whole record"
+    "Recorded responses per request key, in recording order, and a `LoadError` for each line that is not a whole record"
     recs, errors = read_records(path, _exchange) if path.exists() else ([], [])
     out = {}
     for rec in recs: out.setdefault(rec['key'], []).append(rec)
     return out, errors
 
 def _append_line(path:Path, line:bytes):
-    "`line` added at the end of `path` in one write, the lines before it left as they are; a last line cut short (a killed recording) is ended first, so it stays one bad line"
+    "`line` appended to `path` in one write; a cut-short last line (a killed recording) is ended first: one bad line"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, 'a+b') as f:
         if f.seek(0, os.SEEK_END) and not _ends_line(f): line = b'\n' + line
@@ -551,10 +580,13 @@ def _ends_line(f)->bool:
 class Cassette(httpx.AsyncBaseTransport):
     "An httpx transport that records exchanges to a JSONL file (given `inner`) or replays them (without)"
     def __init__(self, path, inner:httpx.AsyncBaseTransport|None=None,
-                 cfg:ToolConfig|None=None): # caps when recording (`max_bytes`, `request_timeout`); None: `make_client`'s, else the defaults
+                 cfg:ToolConfig|None=None # recording caps (max_bytes, request_timeout); None: make_client's or defaults
+                ):
         self.path, self.inner, self.cfg, self.replies, self.errors = Path(path), inner, cfg, {}, []
         if inner is None: self.replies, self.errors = _load_cassette(self.path)
-        if inner is None and not self.path.exists(): warnings.warn(f'{self.path}: no such cassette; every request will be a ReplayMiss', RuntimeWarning, stacklevel=2)
+        if inner is None and not self.path.exists():
+            warnings.warn(f'{self.path}: no such cassette; every request will be a ReplayMiss', RuntimeWarning,
+                          stacklevel=2)
         if self.errors: warnings.warn(f'{self.path}: {_skipped(self.errors)}', RuntimeWarning, stacklevel=2)
 
     async def handle_async_request(self, request:httpx.Request)->httpx.Response:
@@ -568,14 +600,17 @@ class Cassette(httpx.AsyncBaseTransport):
         resp = await self.inner.handle_async_request(request)
         try: body, cut = await _read_capped(resp, max_bytes)
         finally: await resp.aclose()
-        headers = [[k, v] for k, v in resp.headers.multi_items() if k.lower() not in ('content-encoding', 'content-length', 'transfer-encoding')]
-        rec = dict(key=exchange_key(request), status=resp.status_code, headers=headers, body=base64.b64encode(body).decode())
+        headers = [[k, v] for k, v in resp.headers.multi_items()
+                   if k.lower() not in ('content-encoding', 'content-length', 'transfer-encoding')]
+        rec = dict(key=exchange_key(request), status=resp.status_code, headers=headers,
+                   body=base64.b64encode(body).decode())
         return rec | (dict(truncated=True, note=f'body cut at max_bytes={max_bytes}') if cut else {})
 
     async def _record(self, request):
         cfg = self.cfg or ToolConfig()
         try: rec = await asyncio.wait_for(self._fetch(request, cfg.max_bytes), cfg.request_timeout)
-        except asyncio.TimeoutError: raise httpx.ReadTimeout(f'no whole response within {cfg.request_timeout:g} s', request=request) from None
+        except asyncio.TimeoutError:
+            raise httpx.ReadTimeout(f'no whole response within {cfg.request_timeout:g} s', request=request) from None
         _append_line(self.path, (json.dumps(rec) + '\n').encode())
         return _response(rec, request)
 
