@@ -46,7 +46,8 @@ def test_load_config_reads_json_and_yaml_and_refuses_unknown_keys(tmp_path):
             and load_config(Small, tmp_path/'empty.yaml') == Small())
     (tmp_path/'typo.json').write_text('{"lr": 1, "nmes": []}')
     (tmp_path/'list.json').write_text('[1]')
-    with pytest.raises(ValueError, match=r"unknown Small keys \['nmes'\]"): load_config(Small, tmp_path/'typo.json')
+    with pytest.raises(ValueError, match='unknown setting nmes; valid: lr, names'):
+        load_config(Small, tmp_path/'typo.json')
     with pytest.raises(ValueError, match='not a mapping of Small settings'): load_config(Small, tmp_path/'list.json')
 
 def test_every_config_file_is_indented_json_of_its_fields(tmp_path):

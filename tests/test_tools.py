@@ -84,7 +84,7 @@ def test_config_defaults_and_validation(tmp_path):
     assert (ToolConfig.load(ToolConfig(allow_hosts=['[::1]', 'Example.ORG']).save(tmp_path/'c.json')).allow_hosts
             == ('::1', 'example.org'))
     (tmp_path/'x.json').write_text('{"top_k": 3, "colour": "red"}')
-    with pytest.raises(ValueError, match='unknown ToolConfig keys'): ToolConfig.load(tmp_path/'x.json')
+    with pytest.raises(ValueError, match='unknown setting colour; valid: top_k'): ToolConfig.load(tmp_path/'x.json')
     for bad in [dict(top_k=0), dict(retries=-1), dict(search_api='bing'), dict(request_timeout=0)]:
         with pytest.raises(ValueError): ToolConfig(**bad)
 

@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
            'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
-           'typed', 'config_kwargs', 'load_config', 'Settings', 'moved']
+           'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'moved']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
@@ -317,14 +317,25 @@ def typed(value, f, where:str=''):
         return type(v)(_as(x, item) for x in v)
     raise ValueError(f"{where}{f.name}: expected {' or '.join(_KINDS[k] for k in kinds)}, got {_short(value)}")
 
+# %% ../nbs/00_base.ipynb #c4eck0f1
+def check_keys(d:dict, cls,
+               extra=(), # keys allowed beside `cls`' fields (a command's own inputs)
+               where:str=''): # the dotted path of `d` in the settings it came from (`rollout.`)
+    "A ValueError naming each key of `d` that is not a field of `cls` or in `extra`, and the valid ones (nested too)"
+    valid = list(extra) + [f.name for f in fields(cls)]
+    if bad := [where + (k if isinstance(k, str) and k.isidentifier() else repr(k)) for k in d if k not in valid]:
+        raise ValueError(f"unknown setting{'s' if len(bad) > 1 else ''} {', '.join(bad)}; "
+                         f"valid{' in ' + where[:-1] if where else ''}: {', '.join(valid)}")
+    for f in fields(cls):
+        if isinstance(d.get(f.name), dict) and (sub := nested_config(f)):
+            check_keys(d[f.name], sub, where=f'{where}{f.name}.')
+
 def config_kwargs(cls, d, where:str='')->dict:
     "Settings `d` checked against dataclass `cls`: a ValueError names an unknown or ill-typed key; nested configs built"
     if not isinstance(d, dict):
-        raise ValueError(f"{where[:-1] + ': ' if where else ''}not a mapping of {cls.__name__} settings, "
+        raise ValueError(f"{where[:-1] + ': ' if where else ''}expected a mapping of {cls.__name__} settings, "
                          f"got {_short(d)}")
-    names = {f.name for f in fields(cls)}
-    if unknown := [k for k in d if k not in names]:
-        raise ValueError(f'unknown {cls.__name__} keys {sorted(where + str(k) for k in unknown)}')
+    check_keys(d, cls, where=where)
     kw = {}
     for f in fields(cls):
         if f.name not in d: continue

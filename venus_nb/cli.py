@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, asdict, replace
 from pathlib import Path
 from typing import Callable
-from .base import MAX_RECORD_BYTES, write_atomic, nested_config, typed as field_value, Settings
+from .base import MAX_RECORD_BYTES, write_atomic, check_keys, config_kwargs, Settings
 from .trajectory import write_jsonl, Loaded, Trajectory
 from .terminal import (say, in_terminal, CLIError, readable, writable_folder, writable_file, write_csv,
                                step_bar, IGPO_COLUMNS)
@@ -18,21 +18,21 @@ from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 
 # %% auto #0
 __all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'cmd_clean', 'cmd_resample',
-           'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'check_keys', 'typed', 'build',
-           'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions',
-           'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval',
-           'run_igpo', 'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries',
-           'error_line', 'main']
+           'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'build', 'settings_of',
+           'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions', 'read_corpus',
+           'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval', 'run_igpo',
+           'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/40_cli.ipynb #7f06283c
 from .base import moved
-# names that lived here before moving to demo, terminal: their old import path still works, with a DeprecationWarning
+# names that lived here before moving to demo, terminal, base: their old import path still works, with a warning
 __getattr__ = moved(__name__, {**dict.fromkeys('''CLIError IGPO_COLUMNS in_terminal plain readable step_bar '''
     '''text_table writable_file writable_folder
     write_csv'''.split(), 'terminal'),
     **dict.fromkeys('''DEFAULT_DATA change_line demo demo_igpo_config error_rule rule_counts stage_one stage_two
     stage_two_engine step_check step_clean step_eval step_igpo step_load step_meaning step_resample
-    step_rewards step_rollouts step_tokenize step_warm_start turn_rewards_page'''.split(), 'demo')})
+    step_rewards step_rollouts step_tokenize step_warm_start turn_rewards_page'''.split(), 'demo'),
+    'check_keys': 'base', 'typed': 'base'})
 
 # %% ../nbs/40_cli.ipynb #96790ac9
 def cmd_synth(args):
@@ -126,30 +126,10 @@ def read_settings(path)->dict:
     return d
 
 # %% ../nbs/40_cli.ipynb #a5a8907b
-def check_keys(d:dict, cls, extra=(), where:str=''):
-    "A CLIError naming each key of `d` that is neither a field of `cls` nor in `extra`, and the valid ones (nested too)"
-    valid = list(extra) + [f.name for f in fields(cls)]
-    if bad := [k for k in d if k not in valid]:
-        raise CLIError(f"unknown setting{'s' if len(bad) > 1 else ''} {', '.join(where + str(k) for k in bad)}; "
-                       f"valid{' in ' + where[:-1] if where else ''}: {', '.join(valid)}")
-    for f in fields(cls):
-        if isinstance(d.get(f.name), dict) and (sub := nested_config(f)):
-            check_keys(d[f.name], sub, where=f'{where}{f.name}.')
-
-def typed(value, f, where:str=''):
-    "`value` as `f` is annotated (`base.typed`: a YAML list a tuple, `1e-5` a float), else a CLIError naming the key"
-    try: return field_value(value, f, where)
-    except ValueError as e: raise CLIError(str(e)) from None
-
-def build(cls, d:dict, where:str=''):
-    "A `cls` from checked settings, nested configs from their mappings; a value it refuses is one line naming it"
-    kw = {}
-    for f in fields(cls):
-        if f.name not in d: continue
-        sub, v = nested_config(f), d[f.name]
-        if sub and not isinstance(v, (dict, sub)):
-            raise CLIError(f'{where}{f.name}: expected a mapping of {sub.__name__} settings, got {v!r:.80}')
-        kw[f.name] = build(sub, v, f'{where}{f.name}.') if sub and isinstance(v, dict) else typed(v, f, where)
+def build(cls, d:dict):
+    "A `cls` from settings `d`, checked and typed by `base.config_kwargs`; a key or value it refuses is one line"
+    try: kw = config_kwargs(cls, d)
+    except (TypeError, ValueError) as e: raise CLIError(str(e)) from None
     try: return cls(**kw)
     except (TypeError, ValueError) as e:
         raise CLIError(str(e) if str(e).startswith(cls.__name__) else f'{cls.__name__}: {e}') from None
@@ -196,7 +176,8 @@ class Stage:
 
     def resolve(self, d:dict)->tuple[dict, object]:
         "(inputs, config) of checked settings"
-        check_keys(d, self.cls, self.inputs)
+        try: check_keys(d, self.cls, self.inputs)
+        except ValueError as e: raise CLIError(str(e)) from None
         if missing := [k for k in self.required if d.get(k) is None]:
             raise CLIError(f'no {missing[0]} given: pass --{missing[0].replace("_", "-")}, '
                            'or set it in the --config file')
