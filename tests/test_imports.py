@@ -73,7 +73,7 @@ def test_moved_names_warn_and_give_the_object_from_their_new_home():
 # names two modules list in `__all__`, kept so that imports written against either keep working;
 # nothing may join this list
 REEXPORTED = {'MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records',
-              'LoadError', 'atomic_open', 'write_atomic', 'save_config', 'load_config', 'typed', 'parse_r1_passage',
+              'LoadError', 'atomic_open', 'write_atomic', 'save_config', 'load_config', 'parse_r1_passage',
               'r1_passages', 'passage_docs', 'TOOL_KINDS', 'adapter_base', 'UnslothEngine', 'resolve', 'free_port',
               'Scored', 'search_observation', 'visit_observation', 'JSON5_MAX_CHARS'}
 
