@@ -38,6 +38,7 @@ def decode_utf8(raw:bytes)->str:
         line, col = raw.count(b'\n', 0, e.start) + 1, e.start - raw.rfind(b'\n', 0, e.start)
         raise BadRecord(f'not UTF-8: byte {raw[e.start]:#04x} at column {col}', line) from None
 
+# %% ../nbs/00_base.ipynb #c930742c
 def _too_deep(obj, limit:int)->bool:
     "Whether lists and dicts in `obj` nest deeper than `limit` (looked at level by level, without recursion)"
     level = [obj]
@@ -67,6 +68,7 @@ def _lines(f, max_bytes:int):
         while line and not line.endswith(b'\n'): line = f.readline(2**20)
         yield n, None
 
+# %% ../nbs/00_base.ipynb #6ecd8007
 _BLANK = object()
 
 def _line_record(raw, max_bytes, max_depth):
@@ -93,12 +95,14 @@ class LoadError(NamedTuple):
     reason: str
     def __str__(self): return f'{self.source}:{self.index}: {self.reason}'
 
+# %% ../nbs/00_base.ipynb #53761a42
 def _raise_bad(rec):
     if isinstance(rec, Exception): raise rec
     return rec
 
 def _why(e): return (str(e) if isinstance(e, BadRecord) else f'{type(e).__name__}: {e}')[:200]
 
+# %% ../nbs/00_base.ipynb #248890f5
 def load_records(items, # (source, index, record or the exception that says why it cannot be read)
                  parse:Callable|None=None # (record, source, index) -> what to keep; None keeps the record
                 )->tuple[list, list[LoadError]]:
@@ -117,6 +121,7 @@ def _is_array(path:Path)->bool:
         while not head.strip() and (more := f.read(1 << 16)): head = more
     return head.lstrip()[:1] == b'['
 
+# %% ../nbs/00_base.ipynb #49ddeeec
 # JSON white space; a value ending this close to the end of what is read may go on
 _SPACE, _TAIL = re.compile(r'[ \t\n\r]*'), 16
 
@@ -168,6 +173,7 @@ class _Chunks:
             except RecursionError: raise ValueError('JSON nested deeper than Python can parse') from None
             self.more()
 
+# %% ../nbs/00_base.ipynb #48d08352
 def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
     "(position, record or `BadRecord`) per record of the JSON array in binary file `f`, read in chunks; else ValueError"
     text, decoder = _Chunks(f, max_bytes), json.JSONDecoder()
@@ -190,6 +196,7 @@ def _array_records(path:Path, max_bytes:int=MAX_RECORD_BYTES):
         try: yield from _array_items(f, max_bytes)
         except ValueError as e: raise ValueError(f'{path}: not a valid JSON array: {e}'[:300]) from None
 
+# %% ../nbs/00_base.ipynb #fb198e52
 def read_records(path,
                  parse:Callable|None=None, # (record, file, line or position) -> what to keep; None keeps the record
                  array:bool=False, # a file whose first character is `[` is one JSON array of records
@@ -214,6 +221,7 @@ def _temp_beside(path:Path, mode:str):
         try: return tmp, open(tmp, mode.replace('w', 'x'), **kw)
         except FileExistsError: continue
 
+# %% ../nbs/00_base.ipynb #3f50c2fb
 def _fsync_folder(folder:Path):
     "Make a rename in `folder` last through a power cut, where the platform lets a folder be opened (not on Windows)"
     try:
@@ -222,6 +230,7 @@ def _fsync_folder(folder:Path):
         finally: os.close(fd)
     except OSError: pass
 
+# %% ../nbs/00_base.ipynb #aff6e3cf
 @contextmanager
 def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
                ):
@@ -267,11 +276,13 @@ def read_config(path):
         raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} "
                          f"({' '.join(str(e).split())[:200]})") from None
 
+# %% ../nbs/00_base.ipynb #18738511
 def nested_config(f)->type|None:
     "The config dataclass a field holds by default (`IGPOConfig.rollout` holds a `RolloutConfig`), if any"
     default = f.default_factory() if f.default_factory is not MISSING else f.default
     return type(default) if is_dataclass(default) else None
 
+# %% ../nbs/00_base.ipynb #8edf8c20
 _KINDS = {'int': 'a whole number', 'float': 'a finite number', 'str': 'a text', 'bool': 'true or false',
           'tuple': 'a list', 'list': 'a list', 'dict': 'a mapping', 'None': 'null'}
 _NO = object()
@@ -285,6 +296,7 @@ def _short(v)->str:
     try: return repr(v)[:80]
     except ValueError: return f'a {type(v).__name__}'   # an int too long to print
 
+# %% ../nbs/00_base.ipynb #1cd98a9a
 def _as(v, kind:str):
     "`v` as `kind` (a _KINDS key) or _NO: an int or text like `1e-5` is a float, a number or date a str, a list a tuple"
     if kind == 'None': return None if v is None else _NO
@@ -305,6 +317,7 @@ def _item_kind(f)->str|None:
     kinds = {type(x).__name__ for x in default} if isinstance(default, (tuple, list)) else set()
     return kinds.pop() if len(kinds) == 1 and kinds <= set(_KINDS) else None
 
+# %% ../nbs/00_base.ipynb #ad33b778
 def typed(value, f, where:str=''):
     "`value` as field `f` is annotated (`int`, `float|None`...), else a ValueError naming it; others: the class checks"
     kinds = _kinds(f)
@@ -330,6 +343,7 @@ def check_keys(d:dict, cls,
         if isinstance(d.get(f.name), dict) and (sub := nested_config(f)):
             check_keys(d[f.name], sub, where=f'{where}{f.name}.')
 
+# %% ../nbs/00_base.ipynb #2ad470f9
 def config_kwargs(cls, d, where:str='')->dict:
     "Settings `d` checked against dataclass `cls`: a ValueError names an unknown or ill-typed key; nested configs built"
     if not isinstance(d, dict):

@@ -106,12 +106,14 @@ def parse_sets(pairs:list|None)->dict:
         d[last] = yaml_value(value)
     return out
 
+# %% ../nbs/40_cli.ipynb #554c33de
 def merged(base:dict, over:dict)->dict:
     "`base` with `over` on top; nested dicts are merged key by key"
     out = dict(base)
     for k, v in over.items(): out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
+# %% ../nbs/40_cli.ipynb #bba3e2e2
 def read_settings(path)->dict:
     "The settings in a YAML or JSON file (JSON is YAML too)"
     import yaml
@@ -146,6 +148,7 @@ def save_settings(path, command:str, settings:dict)->Path:
     head = f'# the settings of a `venus-nb {command}` run; run it again with `venus-nb {command} --config {path}`\n'
     return write_atomic(path, head + yaml.safe_dump(settings, sort_keys=False, allow_unicode=True))
 
+# %% ../nbs/40_cli.ipynb #8a660220
 @dataclass
 class Stage:
     "A command whose settings are a config dataclass's fields plus its own inputs"
@@ -185,6 +188,7 @@ class Stage:
             if d.get(k) not in ok: raise CLIError(f'{k}: expected one of {", ".join(map(str, ok))}, got {d.get(k)!r}')
         return {k: d[k] for k in self.inputs}, build(self.cls, {k: v for k, v in d.items() if k not in self.inputs})
 
+# %% ../nbs/40_cli.ipynb #9ebce682
 def output_folder(inputs:dict, cfg)->Path: return writable_folder(inputs.get('output_dir') or cfg.output_dir)
 
 def run_stage(name:str, stage:Stage, d:dict)->list:
@@ -211,6 +215,7 @@ def read_questions(path, limit:int|None=None)->list:
     if not qa.trajectories: raise CLIError(f'{path}: no readable question ({len(qa.errors)} unreadable rows)')
     return qa.trajectories[:limit]
 
+# %% ../nbs/40_cli.ipynb #d4d5816b
 def read_corpus(corpus, questions):
     "The `LocalCorpus` of a corpus file or world folder; none given: the corpus.jsonl beside the questions"
     from venus_nb.tools import load_corpus
@@ -218,6 +223,7 @@ def read_corpus(corpus, questions):
     if corpus is None and not path.exists(): raise CLIError(f'no corpus given and no {path}: pass --corpus FILE')
     return load_corpus(readable(path))
 
+# %% ../nbs/40_cli.ipynb #db331d72
 def policy_engine(inputs:dict):
     "The rollout engine of the policy: vLLM ('auto' when installed) or transformers"
     from venus_nb.warm_start import engine_for_folder
@@ -251,6 +257,7 @@ def run_rollout(inputs:dict, cfg)->list:
     say(rollout_line(trajs, engine.name, time.time() - t))
     return [write_jsonl(trajs, output_folder(inputs, cfg)/'trajectories.jsonl')]
 
+# %% ../nbs/40_cli.ipynb #5e646e9d
 def eval_selectors(inputs:dict)->tuple[dict, object]:
     "The selectors `--select` names and their verifier (URL checked); a CLIError for an unknown one or a missing URL"
     from venus_nb.select import selectors_of, LLMVerifier
@@ -358,6 +365,7 @@ def _add_demo(sub):
                    help='embedded name, local folder or Hub name (default: %(default)s)')
     w.add_argument('--force', action='store_true', help='make it anew even when it is cached')
 
+# %% ../nbs/40_cli.ipynb #212e6da1
 FORMATS = ['dr-venus', 'webdancer', 'react']
 
 def _add_stages(sub):
@@ -398,6 +406,7 @@ def _add_stages(sub):
 TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
               'without it a config runs no code: use it only for a file you trust')
 
+# %% ../nbs/40_cli.ipynb #cea593bd
 def _add_training(sub):
     "`sft`, `rollout`, `igpo`, `eval`: --config, --set and their inputs as options"
     for name, st in stages().items():
@@ -429,6 +438,7 @@ def parser()->argparse.ArgumentParser:
     _add_training(sub)
     return p
 
+# %% ../nbs/40_cli.ipynb #a84c8710
 def cmd_experiment(args):
     "Every arm and seed of the experiment; with --signal (or --signal-only) the signal density of the warm start first"
     from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
@@ -444,6 +454,7 @@ def cmd_experiment(args):
          + res.summary.round(3).to_string(index=False) + f"\n   report: {res.output_dir/'report.html'}")
     return res
 
+# %% ../nbs/40_cli.ipynb #cc5d6476
 def unsloth_first(command:str, d:dict):
     "Unsloth patches transformers only if imported first (else it warns): `sft` imports it first when training with it"
     from venus_nb.models import has_module, pick_backend
@@ -466,6 +477,7 @@ COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only),
             'experiment': cmd_experiment,
             **{k: cmd_stage for k in ('sft', 'rollout', 'igpo', 'eval')}}
 
+# %% ../nbs/40_cli.ipynb #3e8c8a29
 NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'trl', 'unsloth', 'unsloth_zoo',
          'accelerate', 'datasets', 'huggingface_hub', 'bm25s', 'numba', 'httpx', 'triton')
 QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR',
@@ -497,6 +509,7 @@ def quiet_libraries():
             ENGINE_KW.update(engine_kw)
             for n, level in levels.items(): logging.getLogger(n).setLevel(level)
 
+# %% ../nbs/40_cli.ipynb #724fced8
 def error_line(e:BaseException)->str:
     "What went wrong, on one line: a path and the system's reason, our own message, or the error's type and message"
     if isinstance(e, OSError) and e.filename: msg = f'{e.filename}: {e.strerror or e}'
@@ -504,6 +517,7 @@ def error_line(e:BaseException)->str:
     else: msg = f'{type(e).__name__}: {e} (rerun with --traceback for where)'
     return ' '.join(msg.split())
 
+# %% ../nbs/40_cli.ipynb #48862261
 def main(argv:list|None=None):
     "Entry point of the `venus-nb` console script; an error is one line, `venus-nb: error: ...`, and exit status 1"
     p = parser()

@@ -67,6 +67,7 @@ def grpo_advantages(slots:list, rewards:list, slot_adv:list, groups:list, cfg:Re
     normed = normalise(slots, groups, replace(cfg, norm='separate'))
     return [[n[-1]] * (s.turns[-1] + 1) for s, n in zip(slots, normed)]
 
+# %% ../nbs/24_rewards.ipynb #f5e8b723
 # name -> fn(slots, rewards, slot_adv, groups, cfg) -> per-turn advantages
 ESTIMATORS = {'igpo': igpo_advantages, 'grpo': grpo_advantages}
 
@@ -297,6 +298,7 @@ def _prefill(model, ids, cache, chunk):
         model(input_ids=torch.tensor([ids[s:s + chunk]], device=model.device), past_key_values=cache, use_cache=True,
               logits_to_keep=1)
 
+# %% ../nbs/24_rewards.ipynb #8b0e2479
 class Prefix(NamedTuple):
     "A KV cache holding the first `n` tokens that several sequences share (the prompt of a group of rollouts)"
     n: int
@@ -309,6 +311,7 @@ def prefilled(model, ids:list, chunk:int=8192)->Prefix:
     _prefill(model, ids, cache, chunk)
     return Prefix(len(ids), cache)
 
+# %% ../nbs/24_rewards.ipynb #308038ba
 def crop_to(cache, n:int):
     "Drop what `cache` holds past its first `n` tokens"
     extra = cache.get_seq_length() - n
@@ -322,6 +325,7 @@ def continued(prefix:Prefix|None):
     try: yield n, cache
     finally: crop_to(cache, n)
 
+# %% ../nbs/24_rewards.ipynb #072d4ad5
 def prompt_groups(token_lists:list)->dict:
     "{prompt ids: indices of the sequences that start with it}, from each `Tokenized`'s `prompt_len` (None skipped)"
     groups = {}
@@ -344,6 +348,7 @@ def each_prompt_once(model, tokens:list, # per sequence its `Tokenized` (or None
         if t is None: out[i] = score(i, None)
     return out
 
+# %% ../nbs/24_rewards.ipynb #bd02143c
 @torch.no_grad()
 def _probe_logps(model, cache, bounds, probe, temperature):
     "Score several boundaries in one pass over the cache, then crop the probes off it"
@@ -369,6 +374,7 @@ def cached_passes(bounds:list, probe_len:int, chunk:int=8192, group:int|None=Non
     if not bounds: return 0
     return -(-max(0, bounds[-1] - prefix_n) // chunk) + -(-len(bounds) // (group or probe_group(bounds, probe_len)))
 
+# %% ../nbs/24_rewards.ipynb #2da8d0ec
 def cached_logps(model, # a causal LM: a transformers model, or the module a trainer holds (e.g. verl's actor)
                  ids:list, # the token ids of one trajectory
                  bounds:list, # increasing token positions to score after
@@ -424,6 +430,7 @@ def ig_from_logprobs(lp:GTLogProbs, cfg:RewardConfig=RewardConfig())->list:
         if v is not None: prev = v
     return out
 
+# %% ../nbs/24_rewards.ipynb #4706642c
 def information_gain(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), **kw)->list:
     "IG per assistant turn, None where not scored (one prefill with KV-cache reuse)"
     return ig_from_logprobs(gt_logprobs(model, tokenizer, traj, gt, cfg, 'cached', **kw), cfg)
