@@ -33,6 +33,7 @@ def _json_file_item(f:Path, max_bytes:int=MAX_RECORD_BYTES):
     except BadRecord as e: return str(f), e.line, e
     except OSError as e: return str(f), 1, e
 
+# %% ../nbs/11_data.ipynb #0156dbe2
 def _table_items(path, rows):
     "(file, row number from 1, row) of a table"
     return ((str(path), i, r) for i, (_, r) in enumerate(rows, 1))
@@ -43,6 +44,7 @@ def _table(path, read)->pd.DataFrame:
     try: return read(p)
     except Exception as e: raise ValueError(f'{p}: not a readable table ({type(e).__name__}: {str(e)[:160]})') from None
 
+# %% ../nbs/11_data.ipynb #a338a350
 def _record(rec)->dict:
     if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
     return rec
@@ -71,6 +73,7 @@ def _tag(t, source, id=None):
 def _flat(x):
     return [y for v in x for y in _flat(v)] if isinstance(x, (list, tuple)) else [str(x)]
 
+# %% ../nbs/11_data.ipynb #39e39d6e
 def _webdancer(rec, *_):
     rec = _record(rec)
     q = _first_user(rec.get('messages')).rsplit('User:', 1)[-1].strip()
@@ -91,6 +94,7 @@ def _react(rec, *_):
 
 def _last_text(msgs): return str(msgs[-1].get('content', '')) if msgs else ''
 
+# %% ../nbs/11_data.ipynb #05eaf708
 def load_react(path)->Loaded:
     "OpenAI fine-tune messages in ReAct form (`Thought:`/`Action: search[...]`, FireAct); episode reward goes to meta"
     return Loaded(*read_records(path, _react))
@@ -108,6 +112,7 @@ def load_verl_parquet(path)->Loaded:
                    r['reward_model']['ground_truth'], r.get('data_source', 'verl'))
     return load_each(_table_items(path, df.iterrows()), row)
 
+# %% ../nbs/11_data.ipynb #4ed0dae1
 def load_qa_jsonl(path, question='question', answer='answer', id='id')->Loaded:
     "QA rows from JSONL with configurable field names (answer lists become aliases)"
     def row(r, *_):
@@ -125,6 +130,7 @@ def decrypt_xbench(text:str, canary:str)->str:
     "xbench: base64, XOR with the canary's UTF-8 bytes repeated"
     return _xor(base64.b64decode(text), canary.encode()).decode('utf-8')
 
+# %% ../nbs/11_data.ipynb #5d940925
 def decrypt_browsecomp(text:str, canary:str)->str:
     "BrowseComp(-ZH): base64, XOR with SHA-256(canary) repeated"
     return _xor(base64.b64decode(text), hashlib.sha256(canary.encode()).digest()).decode('utf-8')
@@ -207,6 +213,7 @@ def _rebuild(traj, turns):
     return Trajectory(traj.question, [_reindex(t, i, i == len(turns) - 1) for i, t in enumerate(turns)], traj.gt,
                       traj.meta, traj.prompt)
 
+# %% ../nbs/11_data.ipynb #740788ba
 def _as_list(v): return v if isinstance(v, list) else [v]
 
 ALIASES = {'queries': 'query', 'urls': 'url'}
@@ -232,6 +239,7 @@ def clean_think(think:str)->str:
     "Thinking without leaked <answer>/<summary> tags (their text kept)"
     return re.sub(r'</?(answer|summary)>', '', think).strip()
 
+# %% ../nbs/11_data.ipynb #248c3995
 # [^\S\n]: a space, not a line break
 _HEADER = re.compile(r"^[^\S\n]*A Google search for (.+?) found \d+ results:[^\S\n]*$", re.M)
 _ENTRY_HEAD = re.compile(r'^[^\S\n]*\d+\.\s+\[', re.M)
@@ -250,6 +258,7 @@ def _link(text:str, start:int, end:int):
 
 def _snippet(text:str)->str: return ' '.join(l.strip() for l in text.splitlines() if l.strip() and not _DATE.match(l))
 
+# %% ../nbs/11_data.ipynb #58ea86b1
 def _entries(block):
     "[{title, url, snippet}] of one markdown result block"
     hits = []
@@ -277,6 +286,7 @@ def _normal_responses(t:Turn):
               if t.kind == 'search' and isinstance(raw, str) and 'Web Results' in raw else None)
     return ([observation_message(parsed)], True) if parsed else (t.source[1:], False)
 
+# %% ../nbs/11_data.ipynb #e326dd56
 def _answer_think(t:Turn)->str:
     "The final turn's thinking, with any <summary> written after </think> moved into it (as the official cleaner does)"
     after = t.raw.split('</think>')[-1] if '</think>' in t.raw else ''
@@ -382,6 +392,7 @@ def _apply(name, traj, cfg):
     try: return STEPS[name](traj, cfg)
     except Exception as e: return None, f'{type(e).__name__} in {name}: {e}'[:200]
 
+# %% ../nbs/11_data.ipynb #6bb26007
 def _row(i, t):
     return dict(id=t.meta.get('id', i), kept=False, step=None, reason=None, edits=[], turns_in=len(t.turns),
                 turns_out=0)

@@ -50,6 +50,7 @@ def _loads(text):
                              f'strict JSON: {e}') from None
         return json5.loads(text)
 
+# %% ../nbs/01_trajectory.ipynb #ef045fec
 def between(text:str, opening:str, closing:str)->list[str]:
     "Bodies of all `opening`...`closing` pairs in `text`, each closed by the first `closing` after it (one linear pass)"
     out, i = [], 0
@@ -60,6 +61,7 @@ def between(text:str, opening:str, closing:str)->list[str]:
 
 def _between(text, tag): return between(text, f'<{tag}>', f'</{tag}>')
 
+# %% ../nbs/01_trajectory.ipynb #b636e07d
 def parse_call_body(body:str # the text inside `<tool_call>`
                    )->tuple[ToolCall|None, str|None]:
     "Parse a tool-call body into a `ToolCall`, or return the reason it cannot be"
@@ -86,6 +88,7 @@ def _think_error(text):
         if o >= c or (i and closes[i-1] >= o): return '<think> tags out of order', 0
     return None, closes[-1] + len('</think>')
 
+# %% ../nbs/01_trajectory.ipynb #a73212b0
 def _block_error(text, start, tag):
     "Check that exactly one `<tag>...</tag>` follows position `start` with nothing around it"
     opens, closes = _spans(text, f'<{tag}>'), _spans(text, f'</{tag}>')
@@ -180,6 +183,7 @@ def _openai_calls(msg):
     fields = [_call_fields(tc) for tc in (calls if isinstance(calls, list) else [])]
     return [f'<tool_call>\n{{"name": {json.dumps(n)}, "arguments": {a}}}\n</tool_call>' for n, a in fields]
 
+# %% ../nbs/01_trajectory.ipynb #c716f262
 def _observation(responses):
     return '\n'.join(_unwrap_observation(m) for m in responses) if responses else None
 
@@ -237,6 +241,7 @@ def observation_message(observation:str)->dict:
     "The user message that carries a tool response back, as DR-Venus writes it"
     return {'role': 'user', 'content': f'<tool_response>\n{observation}\n</tool_response>'}
 
+# %% ../nbs/01_trajectory.ipynb #dcc2d1c8
 @patch(cls_method=True)
 def make(cls:Turn, think:str, call:ToolCall|None=None, answer:str|None=None, observation:str|None=None,
           index:int=0, is_final:bool|None=None):
@@ -328,6 +333,7 @@ def format_errors(self:Trajectory)->list[tuple[int, str]]:
     "(turn index, reason) for every turn that fails the format check"
     return [(t.index, t.format_error) for t in self.turns if not t.ok]
 
+# %% ../nbs/01_trajectory.ipynb #2e621000
 @patch
 def _repr_markdown_(self:Trajectory, max_rows=40):
     head = [f'**Q:** {_short(self.question, 200)}  ', f'**GT:** {self.gt}  ',
@@ -377,6 +383,7 @@ def _opening_of(rec:dict)->str:
     if not isinstance(o, str): raise ValueError(f'"opening" is a {type(o).__name__}, not text')
     return o
 
+# %% ../nbs/01_trajectory.ipynb #25614698
 def from_record(rec:dict)->Trajectory:
     "A trajectory from one record with `messages` (and optionally `question`, `gt`/`answer`, `meta`, `opening`)"
     if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
@@ -385,6 +392,7 @@ def from_record(rec:dict)->Trajectory:
     return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), rec.get('meta'),
                                     _opening_of(rec))
 
+# %% ../nbs/01_trajectory.ipynb #3ff1185b
 def _opening(traj:Trajectory)->str:
     "The thinking opening its turns were read after (`thinking_opening`; '' for most), or a ValueError if they differ"
     found = {t.opening for t in traj.turns}
@@ -404,6 +412,7 @@ def load_each(items, # (source, line, record or the error that says why it canno
     "`base.load_records` as a `Loaded`: each record parsed, or a `LoadError` with its file and line; loading goes on"
     return Loaded(*load_records(items, parse))
 
+# %% ../nbs/01_trajectory.ipynb #738c6176
 def read_jsonl(path, max_line_bytes:int=MAX_RECORD_BYTES)->Loaded:
     "Read trajectories from a JSONL file; a bad line becomes a `LoadError` with its line number and reading goes on"
     return Loaded(*read_records(path, lambda r, *_: from_record(r), max_line_bytes=max_line_bytes))
@@ -419,6 +428,7 @@ def is_dataset(x)->bool:
     "Whether `x` is a `datasets.Dataset` (answered without importing `datasets` when nothing has)"
     return (m := sys.modules.get('datasets')) is not None and isinstance(x, m.Dataset)
 
+# %% ../nbs/01_trajectory.ipynb #f055f7f1
 def _plain(o):
     "A numpy scalar as its Python value, for `json.dumps`"
     if hasattr(o, 'item'): return o.item()
@@ -438,6 +448,7 @@ def _is_chat(m)->bool:
 
 def _texts(g)->bool: return isinstance(g, list) and all(isinstance(x, str) for x in g)
 
+# %% ../nbs/01_trajectory.ipynb #1f6294ea
 def _gt_column(gts:list)->tuple[str, list]:
     "('gt', the values) when Arrow holds them as is (all text, or all lists of text), else ('gt_json', JSON texts)"
     given = [g for g in gts if g is not None]
@@ -495,6 +506,7 @@ def as_loaded(x, # `Trajectory`s or records in a list, a loader's `Loaded`, or a
     return load_each(((src, i, r) for i, r in enumerate(x)),
                      lambda r, *_: r if isinstance(r, Trajectory) else from_row(r))
 
+# %% ../nbs/01_trajectory.ipynb #014d8c1d
 def as_trajectories(x)->list:
     "The trajectories of `x` (see `as_loaded`), or a ValueError naming the first bad row (`data.clean` reports each)"
     loaded = as_loaded(x)
@@ -537,6 +549,7 @@ def _common_prefix_len(a, b):
         lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
     return lo
 
+# %% ../nbs/01_trajectory.ipynb #a129a3b9
 def _piece_ends(tok, messages, **kw):
     "The full render, and where each message's piece of it ends"
     full, ends = _render(tok, messages, **kw), []
@@ -561,6 +574,7 @@ def _assistant_segments(piece, gen_prompt, eot):
     end = piece.rfind(eot) + len(eot) if eot and eot in piece[start:] else len(piece)
     return [(piece[:start], 0), (piece[start:end], 1), (piece[end:], 0)]
 
+# %% ../nbs/01_trajectory.ipynb #548762a1
 def generation_prompt(tok, prefix:list, **kw)->str:
     "The text the chat template adds to open an assistant turn after `prefix`"
     return _render(tok, prefix, add_generation_prompt=True, **kw)[len(_render(tok, prefix, **kw)):] if prefix else ''
@@ -580,6 +594,7 @@ def encode_text(tok, text:str)->list[int]:
     "Token ids of `text` as plain text: a special token's string in it stays characters (special-token parsing off)"
     return tok.encode(text, add_special_tokens=False, split_special_tokens=True) if text else []
 
+# %% ../nbs/01_trajectory.ipynb #1cfe0ba9
 def own_text_span(content:str)->tuple[int, int]:
     "Where a user or tool message's own text lies in its content: inside a `<tool_response>` wrapper, else all of it"
     core = content.strip()
@@ -594,6 +609,7 @@ def literal_span(tok, content:str,
     a, b = own_text_span(content)
     return (a, b) if any(s in content[a:b] for s in (special_tokens(tok) if triggers is None else triggers)) else None
 
+# %% ../nbs/01_trajectory.ipynb #8db2e318
 def turn_markers(tok)->list[str]:
     "The special tokens the chat template writes around messages (`<|im_start|>`, `<|im_end|>` for ChatML)"
     msgs = [{'role': 'system', 'content': 's'}, {'role': 'user', 'content': 'u'}]
@@ -649,6 +665,7 @@ def _segments(tok, messages, **kw):
         else: out.append(_text_segments(full, a, b, _literal_span(tok, messages, k, full, **kw)))
     return out
 
+# %% ../nbs/01_trajectory.ipynb #f0e60533
 def _encode_segments(tok, segs)->list[tuple[list, int]]:
     return [((encode_text if literal else _encode)(tok, text), trained) for text, trained, literal in segs]
 

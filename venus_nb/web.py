@@ -82,6 +82,7 @@ def retry_after(value:str|None, # a Retry-After header
     except (TypeError, ValueError, IndexError, OverflowError): return None
     return max(0.0, when - (time.time() if now is None else now))
 
+# %% ../nbs/21_web.ipynb #dd2c21c2
 def backoff_delay(attempt:int, # 0 for the wait before the first retry
                   cfg:ToolConfig, wait:float|None=None, # the server's Retry-After, if any
                   rng=random)->float:
@@ -111,6 +112,7 @@ def address_error(ip:str)->str|None:
     if kind: return f'{"an" if kind[0] in "aeiou" else "a"} {kind} address'
     return None if a.is_global else 'not a globally routable address'
 
+# %% ../nbs/21_web.ipynb #33dcd294
 _USERINFO = re.compile(r'^(\s*[A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@')
 
 def redact_url(url):
@@ -151,6 +153,7 @@ async def safe_address(url:str, cfg:ToolConfig)->str|None:
     if not addrs: raise ToolError(f'cannot resolve {u.host}: no addresses')
     return addrs[0]
 
+# %% ../nbs/21_web.ipynb #7b04625f
 def pinned(url:str, ip:str|None)->tuple[httpx.URL, dict, dict]:
     "Request URL, headers and extensions that connect to `ip` while naming the original host (Host header, TLS SNI)"
     u = httpx.URL(url.strip())
@@ -170,6 +173,7 @@ class Fetched:
 
 _CUT = 'venus_nb.truncated'   # response extension of a cassette's response whose body was cut when it was recorded
 
+# %% ../nbs/21_web.ipynb #0346c7ae
 def _inflater(headers, head:bytes):
     "A zlib decompressor for the Content-Encoding (gzip, or deflate with or without its zlib header), or None for none"
     codings = [c.strip().lower() for c in headers.get('content-encoding', '').split(',')
@@ -189,6 +193,7 @@ def _inflate(d, data:bytes, piece:int):
             if out: yield out
     except zlib.error as e: raise httpx.DecodingError(f'the compressed body is damaged: {e}') from None
 
+# %% ../nbs/21_web.ipynb #94e5df02
 async def _decoded(resp, piece:int=1 << 16):
     "The body of a streamed response, decoded (gzip, deflate) a piece of at most `piece` bytes at a time"
     try:
@@ -211,6 +216,7 @@ async def _read_capped(resp, max_bytes):
         if len(buf) > max_bytes: return bytes(buf[:max_bytes]), True
     return bytes(buf), bool(resp.extensions.get(_CUT))
 
+# %% ../nbs/21_web.ipynb #9fe9867c
 async def _once(client, method, url, cfg, kw)->Fetched:
     "One request, its body read under the byte cap; redirects are never followed here"
     resp = await client.send(client.build_request(method, url, **kw), stream=True, follow_redirects=False)
@@ -229,6 +235,7 @@ async def _attempt(client, method, url, cfg, limit, kw):
     except (asyncio.TimeoutError, httpx.TimeoutException): return None, f'timed out after {cfg.request_timeout:g} s'
     except httpx.TransportError as e: return None, f'connection failed: {_why(e)}'
 
+# %% ../nbs/21_web.ipynb #c17391aa
 def _retry_wait(f:Fetched|None, attempt:int, cfg:ToolConfig)->float|None:
     "Seconds to wait before trying again, or None when this outcome is final"
     if f is None: return backoff_delay(attempt, cfg)
@@ -257,6 +264,7 @@ async def _hop(url, cfg, client, limit, hop):
     target, headers, ext = pinned(url, ip)
     return replace(await send(client, 'GET', target, cfg, limit, headers=headers, extensions=ext), url=url)
 
+# %% ../nbs/21_web.ipynb #f8a44454
 async def fetch_page(url:str, cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphore|None=None)->Fetched:
     "GET `url` with the address checks on it and on every redirect (followed by hand)"
     for hop in range(cfg.max_redirects + 1):
@@ -288,6 +296,7 @@ def media_type(headers)->tuple[str, str|None]:
     m = re.search(r'charset=["\']?([\w.:-]+)', ct, re.I)
     return ct.split(';')[0].strip().lower(), m and m[1]
 
+# %% ../nbs/21_web.ipynb #6cdc8306
 def sniff(body:bytes)->str:
     "A MIME type for a body without one: binary if it has NUL bytes, HTML if it starts with markup, else plain text"
     head = body[:4096]
@@ -310,6 +319,7 @@ def _wide(charset:str|None)->bool:
     "Whether `charset` is UTF-16 or UTF-32, whose text has NUL bytes"
     return bool(charset) and re.sub(r'[-_]', '', charset.lower()).startswith(('utf16', 'utf32', 'ucs2', 'ucs4'))
 
+# %% ../nbs/21_web.ipynb #91be7472
 def html_to_text(html:str)->tuple[str, str]:
     "Title and main text (Markdown) of an HTML page, by trafilatura; all visible text when it finds no main content"
     import trafilatura
@@ -353,6 +363,7 @@ def extractor_messages(text:str, goal:str)->list[dict]:
     "Chat messages asking a summariser for the evidence and summary of `text` for `goal` (Tongyi's extractor prompt)"
     return [{'role': 'user', 'content': EXTRACTOR_PROMPT.format(webpage_content=text, goal=goal)}]
 
+# %% ../nbs/21_web.ipynb #65ab25a0
 JSON5_MAX_CHARS = 20_000   # the json5 fallback is slow (seconds for 100 KB): longer replies must be strict JSON
 
 def _loose_json(s:str):
@@ -382,6 +393,7 @@ class ChatSummariser:
             if got := parse_extraction(await self.chat(extractor_messages(page.text, goal))): return got
         raise ToolError(f'the summariser gave no JSON with "evidence" and "summary" ({self.tries} tries)')
 
+# %% ../nbs/21_web.ipynb #0bf18730
 def _reply_text(body:bytes)->str:
     "The assistant text of an OpenAI chat-completion response"
     try: return json.loads(body)['choices'][0]['message']['content'] or ''
@@ -414,6 +426,7 @@ def searxng_hits(data:dict)->list[dict]:
     return [dict(title=r.get('title'), url=r.get('url'), snippet=r.get('content'))
             for r in data.get('results') or [] if isinstance(r, dict)]
 
+# %% ../nbs/21_web.ipynb #91f44b35
 def _json_object(body:bytes, what:str)->dict:
     "A JSON object from a response body, or a `ToolError` naming `what` answered something else"
     try: data = json.loads(body)
@@ -476,6 +489,7 @@ def _aside(path:Path)->Path:
     stem = f'{path.name}.corrupt-{time.strftime("%Y%m%d-%H%M%S")}'
     return next(p for i in range(10_000) if not (p := path.with_name(stem + (f'-{i}' if i else ''))).exists())
 
+# %% ../nbs/21_web.ipynb #5ca3fa9f
 class Cache:
     "An on-disk sqlite cache of tool results, keyed by request; a damaged file is moved aside and an empty one started"
     def __init__(self, path):
@@ -540,6 +554,7 @@ def exchange_key(request:httpx.Request)->str:
     return (f'{request.method} {request.url.scheme}://{host}{request.url.raw_path.decode("ascii")} '
             f'{hashlib.sha256(request.content).hexdigest()[:16]}')
 
+# %% ../nbs/21_web.ipynb #0aebf747
 def _response(rec:dict, request:httpx.Request|None)->httpx.Response:
     return httpx.Response(rec['status'], headers=rec['headers'], content=base64.b64decode(rec['body'], validate=True),
                           request=request, extensions={_CUT: True} if rec.get('truncated') else {})
@@ -557,6 +572,7 @@ def _exchange(rec, *_)->dict:
     except (ValueError, TypeError) as e: raise bad(f'{type(e).__name__}: {e}') from None
     return rec
 
+# %% ../nbs/21_web.ipynb #f4ad239f
 def _load_cassette(path:Path)->tuple[dict, list]:
     "Recorded responses per request key, in recording order, and a `LoadError` for each line that is not a whole record"
     recs, errors = read_records(path, _exchange) if path.exists() else ([], [])
@@ -564,6 +580,7 @@ def _load_cassette(path:Path)->tuple[dict, list]:
     for rec in recs: out.setdefault(rec['key'], []).append(rec)
     return out, errors
 
+# %% ../nbs/21_web.ipynb #dff5c2b0
 def _append_line(path:Path, line:bytes):
     "`line` appended to `path` in one write; a cut-short last line (a killed recording) is ended first: one bad line"
     path.parent.mkdir(parents=True, exist_ok=True)
