@@ -333,13 +333,14 @@ def typed(value, f, where:str=''):
 # %% ../nbs/00_base.ipynb #c4eck0f1
 def check_keys(d:dict, cls,
                extra=(), # keys allowed beside `cls`' fields (a command's own inputs)
-               where:str=''): # the dotted path of `d` in the settings it came from (`rollout.`)
+               where:str='', # the dotted path of `d` in the settings it came from (`rollout.`)
+               nested:bool=True): # check the nested configs' keys too
     "A ValueError naming each key of `d` that is not a field of `cls` or in `extra`, and the valid ones (nested too)"
     valid = list(extra) + [f.name for f in fields(cls)]
     if bad := [where + (k if isinstance(k, str) and k.isidentifier() else repr(k)) for k in d if k not in valid]:
         raise ValueError(f"unknown setting{'s' if len(bad) > 1 else ''} {', '.join(bad)}; "
                          f"valid{' in ' + where[:-1] if where else ''}: {', '.join(valid)}")
-    for f in fields(cls):
+    for f in fields(cls) if nested else ():
         if isinstance(d.get(f.name), dict) and (sub := nested_config(f)):
             check_keys(d[f.name], sub, where=f'{where}{f.name}.')
 
@@ -349,7 +350,7 @@ def config_kwargs(cls, d, where:str='')->dict:
     if not isinstance(d, dict):
         raise ValueError(f"{where[:-1] + ': ' if where else ''}expected a mapping of {cls.__name__} settings, "
                          f"got {_short(d)}")
-    check_keys(d, cls, where=where)
+    check_keys(d, cls, where=where, nested=False)   # each nested config is checked as it is built, below
     kw = {}
     for f in fields(cls):
         if f.name not in d: continue
