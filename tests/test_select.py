@@ -292,6 +292,10 @@ def test_run_selection_from_a_saved_file(tiny, tmp_path):
     assert sorted(p.name for p in (tmp_path/'sel').iterdir()) == sorted([*SELECTION_FILES.values(), 'selection.html'])
     picks = pd.read_csv(tmp_path/'sel'/SELECTION_FILES['picks'])
     assert len(picks) == 5 * 4 and picks.correct.dtype == bool
+    back = S.read_selection(tmp_path/'sel')   # a saved run reads back: its summary, question by question too
+    pd.testing.assert_frame_equal(back.table, m.table, check_dtype=False)
+    assert (back.label, len(back.per_question), back.best().selector) == ('sel', len(m.per_question), m.best().selector)
+    assert back.difference('evidence', 'majority', 4) == pytest.approx(m.difference('evidence', 'majority', 4))
 
 def test_cli_eval_select_writes_the_selection(server, sent, monkeypatch, tmp_path):
     import venus_nb.cli as cli, venus_nb.rollout as ro

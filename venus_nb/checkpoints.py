@@ -20,6 +20,7 @@ def checkpoint_folders(output_dir)->list[Path]:
     found = [p for p in Path(output_dir).glob('checkpoint-*') if p.is_dir() and p.name.split('-')[-1].isdigit()]
     return sorted(found, key=lambda p: int(p.name.split('-')[-1]), reverse=True)
 
+# %% ../nbs/03_checkpoints.ipynb #f304fd05
 def one_line(e:BaseException, limit:int=240)->str:
     "An exception as one short line: its type and message"
     return ' '.join(f'{type(e).__name__}: {e}'.split())[:limit]
@@ -32,6 +33,7 @@ def first_problem(checks:dict # name -> a function that raises when that part is
         except Exception as e: return f'{name}: {one_line(e)}'
     return None
 
+# %% ../nbs/03_checkpoints.ipynb #228b8db4
 def newest_whole(output_dir, problem # folder -> why it would not load, or None
                 )->Path|None:
     "The newest checkpoint that loads whole; warns about each newer one it skips, and why"
@@ -51,6 +53,7 @@ def check_safetensors(path):
     from safetensors import safe_open
     with safe_open(str(path), 'pt'): pass
 
+# %% ../nbs/03_checkpoints.ipynb #80c31e3a
 def _no_weights(folder): raise FileNotFoundError(f'no .safetensors file in {folder}')
 
 def file_checks(folder)->dict:
@@ -59,6 +62,7 @@ def file_checks(folder)->dict:
     checks = {p.name: (lambda p=p: check_safetensors(p)) for p in found} or {'weights': lambda: _no_weights(folder)}
     return checks | {p.name: (lambda p=p: check_torch_file(p)) for p in sorted(Path(folder).glob('*.pt*'))}
 
+# %% ../nbs/03_checkpoints.ipynb #91b073c7
 def check_json(path, *keys)->dict:
     "A JSON object holding `keys`"
     d = json.loads(Path(path).read_text())
@@ -74,6 +78,7 @@ def flat_settings(d:dict, prefix:str='')->dict:
         out |= flat_settings(v, f'{prefix}{k}.') if isinstance(v, dict) and v else {f'{prefix}{k}': v}
     return out
 
+# %% ../nbs/03_checkpoints.ipynb #2aafc3a7
 def config_changes(saved:dict, # the settings a checkpoint was trained with (as JSON)
                    now:dict, # the settings of this run (as JSON)
                    free=() # settings that may differ

@@ -57,6 +57,7 @@ def _pieces(para:str, size:int)->list[str]:
         cur = f'{cur} {s}'.strip()
     return out + [cur] if cur else out
 
+# %% ../nbs/22_corpus.ipynb #512b608a
 def _paragraphs(text:str)->list[str]:
     "Blank-line separated paragraphs of `text`, a Markdown heading kept with the paragraph after it"
     out = []
@@ -71,6 +72,7 @@ def _split(para:str, size:int)->list[str]:
     ps = _pieces(body, size)
     return [f'{head}\n{ps[0]}'] + ps[1:] if head and ps else ps
 
+# %% ../nbs/22_corpus.ipynb #e7d98578
 def passages(text:str, size:int=800)->list[str]:
     "Paragraphs of `text`, long ones split into pieces of about `size` characters"
     return [p for para in _paragraphs(text) for p in _split(para, size)]
@@ -109,6 +111,7 @@ def url_key(url:str)->str:
     u = unquote(str(url).strip().split('#')[0]).rstrip('/').replace(' ', '_')
     return re.sub(r'^http://', 'https://', u, flags=re.I)
 
+# %% ../nbs/22_corpus.ipynb #1bfbe4c5
 def _words(text:str)->set[str]:
     "Stemmed words of `text`, stop words left out"
     from bm25s.stopwords import STOPWORDS_EN
@@ -166,12 +169,14 @@ def _field(rec:dict, key:str)->str:
     if not isinstance(v, str): raise BadRecord(f'"{key}" is missing or not a string')
     return v
 
+# %% ../nbs/22_corpus.ipynb #826f6469
 def title_id(title:str)->str:
     "The id of a Wikipedia page from its title: spaces as underscores, as in its URL"
     return title.strip().replace(' ', '_')
 
 def wiki_url(title:str)->str: return 'https://en.wikipedia.org/wiki/' + title_id(title)
 
+# %% ../nbs/22_corpus.ipynb #686669ca
 def jsonl_doc(rec:dict, i:int)->Doc:
     "A generic `{id, title, url?, text}` record"
     return Doc(_field(rec, 'id'), _field(rec, 'title') if 'title' in rec else '', _field(rec, 'text'),
@@ -181,6 +186,7 @@ def hipporag_doc(rec:dict, i:int)->Doc:
     "A HippoRAG `{title, text}` paragraph; its id is its position"
     return Doc(str(i), _field(rec, 'title'), _field(rec, 'text'), wiki_url(_field(rec, 'title')))
 
+# %% ../nbs/22_corpus.ipynb #d3ff6274
 def search_r1_doc(rec:dict, i:int)->Doc:
     "A Search-R1 / FlashRAG `{id, contents: '\"Title\"\\ntext'}` passage"
     title, _, text = _field(rec, 'contents').partition('\n')
@@ -261,6 +267,7 @@ def parse_r1_passage(p:str)->tuple[str, str]|None:
     title, sep, text = p.partition('   ')
     return (title.strip(), text.strip()) if sep and title.strip() else None
 
+# %% ../nbs/22_corpus.ipynb #b5065ef6
 def r1_passages(text:str)->list[tuple[str, str]]:
     "The (title, text) passages in the `<|begin_of_documents|>` blocks of an R1-Searcher rollout"
     return [tp for b in between(text, _BD, _ED) for p in re.split(r'(?m)^\(\d+\)', b)

@@ -61,6 +61,7 @@ def tool_counts(traj:Trajectory)->dict:
     return dict(search=k['search'], visit=k['visit'], tool_calls=calls,
                 browse_ratio=k['visit'] / calls if calls else math.nan)
 
+# %% ../nbs/31_eval.ipynb #854a23c6
 def _stop(traj:Trajectory)->str:
     return traj.meta.get('stop') or ('answer' if final_answer(traj) is not None else 'no_answer')
 
@@ -148,6 +149,7 @@ def browse_summary(df:pd.DataFrame)->pd.DataFrame:
     t['trajectories'] = t.trajectories.fillna(0).astype(int)
     return t
 
+# %% ../nbs/31_eval.ipynb #1d35d386
 def per_question(df:pd.DataFrame)->pd.DataFrame:
     "Samples, correct samples, accuracy and mean turns / tokens / browse ratio for each question"
     return df.groupby(['group', 'qid'], sort=True).agg(
@@ -229,6 +231,7 @@ def _selection(trajs, df, select, policy, verifier, ks, label):
     from venus_nb.select import measure_selection
     return measure_selection(trajs, df.correct, select, policy, verifier, ks, label=label)
 
+# %% ../nbs/31_eval.ipynb #375f9afc
 def evaluate(policy, # what `rollout` takes, e.g. `models.load_policy(...)`
              questions:list, # dicts with question, answer (str or aliases) and optional id
              tools, # a `tools.Toolbox` or `LocalCorpus`
@@ -378,6 +381,7 @@ def _rollouts_by_question(path:Path)->dict:
     if errors: raise ValueError(str(errors[0]))
     return {r['question'].strip(): r for r in recs}
 
+# %% ../nbs/31_eval.ipynb #3a010198
 def _r1_pairs(base:Path, name:str, limit:int|None)->list:
     "(question dict, rollout record or None) for one R1-Searcher set"
     from venus_nb.data import load_qa_jsonl
@@ -444,6 +448,7 @@ def _queries(text:str):
         yield a, end, text[a + len(_BQ):b], docs
         i = end
 
+# %% ../nbs/31_eval.ipynb #d9f4490a
 def _final_turn(rest:str, index:int)->Turn:
     think, _, tail = rest.partition('</think>')
     if answers := between(tail or rest, '<answer>', '</answer>'):

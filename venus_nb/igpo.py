@@ -113,6 +113,7 @@ def config_json(cfg:IGPOConfig)->dict:
     "The settings as JSON data, nested configs and the judge included"
     return {**asdict(replace(cfg, judge='em')), 'judge': judge_spec(cfg.judge)}
 
+# %% ../nbs/26_igpo.ipynb #280ada1f
 @patch
 def to_json(self:IGPOConfig)->dict: return config_json(self)   # what `Settings.save` writes
 
@@ -141,12 +142,14 @@ def k3_kl(logp, ref_logp):
     d = (ref_logp - logp).clamp(-20, 20)
     return (torch.exp(d) - d - 1).clamp(-10, 10)
 
+# %% ../nbs/26_igpo.ipynb #7b277d73
 def masked_mean(x, mask): return (x * mask).sum() / mask.sum().clamp(min=1)
 
 def token_loss(terms:dict, cfg:IGPOConfig=IGPOConfig()):
     "The per-token loss from `loss_terms` (or their sums): clipped surrogate plus `kl_coef` × k3 KL"
     return terms['pg'] + cfg.kl_coef * terms['kl']
 
+# %% ../nbs/26_igpo.ipynb #2a459c60
 def igpo_loss(logp, old_logp, ref_logp, advantages, mask, cfg:IGPOConfig=IGPOConfig()):
     "Clipped token-level policy loss plus k3 KL, token-mean over `mask`"
     return masked_mean(token_loss(loss_terms(logp, old_logp, ref_logp, advantages, cfg), cfg), mask)
@@ -185,6 +188,7 @@ def token_logps(model, ids:list, temperature:float=1.0,
     lp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, x[0, pos, None])[:, 0]
     return lp.new_zeros(len(ids)).index_put((pos,), lp)
 
+# %% ../nbs/26_igpo.ipynb #bcbbc8c4
 @contextmanager
 def adapter_off(model):
     "The same model with its LoRA adapter disabled"
@@ -205,12 +209,14 @@ def cast_params(model, dtype):
     for p in model.parameters(): p.data = p.data.to(dtype)
     return model
 
+# %% ../nbs/26_igpo.ipynb #861f261e
 @contextmanager
 def train_precision(model):
     "The arithmetic of training: autocast for a full fine-tune computing in half precision, else the weights' own dtype"
     dt = getattr(model, 'venus_autocast', None)
     with (torch.autocast(model.device.type, dtype=dt) if dt else nullcontext()): yield model
 
+# %% ../nbs/26_igpo.ipynb #72815b5a
 @contextmanager
 def float32_weights(model):
     "The model with every floating parameter and buffer in float32; each returns to its dtype afterwards, bit for bit"
@@ -271,6 +277,7 @@ def pieces(trajs:list, advantages:list)->list:
                          torch.tensor(token_advantages(t.tokens, a)), prompt_len=t.tokens.prompt_len, sampled=sampled))
     return out
 
+# %% ../nbs/26_igpo.ipynb #e619226a
 @torch.no_grad()
 def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
     "π_old (the pre-update policy; only needed past one epoch of one mini-batch) and π_ref, in the training precision"
@@ -290,6 +297,7 @@ def _minibatches(ps, n, rng):
     rng.shuffle(order)
     return [[ps[i] for i in order[k::n]] for k in range(n) if order[k::n]]
 
+# %% ../nbs/26_igpo.ipynb #2ee68250
 def _engine_gap(old, sampled, m, cfg, stats, first:bool):
     "A rollout's importance weights (None without engine log-probs, or `tis_cap=None`); π_old's gap to the engine, once"
     if sampled is None: return None
@@ -304,6 +312,7 @@ def _engine_gap(old, sampled, m, cfg, stats, first:bool):
         stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
     return w
 
+# %% ../nbs/26_igpo.ipynb #7f3350ef
 def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's gap to the engine is measured
             ):
     "Backward the token-mean loss of one mini-batch, one rollout at a time"
@@ -335,6 +344,7 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
                 clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0,
                 trained_tokens=int(stats['tokens'] / max(cfg.ppo_epochs, 1)), **gap_metrics(stats))
 
+# %% ../nbs/26_igpo.ipynb #ca04c3d1
 GAP_SUMS = ('mm_n', 'mm_sum', 'mm_max', 'mm_over', 'tis_sum', 'tis_cut')
 
 def gap_metrics(stats:dict)->dict:
@@ -350,6 +360,7 @@ def _train_dtype(model, cfg):
     "`cfg.dtype`, else float32 on CPU (small RL updates vanish in half-precision weights) and the model's own on a GPU"
     return getattr(torch, cfg.dtype) if cfg.dtype else torch.float32 if model.device.type == 'cpu' else model.dtype
 
+# %% ../nbs/26_igpo.ipynb #8602cb9b
 def _with_lora(model, dtype, cfg):
     "A fresh LoRA adapter over the weights cast to `dtype`; only the adapter trains"
     from peft import LoraConfig, get_peft_model
@@ -367,6 +378,7 @@ def _full(model, dtype, cfg):
     object.__setattr__(model, 'venus_ref', ref)   # outside the module tree: not a parameter, not in checkpoints
     return model
 
+# %% ../nbs/26_igpo.ipynb #fbb90cab
 def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
     "The policy stage 2 trains: a new LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
     from peft import PeftModel
@@ -385,6 +397,7 @@ def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
     model.venus_start = policy.name + (' with its SFT adapter merged' if merged else '')
     return Policy(model, policy.tokenizer, policy.name, policy.backend)
 
+# %% ../nbs/26_igpo.ipynb #396f7958
 def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
     "AdamW over the trainable parameters (the adapter, or every weight), at `learning_rate(cfg)`"
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(cfg), betas=cfg.betas,
@@ -414,6 +427,7 @@ def _rng_from(saved)->random.Random:
     rng.setstate((saved[0], tuple(saved[1]), saved[2]))
     return rng
 
+# %% ../nbs/26_igpo.ipynb #9e242779
 def read_state(d:Path)->dict:
     "A checkpoint's state.json, with every key resume needs and an rng state that loads"
     s = check_json(Path(d)/'state.json', *STATE_KEYS)
@@ -428,6 +442,7 @@ def _weights_folder(d:Path)->Path:
     if not found: raise FileNotFoundError(f'no adapter/ or model/ folder in {d}')
     return found[0]
 
+# %% ../nbs/26_igpo.ipynb #67ccdcc1
 def igpo_checkpoint_problem(d:Path)->str|None:
     "Why checkpoint `d` would not load whole (None: every part reads)"
     checks = {'state.json': lambda: read_state(d), 'igpo_config.json': lambda: check_json(d/'igpo_config.json'),
@@ -449,6 +464,7 @@ def _load_full(model, folder:Path):
     if unexpected or any(own[k].data_ptr() not in held for k in missing):
         raise ValueError(f'{folder} does not fit the policy: missing {missing[:3]}, unexpected {unexpected[:3]}')
 
+# %% ../nbs/26_igpo.ipynb #c2310a87
 def _load_weights(model, d:Path):
     "The adapter into a LoRA policy, or every weight into a full fine-tune"
     from peft import set_peft_model_state_dict
@@ -486,6 +502,7 @@ def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`adapter
     dtype = str((model.get_base_model() if lora else model).dtype).removeprefix('torch.')
     return model_card(cfg.rewards.estimator.upper(), base, data, config_json(cfg), lora, dtype, step)
 
+# %% ../nbs/26_igpo.ipynb #c9dd6036
 def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
     "The adapter (naming its base) or every weight, the tokenizer when given, and a model card"
     base = adapter_base(model, cfg, tokenizer) if is_adapter(model) else None
@@ -512,15 +529,18 @@ def _engine_follows(engine, model)->str|None:
     raise NotImplementedError('this engine follows LoRA adapters only: train LoRA, or use `vllm_engine` '
                               '(which reloads weights) or the transformers engine (the default)')
 
+# %% ../nbs/26_igpo.ipynb #626e792e
 def merged_copy(model):
     "The policy as a plain model: LoRA merged into a float32 copy of the weights (no rounding); a full fine-tune as is"
     return cast_params(copy.deepcopy(model), torch.float32).merge_and_unload() if is_adapter(model) else model
 
+# %% ../nbs/26_igpo.ipynb #15b99114
 def engine_dtype(engine)->torch.dtype|None:
     "The dtype a vLLM engine computes in (None for other engines)"
     cfg = getattr(getattr(getattr(engine, 'llm', None), 'llm_engine', None), 'model_config', None)
     return getattr(cfg, 'dtype', None)
 
+# %% ../nbs/26_igpo.ipynb #b95eff8c
 def merge_kept(w, delta, dtype=torch.bfloat16)->dict:
     "What a `dtype` engine keeps of an update `delta` merged into weights `w` (on its grid): share changed, cosine"
     w, delta = w.detach().to(dtype).float(), delta.detach().float()
@@ -528,6 +548,7 @@ def merge_kept(w, delta, dtype=torch.bfloat16)->dict:
     cos = float(torch.nn.functional.cosine_similarity(kept.flatten(), delta.flatten(), dim=0)) if kept.any() else 0.0
     return dict(changed=float((kept != 0).float().mean()), cosine=cos)
 
+# %% ../nbs/26_igpo.ipynb #59ab5346
 def warn_rounding(engine, model):
     "Warn where a LoRA update would be merged into an engine computing in half precision (it rounds away)"
     dt = engine_dtype(engine)
@@ -588,6 +609,7 @@ def batch_metrics(trajs:list, scored:Scored, details)->dict:
                 gen_tokens=float(np.mean([tr.meta.get('gen_tokens', 0) for tr in trajs])),
                 **signal_metrics(scored))
 
+# %% ../nbs/26_igpo.ipynb #e00e7081
 def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig, step:int, rng:random.Random,
               judge=None)->tuple[dict, Scored]:
     "Rollouts → π_old scoring → advantages → update; returns the step's metrics and the scored rollouts"
@@ -617,6 +639,7 @@ def scalars(row:dict)->dict:
     return {f'train/{k}': float(v) for k, v in row.items()
             if k != 'step' and isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))}
 
+# %% ../nbs/26_igpo.ipynb #1b385df3
 def _tensorboard(cfg:IGPOConfig, step:int):
     need_tensorboard()
     from torch.utils.tensorboard import SummaryWriter
@@ -701,6 +724,7 @@ def resume_changes(ckpt:Path, cfg:IGPOConfig, apply:bool=False)->list:
     warnings.warn(f'resuming {ckpt} with changed settings, applied and recorded: {describe_changes(changed)}')
     return state.get('config_changes', []) + [dict(step=state['step'], changed=changed)]
 
+# %% ../nbs/26_igpo.ipynb #81b4a050
 def follow_config(opt, cfg:IGPOConfig):
     "Give the optimiser `cfg`'s learning rate, betas and weight decay (a restored state brings the saved ones)"
     for g in opt.param_groups: g.update(lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
@@ -790,6 +814,7 @@ def ablation_grid(base:IGPOConfig=IGPOConfig())->dict:
             'IG after every tool': replace(base, rewards=replace(r, scored='all_tools')),
             **{f'γ={g}': replace(base, rewards=replace(r, gamma=g)) for g in (0.9, 0.99, 1.0)}}
 
+# %% ../nbs/26_igpo.ipynb #83458b00
 def ablation(make_policy, # () -> a fresh starting `Policy` (called once per run)
              questions:list, tools, grid:dict, # label -> IGPOConfig
              seeds=(0,), output_dir:str='out/ablation')->tuple[pd.DataFrame, pd.DataFrame]:

@@ -35,6 +35,7 @@ def exact_match(pred:str, gt)->float:
     "1.0 if the normalised prediction equals any normalised alias"
     return float(any(normalize_answer(pred) == normalize_answer(a) for a in aliases(gt)))
 
+# %% ../nbs/04_judges.ipynb #3700b08d
 def _f1(pred, gold):
     p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
     common = sum((Counter(p) & Counter(g)).values())
@@ -83,7 +84,6 @@ def parse_verdict(reply:str)->float|None:
     "1.0 or 0.0 from the first `correct: yes|no` in the reply; None when there is none"
     m = re.search(r'correct\s*:\s*(yes|no)\b', reply or '', flags=re.I)
     return float(m[1].lower() == 'yes') if m else None
-
 
 # %% ../nbs/04_judges.ipynb #781ab4bf
 @dataclass
@@ -152,7 +152,6 @@ class LLMJudge:
         return (self._no_verdict(question, answer, 'no `correct: yes|no` in the reply', reply) if verdict is None
                 else verdict)
 
-
 # %% ../nbs/04_judges.ipynb #a3d4cb5f
 def em_judge(question:str, answer:str, gt)->float:
     "`exact_match` as a judge"
@@ -164,6 +163,7 @@ def f1_judge(question:str, answer:str, gt)->float:
 
 JUDGES = {'em': em_judge, 'f1': f1_judge}
 
+# %% ../nbs/04_judges.ipynb #142ec1a8
 def _arity(fn)->int:
     "3 for a `(question, answer, gt)` judge, 2 for a legacy `(answer, gt)` callable; a TypeError for anything else"
     try: ps = list(inspect.signature(fn).parameters.values())
@@ -176,6 +176,7 @@ def _arity(fn)->int:
     raise TypeError(f'a judge is called as judge(question, answer, gt), or judge(answer, gt); '
                     f'{fn!r} needs {req} positional arguments')
 
+# %% ../nbs/04_judges.ipynb #6c47857e
 def _without_question(fn, question, answer, gt): return fn(answer, gt)
 
 def judge_fn(judge)->Callable:
@@ -185,6 +186,7 @@ def judge_fn(judge)->Callable:
         raise ValueError(f"judge must be 'em', 'f1' or a callable (question, answer, gt) -> float, got {judge!r}")
     return judge if _arity(judge) == 3 else functools.partial(_without_question, judge)
 
+# %% ../nbs/04_judges.ipynb #0d160d48
 def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
              judge='em' # 'em', 'f1' or a judge (see `judge_fn`), e.g. an `LLMJudge`
             )->list[float]:
@@ -195,7 +197,6 @@ def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
         if answer is None or not str(answer).strip() or t.gt is None: return 0.0
         return float(f(t.question, answer, t.gt))
     return [one(t) for t in trajs]
-
 
 # %% ../nbs/04_judges.ipynb #a2eec3a1
 _UNSAVED = ('api_key', 'transport')   # an LLMJudge's key and transport stay out of files; the rest are its settings
@@ -223,6 +224,7 @@ def judge_spec(judge):
                      'top level of an importable module (saved by name), '
                      'or keep it out of the config with `igpo(..., judge=...)`')
 
+# %% ../nbs/04_judges.ipynb #297d5f73
 def imported(name:str):
     "The object at a dotted name `module.qualname` (the module part may itself be dotted), else a ValueError naming it"
     parts = name.split('.')
@@ -235,6 +237,7 @@ def imported(name:str):
         return obj
     raise ValueError(f'judge.callable: cannot import {name}')
 
+# %% ../nbs/04_judges.ipynb #a4030df7
 def untrusted(what:str)->str:
     "Why a config that names code is refused, and the opt-in"
     return (f'{what} names code to import and call; a config runs no code unless you say so: '
@@ -255,6 +258,7 @@ def judge_from_spec(spec:dict,
     if not trust_code: raise ValueError(untrusted(f"the judge {{'callable': {name!r}}}"))
     return imported(name)
 
+# %% ../nbs/04_judges.ipynb #d8874d1e
 def trusted_judge(d:dict, # `IGPOConfig` settings, as read from a file
                   trust_code:bool=False)->dict:
     "`d` with a judge saved as a mapping made a judge now, a dotted callable imported only with `trust_code`"

@@ -37,6 +37,7 @@ def gpu_available()->bool:
     import torch
     return torch.cuda.is_available()
 
+# %% ../nbs/02_models.ipynb #c65ad66e
 def fast_bf16()->bool:
     "Is bf16 arithmetic fast here? A CUDA GPU that supports it, or a CPU whose oneDNN has bf16 kernels (AVX-512, AMX)"
     import torch
@@ -47,6 +48,7 @@ def fast_dtype()->str:
     "'bfloat16' where bf16 arithmetic is fast (`fast_bf16`), else 'float32'"
     return 'bfloat16' if fast_bf16() else 'float32'
 
+# %% ../nbs/02_models.ipynb #09e30be6
 def cell_flags(lines:list)->set:
     "The nbdev flags (`#| gpu`, `#| verl`, ...) among the comment lines that open a cell"
     flags = set()
@@ -56,6 +58,7 @@ def cell_flags(lines:list)->set:
         if m := re.match(r'\s*#\s*\|\s*([\w-]+)\s*$', line): flags.add(m[1])
     return flags
 
+# %% ../nbs/02_models.ipynb #65df22e0
 def skip_flagged(flag:str, # an nbdev cell flag: 'gpu' for the cells marked `#| gpu`
                  reason:str): # what each skipped cell prints, before ': skipped'
     "From now on in this IPython kernel, cells flagged `#| flag` print a line, not run (as `nbdev_test` skips them)"
@@ -112,6 +115,7 @@ def _align_special_tokens(tok, config):
     if getattr(config, 'pad_token_id', None) is not None: tok.pad_token = tok.convert_ids_to_tokens(config.pad_token_id)
     return tok
 
+# %% ../nbs/02_models.ipynb #3e4b7ad2
 CACHE_VERSION = 2  # bump when the materialised folder's contents change
 
 def _model_dir(name): return cache_dir()/'models'/f'{name}-v{CACHE_VERSION}'
@@ -270,6 +274,7 @@ def weights_source(model)->str|None:
         return None if folder.is_relative_to(cache_dir().resolve()) else str(folder)
     return name if hub_name(name) else None
 
+# %% ../nbs/02_models.ipynb #886eecad
 def base_of(adapter_dir)->str:
     "The base an adapter folder applies to: the one it names, or, for a run folder moved since, the `base/` beside it"
     named = json.loads((Path(adapter_dir)/'adapter_config.json').read_text()).get('base_model_name_or_path') or ''
@@ -281,6 +286,7 @@ def base_of(adapter_dir)->str:
     raise FileNotFoundError(f'{adapter_dir} names the base {named!r}, which is not here: load it with '
                             'PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter_dir)')
 
+# %% ../nbs/02_models.ipynb #ed4e9372
 def save_base(model, # a PEFT model
               folder, tokenizer=None)->Path:
     "The weights under `model`'s LoRA adapter as a plain model folder, made once (written nearby, renamed into place)"

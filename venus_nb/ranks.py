@@ -26,6 +26,7 @@ class CountedModel:
         return self.model(*args, **kwargs)
     def __getattr__(self, name): return getattr(self.model, name)
 
+# %% ../nbs/27_ranks.ipynb #22e4c872
 def rollout_logps(model, requests:list, # per rollout: `ids` (prompt + response) and its `ig_plan`
                   temperature:float=1.0, chunk:int=8192)->list[list[float]]:
     "Mean log p(gt) at every boundary of every rollout: `rewards.cached_logps`, the scorer of local IGPO"
@@ -36,6 +37,7 @@ def planned_passes(requests:list, chunk:int=8192)->int:
     "The forward passes `rollout_logps` runs on `requests`, known from their plans beforehand (`rewards.cached_passes`)"
     return sum(cached_passes(r['bounds'], len(r['probe']), chunk) for r in requests)
 
+# %% ../nbs/27_ranks.ipynb #0189a1e5
 def most_over_ranks(n:int, device)->int:
     "The largest `n` over all ranks (`n` itself outside torch.distributed)"
     if not (dist.is_available() and dist.is_initialized()): return n
@@ -43,6 +45,7 @@ def most_over_ranks(n:int, device)->int:
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
 
+# %% ../nbs/27_ranks.ipynb #da13738a
 @torch.no_grad()
 def lockstep(model:CountedModel, most:int)->int:
     "Run 1-token passes until this rank has run `most` forward passes (the most any rank runs); returns how many it ran"
@@ -67,6 +70,7 @@ def free_port()->int:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
 
+# %% ../nbs/27_ranks.ipynb #605f1b14
 def _gloo_rank(rank:int, fn, jobs:list, port:int, timeout:float, results):
     "One rank of `gloo_ranks`: join the group, run `fn` on this rank's job, report (rank, result, error)"
     torch.set_num_threads(1)
@@ -101,6 +105,7 @@ def gloo_ranks(fn, # runs one rank's job; a module-level function (each rank is 
     if errors: raise RuntimeError('; '.join(errors))
     return [got[r][0] for r in range(len(jobs))]
 
+# %% ../nbs/27_ranks.ipynb #1a4115fa
 def fsdp_cpu(model):
     "`model` sharded by FSDP2 over the group's CPU ranks (each decoder layer, then the whole): each forward all-gathers"
     from torch.distributed.fsdp import fully_shard

@@ -27,7 +27,8 @@ __all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'V
            'evidence_text', 'LLMVerifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
            'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
            'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row', 'selection_table', 'Measurement',
-           'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'run_selection']
+           'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'run_selection',
+           'read_selection']
 
 # %% ../nbs/33_select.ipynb #c610264f
 def answer_key(answer)->str:
@@ -61,6 +62,7 @@ def vote(cands:list, # `Candidate`s of one question
     first = {k: cands[_first(cands, k)].sample for k in tally}
     return _first(cands, max(tally, key=lambda k: (round(tally[k], 9), count[k], -first[k])))
 
+# %% ../nbs/33_select.ipynb #6117b462
 def pick_majority(cands:list)->int|None:
     "Self-consistency: the most common normalised answer"
     return vote(cands)
@@ -144,6 +146,7 @@ def answer_logprobs(model, tokenizer, traj:Trajectory, answer:str, cfg:RewardCon
     "Mean log p(answer) before any evidence and after each observation: `gt_logprobs`, the rollout's answer as target"
     return gt_logprobs(model, tokenizer, traj, answer, cfg, prefix=prefix)
 
+# %% ../nbs/33_select.ipynb #61552508
 def confidence_of(lp)->float:
     "Mean log p(own answer) after the last scored observation (with none, after the question alone)"
     return next((v for v in reversed(lp.per_turn) if v is not None), lp.baseline)
@@ -152,6 +155,7 @@ def evidence_gain(lp, cfg:RewardConfig=LOGP)->float:
     "How much the observations raised log p(own answer) over the question alone: the sum of the turns' IG"
     return float(sum(v for v in ig_from_logprobs(lp, cfg) if v is not None))
 
+# %% ../nbs/33_select.ipynb #67b08f52
 def scoring_tokens(tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP)->int:
     "Tokens the policy reads to score a rollout: the trajectory to its last observation, and an answer probe per point"
     bounds = [traj.tokens.prompt_len, *scored_boundaries(traj, traj.tokens, cfg).values()]
@@ -171,12 +175,14 @@ def _policy_row(model, tok, traj:Trajectory, prefix)->dict:
     return dict(confidence=confidence_of(lp), evidence=evidence_gain(lp),
                 policy_tokens=scoring_tokens(tok, traj, answer), policy_error='')
 
+# %% ../nbs/33_select.ipynb #33d6dfac
 def as_policy(policy):
     "(model, tokenizer) from a `Policy`, a pair, or a name or folder for `load_policy` (float32)"
     if policy is None or hasattr(policy, 'model') or isinstance(policy, tuple): return policy
     from venus_nb.models import load_policy
     return load_policy(str(policy), dtype='float32')
 
+# %% ../nbs/33_select.ipynb #48522ca9
 def policy_scores(trajs:list, # rollouts without their ground truth, tokenised
                   resources:dict # `policy`: (model, tokenizer)
                  )->pd.DataFrame:
@@ -388,6 +394,7 @@ def subsets(n:int, # rollouts of the question
     rng = np.random.default_rng(seed)
     return [tuple(sorted(rng.choice(n, g, replace=False).tolist())) for _ in range(most)]
 
+# %% ../nbs/33_select.ipynb #166a4438
 def selected_accuracy(cands:list, # the question's `Candidate`s
                       correct:list, # whether each candidate is correct
                       pick:Callable, subs:list)->float:
@@ -450,6 +457,7 @@ def summary_row(d:pd.DataFrame)->dict:
                 extra_tokens=d.extra_tokens.mean(), tokens=(d.rollout_tokens + d.extra_tokens).mean(),
                 cost=(d.rollout_tokens + d.extra_tokens).mean() / one if one > 0 else math.nan)
 
+# %% ../nbs/33_select.ipynb #f19101fe
 def selection_table(per_q:pd.DataFrame)->pd.DataFrame:
     "`summary_row` of every selector at every G"
     return pd.DataFrame([summary_row(d) for _, d in per_q.groupby(['g', 'selector'], sort=False)]).sort_values(
@@ -496,6 +504,7 @@ def _paper_traces(paper:str, gs)->list:
                        line=dict(dash='dash', width=1), opacity=0.5)
             for m, v in PAPER_PASS_AT_K[paper].items()]
 
+# %% ../nbs/33_select.ipynb #e25291a0
 def _band(t:pd.DataFrame, name:str, **kw):
     import plotly.graph_objects as go
     err = dict(type='data', array=100 * (t.hi - t.accuracy), arrayminus=100 * (t.accuracy - t.lo), thickness=1)
@@ -564,3 +573,12 @@ def run_selection(rollouts, # saved rollouts (JSONL, or `Trajectory` list) with 
     m = measure_selection(trajs, score_trajectories(trajs, score).correct, sel, policy, verifier, gs, most, seed, label)
     if out is not None: write_selection(out, m)
     return m
+
+# %% ../nbs/33_select.ipynb #e97cc065
+def read_selection(folder, # where `write_selection` wrote
+                   label:str|None=None # the measurement's name; default the folder's
+                  )->Measurement:
+    "The `Measurement` in `folder`: its per-question rows and summary (the candidates and picks stay in their CSVs)"
+    folder = Path(folder)
+    per_q, table = (pd.read_csv(folder/SELECTION_FILES[k]) for k in ('per_question', 'table'))
+    return Measurement(per_q, table, None, label or folder.name)

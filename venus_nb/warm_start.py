@@ -61,6 +61,7 @@ class WarmWorld:
         return (f'{len(self.train)} SFT trajectories, {len(self.held_out)} held-out and {len(self.rl)} RL questions, '
                 f'{len(self.corpus.docs)} pages')
 
+# %% ../nbs/25_warm_start.ipynb #ac6c6371
 def _distinct(data)->list:
     "(question, trajectory) pairs with no question asked twice"
     seen, out = set(), []
@@ -70,6 +71,7 @@ def _distinct(data)->list:
             out.append((q, t))
     return out
 
+# %% ../nbs/25_warm_start.ipynb #25dcdc7f
 def warm_world(cfg:WarmConfig=WarmConfig())->WarmWorld:
     "The generated world at its simplest: 1-2 hop questions, noiseless expert trajectories, disjoint splits"
     from venus_nb.synth import SynthConfig, generate
@@ -169,6 +171,7 @@ def warm_dir(cfg:WarmConfig)->Path:
     "The cache folder of a configuration"
     return cache_dir()/'warm'/f"{Path(str(cfg.model)).name}-{cfg.key()}"
 
+# %% ../nbs/25_warm_start.ipynb #8b09f843
 def _cached(d:Path)->WarmStart|None:
     try: return WarmStart(d/'model', json.loads((d/'report.json').read_text()), True)
     except (OSError, ValueError): return None
