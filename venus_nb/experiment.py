@@ -127,6 +127,7 @@ def paired_stats(d, # seeds × questions of one arm's score minus another's
                  level:float=0.95)->dict:
     "Mean difference, its paired bootstrap interval, discordant questions (better, worse), sign test and verdict"
     d = np.asarray(d, dtype=float)
+    d = np.where(np.abs(d) < 1e-12, 0.0, d)   # rounding, not a difference (as the sign test counts it)
     per_q = d.mean(0)
     mean, lo, hi = bootstrap_mean(d, level=level)
     better, worse = int((per_q > 1e-12).sum()), int((per_q < -1e-12).sum())
