@@ -55,7 +55,9 @@ docs: env  ## the documentation site in _docs/ from the notebooks' saved outputs
 	$(PY) docs/build.py _docs
 
 readme: env  ## README.md from nbs/index.ipynb (nbdev_readme needs quarto, which is not installable here)
-	$(VENV)/bin/jupyter nbconvert --to markdown --execute nbs/index.ipynb --output-dir . --output README --log-level WARN
+	rm -rf nbs/readme_figures
+	$(VENV)/bin/jupyter nbconvert --to markdown --execute nbs/index.ipynb --output-dir . --output README --log-level WARN \
+		--NbConvertApp.output_files_dir=nbs/readme_figures
 
 # verl (issue #10) lives in its own environment: verl 0.9.1 needs transformers<5.11, the main one has 5.17 for Unsloth
 VERL_VENV ?= .venv-verl

@@ -22,7 +22,7 @@ __all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS',
            'norm_text', 'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row',
            'score_trajectories', 'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table',
            'EvalReport', 'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
-           'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
+           'static_svg', 'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
            'r1_searcher_trajectories', 'parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% ../nbs/31_eval.ipynb #67372624
@@ -322,6 +322,48 @@ def synthetic_rollouts(trajs:list, # one trajectory per question, e.g. `synth.ge
             meta = dict(qid=t.meta.get('id', f'q{i}'), group=i, sample=s, stop='answer')
             out.append(_sample(t, ok, rng.choice(others), meta, rng, skip_visits))
     return out
+
+# %% ../nbs/31_eval.ipynb #a871ccb9
+_DASHES = {None: '-', 'solid': '-', 'dash': '--', 'dot': ':', 'dashdot': '-.', 'longdash': '--'}
+
+def _draw_scatter(ax, tr):
+    "One plotly Scatter trace on matplotlib axes: its lines or markers, dash, colour, opacity and error bars"
+    mode, err = tr.mode or 'lines+markers', tr.error_y
+    yerr = None if err.array is None else [err.arrayminus if err.arrayminus is not None else err.array, err.array]
+    ax.errorbar(list(tr.x), list(tr.y), yerr=yerr, label=tr.name, color=tr.line.color, capsize=2, markersize=4,
+                alpha=1 if tr.opacity is None else tr.opacity, marker='o' if 'markers' in mode else None,
+                linestyle=_DASHES[tr.line.dash] if 'lines' in mode else 'none', linewidth=tr.line.width or 1.5)
+
+# %% ../nbs/31_eval.ipynb #0f5b43c7
+def _frame(ax, layout):
+    "Titles, a log₂ x axis with its tick values, and the horizontal reference lines of a plotly layout"
+    ax.set_title(layout.title.text or '', fontsize=10)
+    ax.set_xlabel(layout.xaxis.title.text or '')
+    ax.set_ylabel(layout.yaxis.title.text or '')
+    if layout.xaxis.type == 'log': ax.set_xscale('log', base=2)
+    if layout.xaxis.tickvals: ax.set_xticks(list(layout.xaxis.tickvals), [f'{v:g}' for v in layout.xaxis.tickvals])
+    for s in layout.shapes:
+        if s.type == 'line' and s.y0 == s.y1: ax.axhline(s.y0, color=s.line.color or 'grey', linewidth=1,
+                                                          linestyle=_DASHES[s.line.dash])
+
+def static_svg(fig, # a plotly figure of Scatter traces, e.g. `pass_at_k_figure` or a selection figure
+               path, # the SVG file to write
+               size=(8, 4.5) # width and height in inches
+              )->Path:
+    "The figure as an SVG file (matplotlib): lines, markers, error bars, log₂ axis and reference lines; byte-stable"
+    try: import matplotlib
+    except ImportError as e: raise ImportError('static_svg draws with matplotlib: pip install matplotlib') from e
+    from matplotlib.figure import Figure
+    if bad := sorted({tr.type for tr in fig.data} - {'scatter'}):
+        raise ValueError(f'static_svg draws scatter traces only, not {bad}')
+    out = Figure(figsize=size)
+    ax = out.subplots()
+    for tr in fig.data: _draw_scatter(ax, tr)
+    _frame(ax, fig.layout)
+    ax.legend(fontsize=7, loc='center left', bbox_to_anchor=(1.01, 0.5), frameon=False)
+    with matplotlib.rc_context({'svg.hashsalt': 'venus_nb', 'svg.fonttype': 'none'}):
+        out.savefig(Path(path), format='svg', bbox_inches='tight', metadata={'Date': None})
+    return Path(path)
 
 # %% ../nbs/31_eval.ipynb #9dedef63
 def _repo_root()->Path:
