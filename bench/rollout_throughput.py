@@ -32,7 +32,7 @@ PRESETS = {'old': dict(enable_chunked_prefill=True),
            'old-64k': dict(enable_chunked_prefill=True, max_num_batched_tokens=65536)}
 
 def load_world(n):
-    from venus_nb.tools import load_corpus
+    from venus_nb.corpus import load_corpus
     qa = [json.loads(l) for l in (WORLD/'qa.jsonl').read_text().splitlines()][:n]
     return load_corpus(WORLD/'corpus.jsonl'), qa
 

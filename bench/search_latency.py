@@ -8,7 +8,7 @@ Run: .venv/bin/python bench/search_latency.py
 import json, math, statistics, sys, time
 from collections import Counter
 from pathlib import Path
-from venus_nb.tools import load_corpus
+from venus_nb.corpus import load_corpus
 
 DATA = Path(__file__).resolve().parents[1].parent/'shared/data'
 CORPUS, QUESTIONS = DATA/'hipporag/2wikimultihopqa_corpus.json', DATA/'r1-searcher/eval_set/2wiki_500.jsonl'

@@ -177,7 +177,8 @@ def toctrees(sections):
 # --- the replay export ------------------------------------------------------------------------------------------
 
 REPLAY_SCRIPT = """import sys
-from venus_nb.replay import Scored, random_logprobs, write_replay
+from venus_nb.rewards import Scored
+from venus_nb.replay import random_logprobs, write_replay
 from venus_nb.trajectory import read_jsonl
 trajs = read_jsonl(sys.argv[1]).trajectories
 sc = Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0][:len(trajs)])

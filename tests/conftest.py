@@ -61,7 +61,7 @@ def chat_server(handler:type):
 @pytest.fixture(scope='session')
 def world():
     "The committed sample world's corpus (a test module may define its own `world`)"
-    from venus_nb.tools import load_corpus
+    from venus_nb.corpus import load_corpus
     return load_corpus(WORLD/'corpus.jsonl')
 
 @pytest.fixture(scope='session')

@@ -7,7 +7,8 @@ import pytest
 import yaml
 from hypothesis import given, settings, HealthCheck, strategies as st
 from venus_nb.base import load_config
-from venus_nb.cli import CLIError, parse_sets, stages, merged, main
+from venus_nb.terminal import CLIError
+from venus_nb.cli import parse_sets, stages, merged, main
 from venus_nb.igpo import IGPOConfig
 from venus_nb.rollout import RolloutConfig
 from venus_nb.rewards import RewardConfig

@@ -4,8 +4,9 @@ import json, warnings
 import pandas as pd, pytest
 from datasets import Dataset, List, Value
 from conftest import ROOT, shared_file
-from venus_nb.trajectory import (Trajectory, Loaded, LoadError, read_jsonl, write_jsonl, to_dataset, from_dataset,
-                                 as_loaded, as_trajectories, from_row, is_dataset)
+from venus_nb.base import LoadError
+from venus_nb.trajectory import (Trajectory, Loaded, read_jsonl, write_jsonl, to_dataset, from_dataset, as_loaded,
+                                 as_trajectories, from_row, is_dataset)
 from venus_nb.data import clean, CleanConfig, load_dr_venus, load_webdancer, load_react, load_qa_jsonl, as_questions
 from venus_nb.resample import resample, resample_table, ResampleConfig
 from venus_nb.synth import generate, SynthConfig

@@ -5,7 +5,7 @@ import numpy as np, pandas as pd, pytest
 from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix,
                                  ExperimentConfig, Start, arm_config, experiment, sign_test, paired_stats, kind_table,
                                  eval_steps, heldout_curve, check_resume, final_evals)
-from venus_nb.replay import Scored
+from venus_nb.rewards import Scored
 from venus_nb.trajectory import Trajectory
 
 def _traj(answer, gt='y'):

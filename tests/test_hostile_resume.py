@@ -194,7 +194,8 @@ def test_configs_state_and_optimizer_are_written_atomically(tmp_path, renamed):
     for p in (cfg.save(tmp_path/'c.json'), SFTConfig().save(tmp_path/'s.json')): assert p.resolve() in renamed
 
 def test_replay_page_and_cli_csvs_are_written_atomically(tmp_path, renamed, capsys):
-    from venus_nb.replay import Scored, random_logprobs, write_replay
+    from venus_nb.rewards import Scored
+    from venus_nb.replay import random_logprobs, write_replay
     from venus_nb.cli import main
     t = read_jsonl(WORLD/'trajectories.jsonl').trajectories[0]
     page = write_replay(tmp_path/'r.html', t, Scored.from_logprobs([t], [random_logprobs(t)]))

@@ -8,10 +8,12 @@ from conftest import ReplyHandler
 import asyncio, http.server, json, os, random, re, sqlite3, sys, threading, time, tracemalloc, warnings, zlib
 from collections import Counter
 import httpx, pytest
-from venus_nb import tools as T, web as W
-from venus_nb.tools import (Cache, Cassette, Doc, Fetched, ReplayMiss, ToolConfig, ToolError, Toolbox, address_error,
-                            load_config, make_client, page_of, parse_visit_observation, read_docs, run_tool,
-                            save_config, url_error, visit, visit_observation, write_docs)
+from venus_nb import web as W, corpus as C
+from venus_nb.base import load_config, save_config
+from venus_nb.web import (Cache, Cassette, Fetched, ReplayMiss, ToolConfig, ToolError, address_error, make_client,
+                          page_of, url_error)
+from venus_nb.corpus import Doc, read_docs, write_docs
+from venus_nb.tools import Toolbox, parse_visit_observation, run_tool, visit, visit_observation
 from venus_nb.trajectory import ToolCall
 
 def run(coro): return asyncio.run(coro)
@@ -122,7 +124,7 @@ def test_record_mode_caps_a_gzip_bomb(server, tmp_path):
 def test_visit_caps_a_gzip_bomb_as_it_inflates(server):
     "Without a cassette too: the body is inflated a piece at a time, never a whole network chunk's 1000x at once"
     async def go():
-        async with make_client(c) as client: return await T.fetch_page(f'{server.base}/bomb', c, client)
+        async with make_client(c) as client: return await W.fetch_page(f'{server.base}/bomb', c, client)
     c = cfg(max_bytes=MB)
     f, peak = peak_memory(lambda: run(go()))
     assert f.truncated and len(f.body) == MB and peak < 16 * MB, f'peak {peak / MB:.0f} MB for a 1 MB cap'
@@ -422,21 +424,21 @@ def test_page_title_is_linear():
     assert t4 < 8 * t1 + 0.01, (t1, t4)
 
 def test_parse_extraction_time_is_bounded():
-    "The json5 fallback took 3.4 s on a 100 KB reply; past `JSON5_MAX_CHARS` only strict JSON is read"
+    "The json5 fallback took 3.4 s on a 100 KB reply; past `EXTRACTION_JSON5_MAX_CHARS` only strict JSON is read"
     def bad(n): return '{"summary": "s", "evidence": [' + '1,' * n + '],}'   # trailing commas: not strict JSON
-    t1, t4 = best_time(lambda: T.parse_extraction(bad(50_000))), best_time(lambda: T.parse_extraction(bad(200_000)))
-    assert T.parse_extraction(bad(50_000)) is None and t4 < 8 * t1 + 0.01, (t1, t4)
+    t1, t4 = best_time(lambda: W.parse_extraction(bad(50_000))), best_time(lambda: W.parse_extraction(bad(200_000)))
+    assert W.parse_extraction(bad(50_000)) is None and t4 < 8 * t1 + 0.01, (t1, t4)
     # long and strict: read
-    assert T.parse_extraction('{"summary": "s", "evidence": "' + 'x' * 500_000 + '"}') == ('x' * 500_000, 's')
-    assert T.parse_extraction("{'summary': 's', 'evidence': 'e',}") == ('e', 's')
+    assert W.parse_extraction('{"summary": "s", "evidence": "' + 'x' * 500_000 + '"}') == ('x' * 500_000, 's')
+    assert W.parse_extraction("{'summary': 's', 'evidence': 'e',}") == ('e', 's')
 
 def test_corpus_with_no_readable_record_says_why(tmp_path):
     (p := tmp_path/'c.jsonl').write_bytes(b'not json\n\xff\xfe\n')
     with pytest.raises(ValueError,
                        match=r'c.jsonl: no documents to index; 2 unreadable lines skipped \(line 1: not JSON'):
-        T.load_corpus(p)
+        C.load_corpus(p)
     (e := tmp_path/'e.jsonl').write_text('\n\n')
-    with pytest.raises(ValueError, match=r'e.jsonl: no documents to index \(the file is empty\)'): T.load_corpus(e)
+    with pytest.raises(ValueError, match=r'e.jsonl: no documents to index \(the file is empty\)'): C.load_corpus(e)
 
 def test_replaying_a_missing_cassette_warns(tmp_path):
     with pytest.warns(RuntimeWarning, match='no such cassette'): cas = Cassette(tmp_path/'typo.jsonl')

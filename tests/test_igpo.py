@@ -339,7 +339,8 @@ def _experts(shorten=300):
 def experts(): return list(_experts())
 
 def test_grpo_gives_one_advantage_per_rollout(experts):
-    from venus_nb.replay import Scored, random_logprobs
+    from venus_nb.rewards import Scored
+    from venus_nb.replay import random_logprobs
     lps = [random_logprobs(t, seed=i) for i, t in enumerate(experts)]
     g = Scored.from_logprobs(experts, lps, outcomes(experts), [0] * 4, RewardConfig(estimator='grpo'))
     adv, _ = advantages_of(g)
@@ -423,7 +424,7 @@ igpo(tiny_model('llama'), qa, world, _cfg({out!r}, {lora_r!r}), live=False)
 '''
 
 def _world():
-    from venus_nb.tools import load_corpus
+    from venus_nb.corpus import load_corpus
     return [json.loads(l) for l in open(WORLD/'qa.jsonl')], load_corpus(WORLD/'corpus.jsonl')
 
 @pytest.mark.parametrize('lora_r', [16, None], ids=['lora', 'full'])
@@ -470,7 +471,7 @@ def test_kill_and_resume(tmp_path, lora_r):
     assert res.metrics[cols].equals(whole.metrics[cols]), (res.metrics[cols], whole.metrics[cols])
     # every step's scored rollouts are on disk, the killed run's and the resumed run's alike,
     # and read back as they scored
-    from venus_nb.replay import Scored
+    from venus_nb.rewards import Scored
     steps = [Scored.load(out/'rollouts'/f'step-{i}.jsonl') for i in range(1, 5)]
     assert [sum(s.outcome) / len(s.outcome) for s in steps] == list(whole.metrics.accuracy)
     assert (steps[-1].ig == whole.last.ig
@@ -484,7 +485,7 @@ def test_kill_and_resume(tmp_path, lora_r):
 
 def test_signal_metrics_counts_differing_groups_and_ig_slots():
     from venus_nb.igpo import signal_metrics
-    from venus_nb.replay import Scored
+    from venus_nb.rewards import Scored
     s = Scored(trajs=[None] * 4, groups=[0, 0, 1, 1], ig=[[None, 0.2], [None], [0.1, None, -0.3], []],
                outcome=[1.0, 0.0, 0.0, 0.0])
     assert signal_metrics(s) == dict(groups=2, groups_differing=1, ig_slots=3)

@@ -1,11 +1,13 @@
 """The replay in a real browser (headless Debian Chromium through selenium + chromedriver): the static HTML export, and
 the `Replay` widget rendered inside a running JupyterLab. Missing Chromium is installed with apt-get (needs root);
 if that fails the tests skip and say why."""
-import fcntl, json, os, secrets, shutil, signal, socket, subprocess, sys, time, urllib.request
+import fcntl, json, os, secrets, shutil, signal, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
 from conftest import ROOT
-from venus_nb.replay import Scored, random_logprobs, write_replay
+from venus_nb.base import free_port
+from venus_nb.rewards import Scored
+from venus_nb.replay import random_logprobs, write_replay
 from venus_nb.trajectory import read_jsonl
 
 CHROMIUM, DRIVER = Path('/usr/bin/chromium'), Path('/usr/bin/chromedriver')
@@ -92,16 +94,12 @@ def test_exported_html_in_chromium(browser, tmp_path):
 
 # --- the widget inside JupyterLab ---------------------------------------------------------------------------------
 
-NOTEBOOK = """from venus_nb.replay import Replay, Scored, random_logprobs
+NOTEBOOK = """from venus_nb.rewards import Scored
+from venus_nb.replay import Replay, random_logprobs
 from venus_nb.trajectory import read_jsonl
 trajs = read_jsonl({sample!r}).trajectories
 sc = Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0])
 Replay(trajs[1], sc)"""
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 def _get(url, timeout=5):
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -121,7 +119,7 @@ def lab(tmp_path):
     "A JupyterLab server on a free loopback port, serving a notebook that renders `Replay`"
     pytest.importorskip('jupyterlab', reason='jupyterlab is not installed')
     import nbformat
-    root, port, token = tmp_path/'nb', _free_port(), secrets.token_hex(16)
+    root, port, token = tmp_path/'nb', free_port(), secrets.token_hex(16)
     root.mkdir()
     cell = nbformat.v4.new_code_cell(NOTEBOOK.format(sample=str(SAMPLE)))
     nb = nbformat.v4.new_notebook(cells=[cell], metadata=dict(kernelspec=dict(name='python3', display_name='Python 3',

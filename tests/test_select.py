@@ -299,6 +299,7 @@ def test_run_selection_from_a_saved_file(tiny, tmp_path):
 
 def test_cli_eval_select_writes_the_selection(server, sent, monkeypatch, tmp_path):
     import venus_nb.cli as cli, venus_nb.rollout as ro
+    from venus_nb.terminal import CLIError
     monkeypatch.setattr(cli, 'policy_engine', lambda inputs: types.SimpleNamespace(name='stub'))
     monkeypatch.setattr(cli, 'rollout_line', lambda *a: 'rolled out')
     monkeypatch.setattr(ro, 'rollout', lambda engine, questions, corpus, cfg: hand()[:4 * len(questions)])
@@ -307,7 +308,7 @@ def test_cli_eval_select_writes_the_selection(server, sent, monkeypatch, tmp_pat
               '--verifier', url, '--out', str(tmp_path/'e'), '--set', 'G=4'])
     assert {*SELECTION_FILES.values(), 'selection.html', 'scores.csv'} <= {p.name for p in (tmp_path/'e').iterdir()}
     assert set(pd.read_csv(tmp_path/'e'/'selection.csv').selector) == {'majority', 'verifier'} and len(sent) == 10
-    with pytest.raises(cli.CLIError, match='unknown selector'): cli.eval_selectors(dict(select='majority,oracle'))
-    with pytest.raises(cli.CLIError, match='VENUS_NB_JUDGE_URL'):
+    with pytest.raises(CLIError, match='unknown selector'): cli.eval_selectors(dict(select='majority,oracle'))
+    with pytest.raises(CLIError, match='VENUS_NB_JUDGE_URL'):
         cli.eval_selectors(dict(select='verifier', verifier=None))
     assert cli.eval_selectors(dict(select=None)) == ({}, None)

@@ -5,10 +5,11 @@ ids equal the offline vLLM engine's."""
 import json, warnings
 from pathlib import Path
 import httpx, pytest
-from venus_nb.tools import load_corpus   # before vllm: the import order of the kernel-scan crash (see test_rollout.py)
+from venus_nb.corpus import load_corpus   # before vllm: the import order of the kernel-scan crash (see test_rollout.py)
 from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout, context_limit, agent_prompt, engine_for
 from venus_nb.served import (openai_engine, scripted_server, completion_body, generated_from, retokenised, post_json,
-                             ServedError, ServedEngine, vllm_server, vllm_serve_command, free_port, _v1)
+                             ServedError, ServedEngine, vllm_server, vllm_serve_command, _v1)
+from venus_nb.base import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT/'data'/'sample'/'world'

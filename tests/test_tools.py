@@ -5,11 +5,12 @@ from collections import Counter
 import httpx, numpy as np, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
-from venus_nb import tools as T
-from venus_nb.tools import (Doc, Fetched, LocalCorpus, ToolConfig, ToolError, Toolbox, address_error, backoff_delay,
-                            extractive_summary, load_corpus, page_of, parse_visit_observation, passages, read_docs,
-                            retry_after, run_tool, search_args, search_observation, snippet, system_prompt, url_error,
-                            url_key, visit_args, visit_observation, write_docs)
+from venus_nb import tools as T, web as W, corpus as C
+from venus_nb.corpus import (Doc, LocalCorpus, extractive_summary, load_corpus, passages, read_docs, snippet, url_key,
+                             write_docs)
+from venus_nb.web import Fetched, ToolConfig, ToolError, address_error, backoff_delay, page_of, retry_after, url_error
+from venus_nb.tools import (Toolbox, parse_visit_observation, run_tool, search_args, search_observation, system_prompt,
+                            visit_args, visit_observation)
 from venus_nb.trajectory import ToolCall, parse_call_body
 
 def run(coro): return asyncio.run(coro)
@@ -118,7 +119,7 @@ def test_address_error_refuses_exactly_the_non_global(ip):
     a = ip.ipv4_mapped if getattr(ip, 'ipv4_mapped', None) else ip
     special = any(getattr(a, f'is_{k}')
                   for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
-    carried = T.embedded_ipv4(a)
+    carried = W.embedded_ipv4(a)
     assert (address_error(str(ip)) is None) == (a.is_global and not special
                                                 and all(address_error(str(v4)) is None for v4 in carried))
     if carried and address_error(str(ip)) and a.is_global and not special:
@@ -255,7 +256,7 @@ def lucene_bm25(docs_ids, query_ids, k1=1.5, b=0.75):
 def test_bm25_scores_match_brute_force():
     docs = json.loads(shared_file('hipporag/2wikimultihopqa_corpus.json').read_text())[:400]
     texts = [f"{d['title']}\n{d['text']}" for d in docs]
-    idx = T.BM25(texts)
+    idx = C.BM25(texts)
     ids = idx.tok.tokenize(texts, update_vocab=False, show_progress=False, return_as='ids')
     for q in ['Who directed the film?', 'queen of Lotharingia', 'born in Kiev', 'bishop of Elmham died',
               'film director of the film of films']:

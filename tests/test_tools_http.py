@@ -8,7 +8,8 @@ import asyncio, http.server, json, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
 from venus_nb import tools as T, web as W
-from venus_nb.tools import Cassette, ToolConfig, Toolbox, fetch_page, make_client, run_tool, visit, search
+from venus_nb.web import Cassette, ToolConfig, fetch_page, make_client
+from venus_nb.tools import Toolbox, run_tool, visit, search
 from venus_nb.trajectory import ToolCall
 
 HTML = b'<html><head><title>Tower</title></head><body><nav>Menu</nav><article><h1>The Eiffel Tower</h1>' \
@@ -244,7 +245,7 @@ def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
     "A name that resolves to a private address is refused; a public one is connected to at the checked address"
     async def fake_resolve(host, port, timeout=10.0):
         return {'intranet.test': ['10.1.2.3'], 'mixed.test': ['93.184.215.14', '10.0.0.5']}.get(host, ['93.184.215.14'])
-    monkeypatch.setattr(W, 'resolve', fake_resolve)   # where safe_address looks it up
+    monkeypatch.setattr(W, 'resolve_host', fake_resolve)   # where safe_address looks it up
     sent = []
     def handler(r):
         sent.append(r)
@@ -306,7 +307,7 @@ def test_cache_makes_reruns_reproducible(server, tmp_path):
     again = [run(search('cached query', c)), run(visit(f'{server.base}/page', 'g', c)),
              run(visit(f'{server.base}/page', 'g', c))]
     assert again[0] == first and again[1] == again[2] and server.hits['/search'] == before + 1
-    assert len(T.Cache(c.cache_path)) == 2
+    assert len(W.Cache(c.cache_path)) == 2
 
 def test_unusable_cache_path_is_a_clear_error(tmp_path):
     "A path sqlite cannot open at all (here a folder) is an error; a damaged file is set aside (test_hostile_tools)"

@@ -236,7 +236,7 @@ def test_agent_loop_end_to_end(qwen3_tok, monkeypatch):
 def test_turn_texts_start_inside_the_thinking_the_template_opens():
     "Qwen3-Thinking-2507: verl's response ids hold no <think>; the turn texts read with it match the rollout loop's"
     from venus_nb.models import qwen3_tokenizer
-    from venus_nb.tools import load_corpus
+    from venus_nb.corpus import load_corpus
     from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout
     q3 = qwen3_tokenizer(thinking_2507=True)
     world = load_corpus(ROOT/'data'/'sample'/'world'/'corpus.jsonl')

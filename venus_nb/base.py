@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
            'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
-           'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'moved']
+           'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'free_port', 'moved']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
@@ -390,15 +390,26 @@ class Settings:
         "Settings from a file `save` wrote, or YAML; an unknown key or wrong value is a ValueError naming file and key"
         return load_config(cls, path, lambda d: cls.from_saved(d, trust_code))
 
+# %% ../nbs/00_base.ipynb #696b78ce
+import socket
+
+def free_port()->int:
+    "A local TCP port nothing listens on now"
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
 # %% ../nbs/00_base.ipynb #6f5331be
 import importlib, warnings
 
 def moved(module:str, # the old home, `__name__` of the module that calls this
-          homes:dict # name -> the `venus_nb` module it lives in now
+          homes:dict # name -> the `venus_nb` module it lives in now, or `module.new_name` if it was renamed too
          )->Callable:
     "A module `__getattr__` that answers each moved name from its new home, with a DeprecationWarning naming that home"
     def __getattr__(name:str):
         if name not in homes: raise AttributeError(f'module {module!r} has no attribute {name!r}')
-        warnings.warn(f'{module}.{name} moved: import it from venus_nb.{homes[name]}', DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(f'venus_nb.{homes[name]}'), name)
+        home, _, new = homes[name].partition('.')
+        warnings.warn(f'{module}.{name} was renamed: use venus_nb.{home}.{new}' if new else
+                      f'{module}.{name} moved: import it from venus_nb.{home}', DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f'venus_nb.{home}'), new or name)
     return __getattr__

@@ -77,7 +77,8 @@ def cmd_replay(args):
     "Score one trajectory of a file with a model and write its replay page"
     from venus_nb.models import load_policy
     from venus_nb.rewards import gt_logprobs
-    from venus_nb.replay import Scored, write_replay
+    from venus_nb.rewards import Scored
+    from venus_nb.replay import write_replay
     out = writable_file(args.out)   # checked before the model loads
     traj = pick(_load(args.input, args.format).trajectories, args.index, args.input).shorten(args.max_chars)
     pol = load_policy(args.model, dtype='float32')
@@ -218,7 +219,7 @@ def read_questions(path, limit:int|None=None)->list:
 # %% ../nbs/40_cli.ipynb #d4d5816b
 def read_corpus(corpus, questions):
     "The `LocalCorpus` of a corpus file or world folder; none given: the corpus.jsonl beside the questions"
-    from venus_nb.tools import load_corpus
+    from venus_nb.corpus import load_corpus
     path = world_file(corpus if corpus is not None else world_file(questions, 'qa.jsonl').parent, 'corpus.jsonl')
     if corpus is None and not path.exists(): raise CLIError(f'no corpus given and no {path}: pass --corpus FILE')
     return load_corpus(readable(path))

@@ -117,7 +117,7 @@ def step_rewards(trajs:list, policy_dir:str, n:int=3):
     "Score log p(gt) and IG after every visit on the n shortest trajectories (one group), judge them, build TurnRewards"
     from venus_nb.models import load_policy
     from venus_nb.rewards import gt_logprobs
-    from venus_nb.replay import Scored
+    from venus_nb.rewards import Scored
     pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
     say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories, '
         'scored as one group')

@@ -10,20 +10,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .base import BadRecord, read_records
+from .base import BadRecord, read_records, moved
 from .trajectory import Trajectory, Turn, ToolCall, between
 from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
-from .corpus import parse_r1_passage, r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
-# R1-Searcher's passages are read in `corpus`; importable from here too
-_all_ = ['parse_r1_passage', 'r1_passages', 'passage_docs']
+from .corpus import r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
+# R1-Searcher's passages are read in `corpus`, and `TOOL_KINDS` was renamed: the old import paths still work, with a
+# DeprecationWarning
+__getattr__ = moved(__name__, {**dict.fromkeys('''parse_r1_passage r1_passages passage_docs'''.split(), 'corpus'),
+                               'TOOL_KINDS': 'eval.CALL_KINDS'})
 
 # %% auto #0
-__all__ = ['scorer', 'THRESHOLDS', 'TOOL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
+__all__ = ['scorer', 'THRESHOLDS', 'CALL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
            'norm_text', 'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row',
            'score_trajectories', 'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table',
            'EvalReport', 'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
            'static_svg', 'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
-           'r1_searcher_trajectories', 'parse_r1_passage', 'r1_passages', 'passage_docs']
+           'r1_searcher_trajectories']
 
 # %% ../nbs/31_eval.ipynb #67372624
 def pass_at_k(n:int, # samples drawn for the question
@@ -52,12 +54,12 @@ def threshold_of(score, threshold:float|None=None)->float:
     return threshold if threshold is not None else THRESHOLDS.get(score, 0.5) if isinstance(score, str) else 0.5
 
 # %% ../nbs/31_eval.ipynb #85b7add6
-TOOL_KINDS = ('search', 'visit', 'other')
+CALL_KINDS = ('search', 'visit', 'other')   # the turn kinds that are tool calls
 
 def tool_counts(traj:Trajectory)->dict:
     "Searches, visits, parsed tool calls and the browse ratio (visits / tool calls; NaN with no tool call)"
     k = Counter(t.kind for t in traj.turns)
-    calls = sum(k[x] for x in TOOL_KINDS)
+    calls = sum(k[x] for x in CALL_KINDS)
     return dict(search=k['search'], visit=k['visit'], tool_calls=calls,
                 browse_ratio=k['visit'] / calls if calls else math.nan)
 
@@ -381,7 +383,7 @@ def world_eval(world=None # a folder from `synth.write_world`, a `SynthData`, a 
               )->tuple[list, object]:
     "The generated world's questions and its `LocalCorpus`"
     from venus_nb.synth import SynthConfig, SynthData, generate, SAMPLE
-    from venus_nb.tools import Doc, LocalCorpus, load_corpus
+    from venus_nb.corpus import Doc, LocalCorpus, load_corpus
     from venus_nb.data import load_qa_jsonl
     world = world if world is not None else (_sample_world() or SAMPLE)
     if isinstance(world, SynthConfig): world = generate(world)
@@ -445,7 +447,7 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
                      limit:int|None=None # first questions of each set
                     )->tuple[list, object]:
     "R1-Searcher's eval questions and a `LocalCorpus` of the passages its rollouts retrieved for them"
-    from venus_nb.tools import LocalCorpus
+    from venus_nb.corpus import LocalCorpus
     base, qs, passages = shared_data(root)/'r1-searcher', [], []
     for name in _names(sets):
         for q, rec in _r1_pairs(base, name, limit):
@@ -463,7 +465,7 @@ def _has_answer(texts:list, gt)->bool:
 
 # %% ../nbs/31_eval.ipynb #6f9fccaa
 def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or any list of question dicts
-                    corpus, # a `tools.LocalCorpus`
+                    corpus, # a `corpus.LocalCorpus`
                     k:int=10 # BM25 hits checked for the answer
                    )->pd.DataFrame:
     "Per question: its retrieved pages, whether one holds a gold alias, whether BM25 on the question ranks one in top k"

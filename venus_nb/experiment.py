@@ -30,7 +30,7 @@ from .base import moved
 __getattr__ = moved(__name__, dict.fromkeys('''question_kind'''.split(), 'data'))
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
-def advantages_under(scored, # a `replay.Scored` batch
+def advantages_under(scored, # a `rewards.Scored` batch
                      **changes # `RewardConfig` fields to change, e.g. estimator='grpo'
                     )->list:
     "Per rollout, per turn advantages of `scored` under its reward config with `changes`"
@@ -316,8 +316,8 @@ class ExperimentConfig(Settings):
         return {**d, 'igpo': trusted_judge(d['igpo'], trust_code)} if 'igpo' in d else d
 
 def experiment_json(cfg:ExperimentConfig)->dict:
-    "The settings as JSON data, the `igpo` judge as its saved spec (`igpo.judge_spec`)"
-    from venus_nb.igpo import judge_spec
+    "The settings as JSON data, the `igpo` judge as its saved spec (`judges.judge_spec`)"
+    from venus_nb.judges import judge_spec
     igpo = {k: judge_spec(v) if k == 'judge' else asdict(v) if is_dataclass(v) else v for k, v in cfg.igpo.items()}
     return {**asdict(replace(cfg, igpo={})), 'igpo': igpo}
 

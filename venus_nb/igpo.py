@@ -23,7 +23,6 @@ from .checkpoints import (newest_whole, first_problem, file_checks, check_json, 
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
 from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprobs, Prefix, prefilled, crop_to,
                               prompt_groups, ig_from_logprobs)
-_all_ = ['UnslothEngine']   # the engines live in `rollout`; importable from here too
 
 # %% auto #0
 __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 'GAP_SUMS', 'STATE_KEYS', 'IGPO_FREE',
@@ -32,16 +31,18 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 
            'cast_params', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of',
            'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer',
            'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint',
-           'adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept',
+           'rl_adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept',
            'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step',
            'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo',
-           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure', 'UnslothEngine']
+           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
 # %% ../nbs/26_igpo.ipynb #aaefcead
 from .base import moved
-# names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys(
-    '''imported judge_fn judge_from_spec judge_spec outcomes trusted_judge untrusted'''.split(), 'judges'))
+# names that moved to judges or rollout, and `adapter_base` (renamed `rl_adapter_base`): their old import paths
+# still work, with a DeprecationWarning
+__getattr__ = moved(__name__, {**dict.fromkeys(
+    '''imported judge_fn judge_from_spec judge_spec outcomes trusted_judge untrusted'''.split(), 'judges'),
+    'UnslothEngine': 'rollout', 'adapter_base': 'igpo.rl_adapter_base'})
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .data import check_shares
@@ -489,12 +490,12 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
 # %% ../nbs/26_igpo.ipynb #b8708e8c
 from .models import weights_source, name_base, model_card
 
-def adapter_base(model, cfg:IGPOConfig, tokenizer=None)->str:
+def rl_adapter_base(model, cfg:IGPOConfig, tokenizer=None)->str:
     "Name the adapter's base: the starting weights' Hub name or folder, else weights under it saved once to `base_dir`"
     return name_base(model, getattr(model, 'venus_base', None), Path(cfg.base_dir or Path(cfg.output_dir)/'base'),
                      tokenizer)
 
-def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`adapter_base`); None: every weight trained
+def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`rl_adapter_base`); None: no adapter
             data:str='', step:int|None=None)->str:
     "The model card of an RL save: the method of its estimator, its base, data and settings"
     lora = base is not None
@@ -505,7 +506,7 @@ def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`adapter
 # %% ../nbs/26_igpo.ipynb #c9dd6036
 def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
     "The adapter (naming its base) or every weight, the tokenizer when given, and a model card"
-    base = adapter_base(model, cfg, tokenizer) if is_adapter(model) else None
+    base = rl_adapter_base(model, cfg, tokenizer) if is_adapter(model) else None
     model.save_pretrained(folder)
     if tokenizer is not None: tokenizer.save_pretrained(folder)
     write_atomic(Path(folder)/'README.md', rl_card(model, cfg, base, data, step))
@@ -761,7 +762,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     cfg.save(out/'igpo_config.json')
     data = f'{len(questions)} questions; tools: {type(tools).__name__}'
     # saved once, with the tokenizer, when nothing else loads it
-    if is_adapter(pol.model): adapter_base(pol.model, cfg, pol.tokenizer)
+    if is_adapter(pol.model): rl_adapter_base(pol.model, cfg, pol.tokenizer)
     with tracking(cfg, step) as track:
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)

@@ -4,15 +4,16 @@
 
 # %% ../nbs/27_ranks.ipynb #06e4b5a7
 from __future__ import annotations
-import socket, datetime, queue, time
+import datetime, queue, time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from .base import free_port
 from .rewards import Probe, cached_logps, cached_passes
 
 # %% auto #0
-__all__ = ['CountedModel', 'rollout_logps', 'planned_passes', 'most_over_ranks', 'lockstep', 'lockstep_logps', 'free_port',
-           'gloo_ranks', 'fsdp_cpu', 'tiny_fsdp_logps']
+__all__ = ['CountedModel', 'rollout_logps', 'planned_passes', 'most_over_ranks', 'lockstep', 'lockstep_logps', 'gloo_ranks',
+           'fsdp_cpu', 'tiny_fsdp_logps']
 
 # %% ../nbs/27_ranks.ipynb #12c974f4
 class CountedModel:
@@ -62,13 +63,6 @@ def lockstep_logps(model, requests:list, # this rank's share (`ids` and `ig_plan
     out = rollout_logps(counted, requests, temperature, chunk)
     lockstep(counted, counted.budget)
     return out
-
-# %% ../nbs/27_ranks.ipynb #c40fc33e
-def free_port()->int:
-    "A local TCP port nothing listens on now"
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 # %% ../nbs/27_ranks.ipynb #605f1b14
 def _gloo_rank(rank:int, fn, jobs:list, port:int, timeout:float, results):

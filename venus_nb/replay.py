@@ -16,13 +16,12 @@ from fastcore.basics import patch
 from .base import write_atomic
 from .trajectory import Trajectory, Turn
 from .rewards import RewardConfig, GTLogProbs, Scored
-_all_ = ['Scored']   # `Scored` lives in `rewards` (no plotly there); importable from here too
 
 # %% auto #0
 __all__ = ['KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE', 'SORTS', 'SELECTOR_JS', 'random_logprobs', 'pair_rollouts',
            'rewards_table', 'rollout_rows', 'credit_links', 'replay_figure', 'redraw_advantages', 'highlight', 'clip',
            'turn_html', 'header_html', 'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay',
-           'chart_width', 'replay_html', 'write_replay', 'Scored']
+           'chart_width', 'replay_html', 'write_replay']
 
 # %% ../nbs/30_replay.ipynb #f7a2de56
 def _is_scored(turn, last, cfg):

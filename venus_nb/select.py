@@ -13,8 +13,9 @@ from typing import Callable, NamedTuple
 import numpy as np, pandas as pd
 from .base import write_atomic
 from .trajectory import Trajectory, read_jsonl
-from .rewards import (RewardConfig, LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict, answer_probe,
-                              gt_logprobs, ig_from_logprobs, scored_boundaries, each_prompt_once)
+from .judges import LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict
+from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
+                              each_prompt_once)
 from .eval import (KS, PAPER_PASS_AT_K, final_answer, pass_at_k, trajectory_row, score_trajectories,
                            markdown_table, _fill_ids)
 from .experiment import bootstrap_mean, paired_stats

@@ -4,21 +4,21 @@
 
 # %% ../nbs/42_served.ipynb #f5a7826b
 from __future__ import annotations
-import concurrent.futures, json, os, signal, socket, subprocess, sys, tempfile, time, warnings
+import concurrent.futures, json, os, signal, subprocess, sys, tempfile, time, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 import httpx
 from fastcore.basics import patch
+from .base import free_port
 from .trajectory import end_of_turn
 from .rollout import RolloutConfig, Generated, cut_generation, stop_token_ids, _encode
 
 # %% auto #0
 __all__ = ['RETRY_STATUS', 'TOKENIZER_PROBE', 'INEXACT', 'ServedError', 'ServedGenerated', 'completion_body', 'returned_ids',
            'retokenised', 'generated_from', 'post_json', 'served_models', 'tokenizer_agrees', 'ServedModel',
-           'ServedEngine', 'openai_engine', 'scripted_server', 'free_port', 'vllm_serve_command', 'wait_healthy',
-           'vllm_server']
+           'ServedEngine', 'openai_engine', 'scripted_server', 'vllm_serve_command', 'wait_healthy', 'vllm_server']
 
 # %% ../nbs/42_served.ipynb #77be2ef3
 class ServedError(RuntimeError):
@@ -256,13 +256,6 @@ def scripted_server(tok, script:list, # turn texts, replayed per rollout in orde
     transport = httpx.MockTransport(handle)
     transport.requests = seen
     return transport
-
-# %% ../nbs/42_served.ipynb #aaeb4ae3
-def free_port()->int:
-    "A TCP port nobody listens on now"
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 # %% ../nbs/42_served.ipynb #817af708
 def vllm_serve_command(model:str, # a model folder or Hub name

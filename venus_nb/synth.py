@@ -7,14 +7,17 @@ from __future__ import annotations
 import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
-from .base import atomic_open
+from .base import atomic_open, moved
 from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
 from . import tools
+# renamed (the official formats keep these names in `tools`): the old names still work, with a DeprecationWarning
+__getattr__ = moved(__name__, {'search_observation': 'synth.synthetic_search_observation',
+                               'visit_observation': 'synth.synthetic_visit_observation'})
 
 # %% auto #0
 __all__ = ['SYLLABLES', 'KINDS', 'SENTENCES', 'FILLER', 'CHAINS', 'TOPICS', 'REL_WORDS', 'SAMPLE', 'make_name', 'Entity',
-           'make_world', 'page_text', 'corpus', 'follow', 'make_questions', 'search_observation', 'visit_observation',
-           'SynthConfig', 'expert_record', 'SynthData', 'generate', 'write_world']
+           'make_world', 'page_text', 'corpus', 'follow', 'make_questions', 'synthetic_search_observation',
+           'synthetic_visit_observation', 'SynthConfig', 'expert_record', 'SynthData', 'generate', 'write_world']
 
 # %% ../nbs/10_synth.ipynb #ed5207bc
 SYLLABLES = 'ka ve lor mi sa tor en dri al bek os rin tha mar ul ves ko na pel ith gar so lun dem ar vi'.split()
@@ -124,7 +127,7 @@ def make_questions(world:dict, n:int, seed:int=0,
     return out
 
 # %% ../nbs/10_synth.ipynb #b5a7db9b
-def search_observation(queries:list, pages:list, rng:random.Random, target:dict|None=None, k:int=4)->str:
+def synthetic_search_observation(queries:list, pages:list, rng:random.Random, target:dict|None=None, k:int=4)->str:
     "DR-Venus-style search output (`tools.search_observation`): per query, k hits, the target page among them"
     def hits():
         picks = rng.sample(pages, k - (target is not None)) + ([target] if target else [])
@@ -132,7 +135,7 @@ def search_observation(queries:list, pages:list, rng:random.Random, target:dict|
         return [dict(title=p['title'], url=p['url'], snippet=p['text'][:120]) for p in picks]
     return tools.search_observation([(q, hits()) for q in queries])
 
-def visit_observation(page:dict, goal:str)->str:
+def synthetic_visit_observation(page:dict, goal:str)->str:
     "DR-Venus-style visit output (`tools.visit_observation`): evidence and a summary for the goal"
     return tools.visit_observation(page['url'], goal, page['text'][:240],
                                    evidence=page['text'].split('. ')[0].rstrip('.') + '.')
@@ -150,19 +153,19 @@ def _hop_turns(hop, by_name, pages, rng):
     what = REL_WORDS[rel]
     page, goal, q = by_name[ent], f'Find the {what} of {ent}.', [f'{ent} {what}']
     return [(f'I need the {what} of {ent}. Let me search for it.', ToolCall('search', {'query': q}),
-             search_observation(q, pages, rng, page)),
+             synthetic_search_observation(q, pages, rng, page)),
             (f'The result {page["title"]} looks relevant. I will read it.',
-             ToolCall('visit', {'url': [page['url']], 'goal': goal}), visit_observation(page, goal))]
+             ToolCall('visit', {'url': [page['url']], 'goal': goal}), synthetic_visit_observation(page, goal))]
 
 def _explore_turn(q, pages, rng):
     "A search with another phrasing, or a visit of a distractor page"
     if rng.random() < 0.6:
         qq = [f'{rng.choice(pages)["title"]} {rng.choice(TOPICS)}' for _ in range(2)]
         return ('The first results were not conclusive; let me try other phrasings.', ToolCall('search', {'query': qq}),
-                search_observation(qq, pages, rng))
+                synthetic_search_observation(qq, pages, rng))
     p, goal = rng.choice(pages), 'Check whether this page is related to the question.'
     return (f'Maybe {p["title"]} is related; let me check.', ToolCall('visit', {'url': [p['url']], 'goal': goal}),
-            visit_observation(p, goal))
+            synthetic_visit_observation(p, goal))
 
 # %% ../nbs/10_synth.ipynb #6447c036
 @dataclass

@@ -9,12 +9,11 @@ from dataclasses import asdict
 from typing import Awaitable, Callable
 import httpx
 from fastcore.basics import patch
-from .base import LoadError, atomic_open, write_atomic
+from .base import moved
 from .trajectory import ToolCall
-from .web import *
-from .corpus import *
-from .web import _why
-from . import web as _web, corpus as _corpus
+from .web import (ToolConfig, ToolError, Page, Cache, WebSearch, WebReader, ChatSummariser, openai_chat,
+                          make_client, redact_url, _why)
+from .corpus import extractive_summary
 
 # %% auto #0
 __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 'tools_block', 'system_prompt',
@@ -22,8 +21,18 @@ __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 't
            'visit_args', 'search_results', 'Toolbox', 'run_tool', 'visit', 'search']
 
 # %% ../nbs/20_tools.ipynb #d1f39eb5
-#| eval: false
-__all__ += _web.__all__ + _corpus.__all__   # `from venus_nb.tools import *` brings the backends' names too
+# every name of `web` and `corpus` (and a few of `base`) was importable from here: that still works, with a
+# DeprecationWarning naming its home
+__getattr__ = moved(__name__, {
+    **dict.fromkeys('''TEXT_TYPES REDIRECTS EXTRACTOR_PROMPT SERPER_URL ToolConfig ToolError retry_after backoff_delay
+        embedded_ipv4 address_error redact_url url_error safe_address pinned Fetched send fetch_page make_client Page
+        media_type sniff decode html_to_text page_of extractor_messages parse_extraction ChatSummariser openai_chat
+        serper_hits searxng_hits WebSearch WebReader Cache ReplayMiss exchange_key Cassette'''.split(), 'web'),
+    **dict.fromkeys('''DOC_FORMATS BM25 passages extractive_summary Doc url_key snippet LocalCorpus title_id wiki_url
+        jsonl_doc hipporag_doc search_r1_doc kilt_doc detect_format read_docs load_corpus write_docs parse_r1_passage
+        r1_passages passage_docs'''.split(), 'corpus'),
+    **dict.fromkeys('''LoadError atomic_open write_atomic save_config load_config'''.split(), 'base'),
+    'resolve': 'web.resolve_host', 'JSON5_MAX_CHARS': 'web.EXTRACTION_JSON5_MAX_CHARS'})
 
 # %% ../nbs/20_tools.ipynb #862e4685
 SEARCH_SCHEMA = {'name': 'search',

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 import json5
 from fastcore.basics import patch
-from .base import (MAX_RECORD_BYTES, MAX_DEPTH, BadRecord, LoadError, must_exist, decode_utf8, parse_json,
-                           jsonl_records, load_records, read_records, atomic_open, write_atomic)
-# the file and record pieces live in `base`; importable from here too
-_all_ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError', 'must_exist', 'decode_utf8', 'parse_json',
-         'jsonl_records', 'atomic_open', 'write_atomic']
+from .base import MAX_RECORD_BYTES, parse_json, load_records, read_records, atomic_open, moved
+# the file and record pieces that were importable from here live in `base`: their old import path still works, with a
+# DeprecationWarning
+__getattr__ = moved(__name__, dict.fromkeys('''MAX_RECORD_BYTES MAX_DEPTH BadRecord LoadError must_exist decode_utf8
+    parse_json jsonl_records atomic_open write_atomic'''.split(), 'base'))
 
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',
@@ -22,8 +22,7 @@ __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_b
            'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
            'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
            'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span', 'literal_span',
-           'turn_markers', 'encode_around', 'message_ids', 'MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'LoadError',
-           'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'atomic_open', 'write_atomic']
+           'turn_markers', 'encode_around', 'message_ids']
 
 # %% ../nbs/01_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'

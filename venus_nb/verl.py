@@ -738,7 +738,9 @@ except ModuleNotFoundError as e:  # verl's v1 trainer imports TransferQueue; wit
 # %% ../nbs/41_verl.ipynb #14222728
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
-from .tools import Toolbox, ToolConfig, load_corpus
+from .tools import Toolbox
+from .web import ToolConfig
+from .corpus import load_corpus
 from .trajectory import ToolCall
 
 @functools.lru_cache(maxsize=None)

@@ -75,7 +75,7 @@ def _distinct(data)->list:
 def warm_world(cfg:WarmConfig=WarmConfig())->WarmWorld:
     "The generated world at its simplest: 1-2 hop questions, noiseless expert trajectories, disjoint splits"
     from venus_nb.synth import SynthConfig, generate
-    from venus_nb.tools import Doc, LocalCorpus
+    from venus_nb.corpus import Doc, LocalCorpus
     quiet = dict(duplicate=0, other_tool=0, bad_json=0, missing_think_close=0, string_args=0, wrong_answer=0,
                  no_answer=0)
     n = cfg.train + cfg.held_out + cfg.rl

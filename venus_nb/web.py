@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
 from fastcore.basics import patch
-from .base import BadRecord, read_records, save_config, load_config, _skipped, Settings
-_all_ = ['save_config', 'load_config']   # the settings files of every config live in `base`; importable from here too
+from .base import BadRecord, read_records, _skipped, Settings, moved
+# the settings files of every config live in `base`, and two names here were renamed: the old import paths still work,
+# with a DeprecationWarning
+__getattr__ = moved(__name__, {'save_config': 'base', 'load_config': 'base', 'resolve': 'web.resolve_host',
+                               'JSON5_MAX_CHARS': 'web.EXTRACTION_JSON5_MAX_CHARS'})
 
 # %% auto #0
-__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'JSON5_MAX_CHARS', 'SERPER_URL', 'ToolConfig', 'ToolError',
-           'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error', 'resolve',
+__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'EXTRACTION_JSON5_MAX_CHARS', 'SERPER_URL', 'ToolConfig', 'ToolError',
+           'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error', 'resolve_host',
            'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff',
            'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction', 'ChatSummariser',
            'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache', 'ReplayMiss',
-           'exchange_key', 'Cassette', 'save_config', 'load_config']
+           'exchange_key', 'Cassette']
 
 # %% ../nbs/21_web.ipynb #645fc1a9
 TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
@@ -133,7 +136,7 @@ def url_error(url)->str|None:
     return f'invalid host {u.host!r}' if re.search(r'[\s%<>"{}|\\^`\[\]]', u.host) else None
 
 # %% ../nbs/21_web.ipynb #4409239f
-async def resolve(host:str, port:int, timeout:float=10.0)->list[str]:
+async def resolve_host(host:str, port:int, timeout:float=10.0)->list[str]:
     "Addresses `host` resolves to (system resolver; IPv4 first)"
     infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
     return sorted(dict.fromkeys(i[4][0] for i in infos), key=lambda a: ':' in a)
@@ -143,7 +146,7 @@ async def safe_address(url:str, cfg:ToolConfig)->str|None:
     if err := url_error(url): raise ToolError(f'refused: {err}')
     u = httpx.URL(url.strip())
     if _host_key(u.host) in cfg.allow_hosts: return None
-    try: addrs = await resolve(u.host, u.port or (443 if u.scheme == 'https' else 80), cfg.request_timeout)
+    try: addrs = await resolve_host(u.host, u.port or (443 if u.scheme == 'https' else 80), cfg.request_timeout)
     except (OSError, UnicodeError, asyncio.TimeoutError) as e:
         raise ToolError(f'cannot resolve {u.host}: {e or "timed out"}') from None
     for a in addrs:
@@ -364,13 +367,14 @@ def extractor_messages(text:str, goal:str)->list[dict]:
     return [{'role': 'user', 'content': EXTRACTOR_PROMPT.format(webpage_content=text, goal=goal)}]
 
 # %% ../nbs/21_web.ipynb #65ab25a0
-JSON5_MAX_CHARS = 20_000   # the json5 fallback is slow (seconds for 100 KB): longer replies must be strict JSON
+# the json5 fallback is slow (seconds for 100 KB): a summariser's reply longer than this must be strict JSON
+EXTRACTION_JSON5_MAX_CHARS = 20_000
 
 def _loose_json(s:str):
-    "`s` as JSON, else as JSON5 (trailing commas, single quotes) when it is at most `JSON5_MAX_CHARS` long, else None"
+    "`s` as JSON, else as JSON5 (trailing commas, single quotes) up to `EXTRACTION_JSON5_MAX_CHARS` long, else None"
     try: return json.loads(s)
     except (ValueError, RecursionError): pass
-    if len(s) > JSON5_MAX_CHARS: return None
+    if len(s) > EXTRACTION_JSON5_MAX_CHARS: return None
     try: return json5.loads(s)
     except Exception: return None
 
