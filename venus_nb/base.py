@@ -412,4 +412,5 @@ def moved(module:str, # the old home, `__name__` of the module that calls this
         warnings.warn(f'{module}.{name} was renamed: use venus_nb.{home}.{new}' if new else
                       f'{module}.{name} moved: import it from venus_nb.{home}', DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(f'venus_nb.{home}'), new or name)
+    __getattr__.homes = homes
     return __getattr__

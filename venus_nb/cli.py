@@ -26,13 +26,11 @@ __all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV'
 # %% ../nbs/40_cli.ipynb #7f06283c
 from .base import moved
 # names that lived here before moving to demo, terminal, base: their old import path still works, with a warning
-__getattr__ = moved(__name__, {**dict.fromkeys('''CLIError IGPO_COLUMNS in_terminal plain readable step_bar '''
-    '''text_table writable_file writable_folder
-    write_csv'''.split(), 'terminal'),
-    **dict.fromkeys('''DEFAULT_DATA change_line demo demo_igpo_config error_rule rule_counts stage_one stage_two
-    stage_two_engine step_check step_clean step_eval step_igpo step_load step_meaning step_resample
-    step_rewards step_rollouts step_tokenize step_warm_start turn_rewards_page'''.split(), 'demo'),
-    'check_keys': 'base', 'typed': 'base'})
+__getattr__ = moved(__name__, {**dict.fromkeys('plain text_table'.split(), 'terminal'),
+    **dict.fromkeys('''change_line demo_igpo_config error_rule rule_counts stage_one stage_two stage_two_engine
+    step_check step_eval step_igpo step_load step_meaning step_resample step_rewards step_rollouts step_tokenize
+    turn_rewards_page'''.split(), 'demo'),
+    'typed': 'base'})
 
 # %% ../nbs/40_cli.ipynb #96790ac9
 def cmd_synth(args):

@@ -16,8 +16,7 @@ from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
 from .corpus import r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
 # R1-Searcher's passages are read in `corpus`, and `TOOL_KINDS` was renamed: the old import paths still work, with a
 # DeprecationWarning
-__getattr__ = moved(__name__, {**dict.fromkeys('''parse_r1_passage r1_passages passage_docs'''.split(), 'corpus'),
-                               'TOOL_KINDS': 'eval.CALL_KINDS'})
+__getattr__ = moved(__name__, {'parse_r1_passage': 'corpus', 'TOOL_KINDS': 'eval.CALL_KINDS'})
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'CALL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
@@ -267,11 +266,14 @@ def _labelled(reports)->dict:
     return dict(reports) if isinstance(reports, dict) else {r.label: r for r in reports}
 
 # %% ../nbs/31_eval.ipynb #0abf27ed
-def _paper_traces(paper:str)->list:
+def _paper_traces(paper:str, # a key of `PAPER_PASS_AT_K`
+                  what:str='', # put before the paper's name in each legend entry, e.g. 'Pass@K '
+                  mode:str='lines+markers', width:float=1.5, opacity:float=0.6)->list:
+    "The paper's Pass@K curves as dashed plotly traces"
     import plotly.graph_objects as go
     if paper not in PAPER_PASS_AT_K: raise ValueError(f'paper must be one of {sorted(PAPER_PASS_AT_K)}, got {paper!r}')
-    return [go.Scatter(x=list(KS), y=v, name=f'{m} ({paper}, paper)', mode='lines+markers',
-                       line=dict(dash='dash', width=1.5), opacity=0.6)
+    return [go.Scatter(x=list(KS), y=v, name=f'{m} {what}({paper}, paper)', mode=mode,
+                       line=dict(dash='dash', width=width), opacity=opacity)
             for m, v in PAPER_PASS_AT_K[paper].items()]
 
 def pass_at_k_figure(reports, # an `EvalReport`, a list of them or a `{label: report}` dict

@@ -15,7 +15,7 @@ from .data import as_questions, question_kind
 from .models import fast_dtype
 
 # %% auto #0
-__all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
+__all__ = ['MIN_SEEDS', 'TIE', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
            'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
            'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'experiment_pairs',
@@ -23,11 +23,6 @@ __all__ = ['MIN_SEEDS', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_CO
            'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
            'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
            'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep']
-
-# %% ../nbs/32_experiment.ipynb #3de3649e
-from .base import moved
-# names that lived here before moving to data: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys('''question_kind'''.split(), 'data'))
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `rewards.Scored` batch
@@ -105,10 +100,12 @@ def bootstrap_mean(m, # seeds × questions
     return float(m.mean()), float(lo), float(hi)
 
 # %% ../nbs/32_experiment.ipynb #76bc6089
+TIE = 1e-12   # a difference smaller than this is float rounding: a tie, not a side
+
 def sign_test(d)->float:
     "Exact two-sided sign test on the non-zero entries of `d`: how likely so lopsided a split if neither side is better"
     d = np.asarray(d, dtype=float)
-    up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
+    up, down = int((d > TIE).sum()), int((d < -TIE).sum())
     n = up + down
     if not n: return 1.0
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n)
@@ -127,10 +124,10 @@ def paired_stats(d, # seeds × questions of one arm's score minus another's
                  level:float=0.95)->dict:
     "Mean difference, its paired bootstrap interval, discordant questions (better, worse), sign test and verdict"
     d = np.asarray(d, dtype=float)
-    d = np.where(np.abs(d) < 1e-12, 0.0, d)   # rounding, not a difference (as the sign test counts it)
+    d = np.where(np.abs(d) < TIE, 0.0, d)
     per_q = d.mean(0)
     mean, lo, hi = bootstrap_mean(d, level=level)
-    better, worse = int((per_q > 1e-12).sum()), int((per_q < -1e-12).sum())
+    better, worse = int((per_q > TIE).sum()), int((per_q < -TIE).sum())
     return dict(mean=mean, lo=lo, hi=hi, discordant=better + worse, better=better, worse=worse,
                 p_value=(p := sign_test(per_q)), verdict=verdict(lo, hi, p))
 

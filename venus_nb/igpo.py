@@ -40,9 +40,8 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 
 from .base import moved
 # names that moved to judges or rollout, and `adapter_base` (renamed `rl_adapter_base`): their old import paths
 # still work, with a DeprecationWarning
-__getattr__ = moved(__name__, {**dict.fromkeys(
-    '''imported judge_fn judge_from_spec judge_spec outcomes trusted_judge untrusted'''.split(), 'judges'),
-    'UnslothEngine': 'rollout', 'adapter_base': 'igpo.rl_adapter_base'})
+__getattr__ = moved(__name__, {'imported': 'judges', 'untrusted': 'judges',
+                               'adapter_base': 'igpo.rl_adapter_base'})
 
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .data import check_shares

@@ -24,8 +24,8 @@ __all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advan
 from .base import moved
 # names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
 __getattr__ = moved(__name__, dict.fromkeys(
-    '''ANSWER_SPLIT JUDGES JUDGE_MODEL JUDGE_PROMPT LLMJudge PLACEHOLDER aliases em_judge exact_match
-    f1_judge f1_score judge_fn judge_reference normalize_answer outcomes parse_verdict'''.split(), 'judges'))
+    '''ANSWER_SPLIT JUDGES JUDGE_MODEL JUDGE_PROMPT LLMJudge PLACEHOLDER em_judge f1_judge f1_score judge_fn
+    judge_reference normalize_answer outcomes parse_verdict'''.split(), 'judges'))
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass

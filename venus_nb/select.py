@@ -16,9 +16,9 @@ from .trajectory import Trajectory, read_jsonl
 from .judges import LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict
 from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
                               each_prompt_once)
-from .eval import (KS, PAPER_PASS_AT_K, final_answer, pass_at_k, trajectory_row, score_trajectories,
-                           markdown_table, _fill_ids)
-from .experiment import bootstrap_mean, paired_stats
+from .eval import (KS, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids,
+                           _paper_traces)
+from .experiment import TIE, bootstrap_mean, paired_stats
 
 # %% auto #0
 __all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS',
@@ -405,7 +405,7 @@ def selected_accuracy(cands:list, # the question's `Candidate`s
 
 def gap_share(accuracy:float, floor:float, ceiling:float)->float:
     "Share of the gap between Pass@1 and Pass@G recovered (NaN where there is no gap)"
-    return (accuracy - floor) / (ceiling - floor) if ceiling - floor > 1e-12 else math.nan
+    return (accuracy - floor) / (ceiling - floor) if ceiling - floor > TIE else math.nan
 
 # %% ../nbs/33_select.ipynb #1946d846
 QUESTION_COLUMNS = ['group', 'qid', 'g', 'selector', 'selected', 'floor', 'ceiling', 'rollout_tokens', 'extra_tokens',
@@ -497,14 +497,6 @@ class Measurement:
                 f"between Pass@1 {b.pass_at_1:.1%} and Pass@{g} {b.pass_at_g:.1%})")
         return head + '\n\n' + markdown_table(self.table[self.table.g == g][cols].round(3), index=False)
 
-# %% ../nbs/33_select.ipynb #abf26d81
-def _paper_traces(paper:str, gs)->list:
-    import plotly.graph_objects as go
-    if paper not in PAPER_PASS_AT_K: raise ValueError(f'paper must be one of {sorted(PAPER_PASS_AT_K)}, got {paper!r}')
-    return [go.Scatter(x=list(KS), y=v, name=f'{m} Pass@K ({paper}, paper)', mode='lines',
-                       line=dict(dash='dash', width=1), opacity=0.5)
-            for m, v in PAPER_PASS_AT_K[paper].items()]
-
 # %% ../nbs/33_select.ipynb #e25291a0
 def _band(t:pd.DataFrame, name:str, **kw):
     import plotly.graph_objects as go
@@ -521,7 +513,7 @@ def selection_figure(m:Measurement, paper:str|None=None, title:str|None=None):
               go.Scatter(x=ref.index, y=100 * ref.pass_at_1, name='Pass@1 (floor)', mode='lines',
                          line=dict(color='grey', dash='dot'))]
     traces += ([_band(d, f'{name}') for name, d in t.groupby('selector', sort=False)]
-               + (_paper_traces(paper, gs) if paper else []))
+               + (_paper_traces(paper, 'Pass@K ', mode='lines', width=1, opacity=0.5) if paper else []))
     return go.Figure(traces).update_layout(title=title or f'Choosing one answer from G rollouts: {m.label}', height=400,
                                            yaxis_title='accuracy (%)',
                                            xaxis=dict(title='G (rollouts chosen among)', type='log', tickvals=gs))

@@ -24,9 +24,7 @@ __all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_d
 from .base import moved
 # names that lived here before moving to checkpoints: their old import path still works, with a DeprecationWarning
 __getattr__ = moved(__name__, dict.fromkeys(
-    '''TRACKERS check_json check_safetensors check_torch_file checkpoint_folders config_changes
-    describe_changes file_checks first_problem need_tensorboard newest_whole one_line trackers'''.split(),
-    'checkpoints'))
+    'TRACKERS check_safetensors check_torch_file checkpoint_folders one_line'.split(), 'checkpoints'))
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass

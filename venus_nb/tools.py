@@ -24,11 +24,11 @@ __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 't
 # every name of `web` and `corpus` (and a few of `base`) was importable from here: that still works, with a
 # DeprecationWarning naming its home
 __getattr__ = moved(__name__, {
-    **dict.fromkeys('''TEXT_TYPES REDIRECTS EXTRACTOR_PROMPT SERPER_URL ToolConfig ToolError retry_after backoff_delay
-        embedded_ipv4 address_error redact_url url_error safe_address pinned Fetched send fetch_page make_client Page
-        media_type sniff decode html_to_text page_of extractor_messages parse_extraction ChatSummariser openai_chat
-        serper_hits searxng_hits WebSearch WebReader Cache ReplayMiss exchange_key Cassette'''.split(), 'web'),
-    **dict.fromkeys('''DOC_FORMATS BM25 passages extractive_summary Doc url_key snippet LocalCorpus title_id wiki_url
+    **dict.fromkeys('''TEXT_TYPES REDIRECTS EXTRACTOR_PROMPT SERPER_URL retry_after backoff_delay embedded_ipv4
+        address_error url_error safe_address pinned Fetched send fetch_page media_type sniff decode html_to_text
+        page_of extractor_messages parse_extraction serper_hits searxng_hits ReplayMiss exchange_key
+        Cassette'''.split(), 'web'),
+    **dict.fromkeys('''DOC_FORMATS BM25 passages Doc url_key snippet LocalCorpus title_id wiki_url
         jsonl_doc hipporag_doc search_r1_doc kilt_doc detect_format read_docs load_corpus write_docs parse_r1_passage
         r1_passages passage_docs'''.split(), 'corpus'),
     **dict.fromkeys('''LoadError atomic_open write_atomic save_config load_config'''.split(), 'base'),
