@@ -121,6 +121,7 @@ def test_docs_preprocessing(nb, tmp_path, monkeypatch):
 # Saved outputs: the lesson notebooks keep the outputs of their cheap cells, for GitHub and the docs.
 NO_SAVED_OUTPUTS = {}   # notebook -> why it keeps no outputs; none today
 ERROR_MARKS = ('Traceback', 'NameError')
+MAX_OUTPUT_CHARS = 100_000   # one saved output's text; a dataclass repr that dumps its data runs to megabytes
 
 def _saved(nb:Path)->list:
     return [o for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code' for o in c.get('outputs', [])]
@@ -135,3 +136,8 @@ def test_saved_outputs(nb):
                         '(run it and save; cells flagged slow/gpu/verl/notest stay empty)')
     bad = [o for o in outs if o.get('output_type') == 'error' or any(m in json.dumps(o) for m in ERROR_MARKS)]
     assert not bad, f'{name} saved an error: {json.dumps(bad[0])[:500]}'
+    texts = [''.join(v) for o in outs for v in [*o.get('data', {}).values(), o.get('text', '')]
+             if isinstance(v, (str, list))]
+    assert max(map(len, texts), default=0) <= MAX_OUTPUT_CHARS, (
+        f'{name} saved an output of {max(map(len, texts)):,} characters: give its object a short `__repr__` '
+        '(`base.summary_repr`) or show less')

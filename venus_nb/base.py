@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
            'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
-           'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'free_port', 'moved']
+           'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'free_port', 'moved', 'summary_repr']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
@@ -414,3 +414,8 @@ def moved(module:str, # the old home, `__name__` of the module that calls this
         return getattr(importlib.import_module(f'venus_nb.{home}'), new or name)
     __getattr__.homes = homes
     return __getattr__
+
+# %% ../nbs/00_base.ipynb #b77c7a9c
+def summary_repr(self)->str:
+    "`Name(the first line of its markdown summary)`: what the object holds, not everything in it"
+    return f'{type(self).__name__}({self._repr_markdown_().strip().splitlines()[0]})'

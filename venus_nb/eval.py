@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .base import BadRecord, read_records, moved
+from .base import summary_repr, BadRecord, read_records, moved
 from .trajectory import Trajectory, Turn, ToolCall, between
 from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
 from .corpus import r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
@@ -195,6 +195,7 @@ class EvalReport:
 
     def per_question(self)->pd.DataFrame: return per_question(self.rows)
 
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         s = self.summary
         toks = '' if math.isnan(s['mean_tokens']) else f" and {_cell(s['mean_tokens'])} tokens"

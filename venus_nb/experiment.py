@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict, replace, is_dataclass
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .base import write_atomic, config_kwargs, Settings
+from .base import summary_repr, write_atomic, config_kwargs, Settings
 from .eval import pass_at_k, tool_counts
 from .data import as_questions, question_kind
 from .models import fast_dtype
@@ -434,6 +434,7 @@ class ExperimentResult:
         "Wall time of every run, summed over the calls that made them (a resumed experiment keeps earlier runs' time)"
         return float(self.runs.seconds.sum())
 
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         from venus_nb.eval import markdown_table
         return (f'**Experiment**: {len(self.cfg.arms)} arms × {len(self.cfg.seeds)} seeds, '

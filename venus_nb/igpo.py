@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
-from .base import write_atomic, atomic_open, config_kwargs, Settings
+from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file,
                                   config_changes, describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
@@ -671,6 +671,7 @@ class IGPOResult:
     output_dir: Path
     resumed_from: str|None = None
     config_changes: list = field(default_factory=list)   # changes on resume: [{step, changed: {setting: [old, new]}}]
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         m = self.metrics
         if not len(m): return f'IGPO: no steps run; `{self.output_dir}`'

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from .base import summary_repr
 
 # %% auto #0
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'BACKENDS', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
@@ -151,6 +152,7 @@ class Policy:
     backend: str
 
     def __iter__(self): return iter((self.model, self.tokenizer))
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         n = sum(p.numel() for p in self.model.parameters())
         return (f'**{self.name}** via {self.backend}: {n/1e6:.1f}M parameters, {self.model.dtype}, '

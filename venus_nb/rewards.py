@@ -11,6 +11,7 @@ from typing import Callable, Literal
 from fastcore.basics import patch
 import numpy as np
 from .judges import aliases, exact_match
+from .base import summary_repr
 
 # %% auto #0
 __all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
@@ -476,6 +477,7 @@ class Scored:
         "The `TurnRewards` table under `cfg` with `changes` applied, e.g. `credit='split'`"
         return turn_rewards(self.trajs, self.groups, self.ig, self.outcome, replace(self.cfg, **changes), self.logp)
 
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         turns = sum(len(t.turns) for t in self.trajs)
         return (f'**Scored**: {len(self.trajs)} rollouts in {len(set(self.groups))} groups, {turns:,} turns, '

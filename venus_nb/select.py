@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd
-from .base import write_atomic
+from .base import summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl
 from .judges import LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict
 from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
@@ -364,6 +364,7 @@ class Selection:
         p = self.picks[(self.picks.group == group) & self.picks.row.notna()]
         return {s: int(r) for s, r in zip(p.selector, p.row)}
 
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         p, head = self.picks, (f'**Selection**: {self.candidates.group.nunique()} questions × '
                                f'{len(self.candidates) / max(1, self.candidates.group.nunique()):.3g} rollouts')
@@ -487,6 +488,7 @@ class Measurement:
         "Accuracy vs G per selector, Pass@1 and Pass@G; `paper` ('BrowseComp', 'BrowseComp-ZH') adds the paper's Pass@K"
         return selection_figure(self, paper, title)
 
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         g, b = int(self.table.g.max()), self.best()
         cols = ['selector', 'g', 'accuracy', 'lo', 'hi', 'pass_at_1', 'pass_at_g', 'gap_share', 'gain', 'gain_lo',

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
-from .base import write_atomic, Settings
+from .base import summary_repr, write_atomic, Settings
 from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
                                   config_changes, describe_changes, is_adapter, in_notebook)
 from .trajectory import as_trajectories
@@ -92,6 +92,7 @@ class SFTData:
     "Examples (input_ids, labels) and a report row per trajectory"
     examples: list
     report: pd.DataFrame
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         r = self.report
         return (f'{len(self.examples)} examples from {len(r)} trajectories; {int(r.cut.sum())} cut at a turn boundary, '
@@ -269,6 +270,7 @@ class SFTResult:
     output_dir: Path
     resumed_from: str|None = None
     train_seconds: float|None = None  # the trainer's own runtime (no loading or data preparation)
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         l = self.log
         first, last = (l.loss.iloc[0], l.loss.iloc[-1]) if len(l) else (math.nan, math.nan)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
-from .base import atomic_open, moved
+from .base import summary_repr, atomic_open, moved
 from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
 from . import tools
 # renamed (the official formats keep these names in `tools`): the old names still work, with a DeprecationWarning
@@ -250,6 +250,7 @@ class SynthData:
     records: list
     def trajectories(self)->list:
         return [Trajectory.from_messages(r['messages'], r['question'], r['gt'], r['meta']) for r in self.records]
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         n = [(len(r['messages']) - 2 + 1) // 2 for r in self.records]
         return (f'{len(self.corpus)} pages, {len(self.qa)} questions, {len(self.records)} trajectories, '

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 import json5
 from fastcore.basics import patch
-from .base import MAX_RECORD_BYTES, parse_json, load_records, read_records, atomic_open, moved
+from .base import summary_repr, MAX_RECORD_BYTES, parse_json, load_records, read_records, atomic_open, moved
 # the file and record pieces that were importable from here live in `base`: their old import path still works, with a
 # DeprecationWarning
 __getattr__ = moved(__name__, dict.fromkeys(
@@ -532,6 +532,7 @@ class Tokenized:
     def __len__(self): return len(self.ids)
     @property
     def n_trained(self): return sum(self.loss_mask)
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         return (f'{len(self.ids):,} tokens, {self.n_trained:,} trained, {len(self.assistant_spans)} turns, '
                 f'prompt {self.prompt_len:,}')

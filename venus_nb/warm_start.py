@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .models import cache_dir, load_policy, has_module, fast_bf16
-from .base import write_atomic
+from .base import summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl, write_jsonl
 
 # %% auto #0
@@ -57,6 +57,7 @@ class WarmWorld:
     held_out: list
     rl: list
     corpus: object
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         return (f'{len(self.train)} SFT trajectories, {len(self.held_out)} held-out and {len(self.rl)} RL questions, '
                 f'{len(self.corpus.docs)} pages')
@@ -159,6 +160,7 @@ class WarmStart:
         f = self.path.parent/'rollouts.jsonl'
         return read_jsonl(f).trajectories if f.exists() else None
 
+    __repr__ = summary_repr
     def _repr_markdown_(self):
         r = self.report
         how = ('from the cache' if self.cached else
