@@ -281,3 +281,18 @@ def test_stopping_table_counts_visits_ig_and_each_estimators_push(tmp_path):
     got = step_batches(run)
     assert (len(got) == 2 and got[0].cfg == RewardConfig(credit='split') and got[0].ig == s.ig
             and got[1].outcome == s.outcome)
+
+def test_committed_runs_reopen_and_agree_with_their_summaries():
+    "Every run folder under examples/experiment reopens, and its summary (inside, or NAME.summary.json beside) agrees"
+    from pathlib import Path
+    from venus_nb.experiment import read_experiment
+    root = Path(__file__).resolve().parents[1]/'examples'/'experiment'
+    folders = sorted(p.parent for p in root.glob('*/config.json'))
+    assert folders
+    for folder in folders:
+        inside = folder/'summary.json'
+        summary = inside if inside.exists() else folder.with_name(f'{folder.name}.summary.json')
+        res, saved = read_experiment(folder), json.loads(summary.read_text())['summary']
+        got = {(r.arm, r.k): (r['mean'], r.lo, r.hi) for _, r in res.summary.iterrows()}
+        assert {(r['arm'], r['k']) for r in saved} == set(got), folder.name
+        for r in saved: assert got[r['arm'], r['k']] == pytest.approx((r['mean'], r['lo'], r['hi'])), (folder.name, r)
