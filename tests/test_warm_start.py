@@ -58,3 +58,14 @@ def test_the_embedded_warm_start_is_ready_for_rl():
     assert r['well_formed'] >= 0.9, r
     assert 0.1 < r['pass_at_1'] < 0.9, r
     assert w.passed
+
+def test_the_engine_computes_as_the_warm_start_was_trained(monkeypatch):
+    "A pinned `bf16` reaches vLLM: a float32 warm start is checked and trained from by a float32 engine on any machine"
+    import venus_nb.rollout as rollout, venus_nb.warm_start as ws
+    made = []
+    monkeypatch.setattr(ws, 'has_module', lambda name: True)
+    monkeypatch.setattr(rollout, 'vllm_engine', lambda folder, **kw: made.append(kw) or kw)
+    assert (WarmConfig(bf16=False).dtype, WarmConfig(bf16=True).dtype) == ('float32', 'bfloat16')
+    ws.engine_for_folder('m', 'vllm', dtype=WarmConfig(bf16=False).dtype, enable_lora=False)
+    ws.engine_for_folder('m', 'auto')
+    assert made == [dict(max_model_len=4096, dtype='float32'), dict(max_model_len=4096)]   # None: fast_dtype() decides

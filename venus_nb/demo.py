@@ -139,7 +139,7 @@ def turn_rewards_page(kept:list, warm, out:Path)->list:
 def stage_two_engine(warm):
     "Stage 2's engine: vLLM on the warm start if installed (reloads IGPO's merged weights each step), else transformers"
     from venus_nb.warm_start import engine_for_folder
-    return engine_for_folder(warm.path, warm.config.engine)
+    return engine_for_folder(warm.path, warm.config.engine, dtype=warm.config.dtype)
 
 # %% ../nbs/43_demo.ipynb #2b2c3df6
 def step_rollouts(engine, warm, questions:list, corpus, out:Path):

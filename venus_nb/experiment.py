@@ -22,7 +22,8 @@ __all__ = ['MIN_SEEDS', 'TIE', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', '
            'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm',
            'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
            'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
-           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep']
+           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep', 'up_to',
+           'setting_evals']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `rewards.Scored` batch
@@ -213,8 +214,8 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
     from venus_nb.rollout import HFEngine
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
     # see igpo's sync
-    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine,
-                                                            enable_lora=fast_dtype() != 'float32')
+    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype,
+                                                            enable_lora=w.config.dtype != 'float32')
     engine = None if isinstance(engine, HFEngine) else engine
     return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine,
                  str(w.path), w.rollouts())
@@ -244,7 +245,10 @@ CPU_LEARN = dict(steps=8, eval_every=None,
                  # the fair baseline (IG the only difference) first
                  arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),
                  # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
-                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2))
+                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2),
+                 # float32 throughout, as the runs in examples/ were made (a CPU without bf16 units): a run on a
+                 # bf16 machine would otherwise start from another warm start, sampled by a bf16 engine
+                 warm=dict(entities=80, held_out=64, rl=96, bf16=False))
 
 @dataclass
 class ExperimentConfig(Settings):
@@ -290,7 +294,7 @@ class ExperimentConfig(Settings):
         "The 2-core setup sized to show learning: IGPO, both GRPO arms, 1 seed, 64 held-out questions × 4, measured lr"
         return cls(**dict(dict(arms=CPU_LEARN['arms'], seeds=(0,), steps=CPU_LEARN['steps'],
                                questions_per_step=4, G=4, eval_questions=64, eval_every=CPU_LEARN['eval_every'],
-                               warm=dict(entities=80, held_out=64, rl=96), igpo=dict(CPU_LEARN['igpo']),
+                               warm=dict(CPU_LEARN['warm']), igpo=dict(CPU_LEARN['igpo']),
                                output_dir='out/experiment-learn'), **kw))
 
     @classmethod
@@ -655,14 +659,17 @@ def _trend(y)->float:
     y = np.asarray(y, dtype=float)
     return float(np.polyfit(np.arange(len(y)), y, 1)[0]) if len(y) > 1 else math.nan
 
-def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame)->dict:
-    "One setting's line: KL per step, accuracy trend, held-out Pass@1 and paired difference to start, overall, by kind"
-    s, e = res.steps, pd.concat([start_evals, res.evals[res.evals.arm != 'start']], ignore_index=True)
-    row = dict(setting=label, kl_mean=float(s.kl.mean()), kl_last=float(s.kl.iloc[-1]),
-               accuracy_trend=_trend(s.accuracy), turns_last=float(s.turns.iloc[-1]))
+def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame,
+              arm:str=TREATMENT # the arm (or variant) of `res` that ran this setting
+             )->dict:
+    "One setting's line: its budget, KL, accuracy trend, held-out Pass@1 and paired difference to start, by kind"
+    s, mine = res.steps[res.steps.arm == arm], res.evals[res.evals.arm == arm]
+    e = pd.concat([start_evals, mine], ignore_index=True)
+    row = dict(setting=label, steps=int(s.step.max()), rollouts=int(mine.rollouts.max()), kl_mean=float(s.kl.mean()),
+               kl_last=float(s.kl.iloc[-1]), accuracy_trend=_trend(s.accuracy), turns_last=float(s.turns.iloc[-1]))
     for kind, d in [('all', e)] + ([(k, d) for k, d in e.groupby('kind')] if e.kind.nunique() > 1 else []):
-        diff = _diff_row(d, TREATMENT, 'start', 1)
-        row |= {f'pass1_{kind}': score_matrix(d, TREATMENT, 1).to_numpy().mean(), f'diff_{kind}': diff['mean'],
+        diff = _diff_row(d, arm, 'start', 1)
+        row |= {f'pass1_{kind}': score_matrix(d, arm, 1).to_numpy().mean(), f'diff_{kind}': diff['mean'],
                 f'lo_{kind}': diff['lo'], f'hi_{kind}': diff['hi'], f'discordant_{kind}': diff['discordant']}
     return row
 
@@ -682,3 +689,14 @@ def sweep(settings:dict, # label -> `IGPOConfig` fields for that run (e.g. dict(
     table = pd.DataFrame(rows)
     write_atomic(Path(base.output_dir)/'sweep.csv', table.to_csv(index=False))
     return table
+
+# %% ../nbs/32_experiment.ipynb #42a3a936
+def up_to(res:ExperimentResult, step:int)->ExperimentResult:
+    "The experiment as it stood after `step` steps: its step rows and evaluations up to there, summarised anew"
+    e = res.evals[res.evals.step <= step]
+    return replace(res, steps=res.steps[res.steps.step <= step], evals=e,
+                   summary=summary_table(e, res.cfg.ks, experiment_pairs(res.cfg)))
+
+def setting_evals(res:ExperimentResult, arm:str, label:str, start_evals:pd.DataFrame)->pd.DataFrame:
+    "The start's held-out rows and `arm`'s, all named `label`: settings of several runs drawn in one `heldout_figure`"
+    return pd.concat([start_evals, res.evals[res.evals.arm == arm]], ignore_index=True).assign(arm=label)

@@ -45,6 +45,11 @@ class WarmConfig:
         # resolved here, so the cache key says which arithmetic trained it
         if self.bf16 is None: self.bf16 = fast_bf16()
 
+    @property
+    def dtype(self)->str:
+        "The arithmetic of this warm start, of its check and of RL from it: 'bfloat16' or 'float32'"
+        return 'bfloat16' if self.bf16 else 'float32'
+
     def key(self)->str:
         "A short hash of the configuration: the name of its cache folder"
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
@@ -111,14 +116,16 @@ def rollout_config(cfg:WarmConfig):
 
 # %% ../nbs/25_warm_start.ipynb #e2fc8666
 def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096,
-                      enable_lora:bool=False # a vLLM engine serving LoRA adapters (for RL on a bf16-computing engine)
+                      enable_lora:bool=False, # a vLLM engine serving LoRA adapters (for RL on a bf16-computing engine)
+                      dtype:str|None=None # vLLM's arithmetic; None: bf16 where it is fast (`models.fast_dtype`)
                      ):
     "A rollout engine on a model folder: vLLM ('auto' when it is installed) or transformers on float32 weights"
     from venus_nb.rollout import vllm_engine, HFEngine
     if engine not in ('auto', 'vllm', 'transformers'):
         raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
     if engine == 'vllm' or (engine == 'auto' and has_module('vllm')):
-        return vllm_engine(str(folder), max_model_len=max_model_len, **(dict(enable_lora=True) if enable_lora else {}))
+        kw = {k: v for k, v in dict(enable_lora=enable_lora, dtype=dtype).items() if v}
+        return vllm_engine(str(folder), max_model_len=max_model_len, **kw)
     pol = load_policy(str(folder), 'transformers', dtype='float32')
     return HFEngine(pol.model, pol.tokenizer)
 
@@ -129,7 +136,7 @@ def check(folder, held:list, corpus, cfg:WarmConfig=WarmConfig(),
     from venus_nb.rollout import rollout
     from venus_nb.eval import evaluate_trajectories
     t = time.time()
-    engine = engine_for_folder(folder, cfg.engine)
+    engine = engine_for_folder(folder, cfg.engine, dtype=cfg.dtype)
     trajs = rollout(engine, held, corpus, rollout_config(cfg))
     if save_to: write_jsonl(trajs, save_to)
     rep = evaluate_trajectories(trajs, ks=(1,), label='warm start')
