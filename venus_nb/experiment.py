@@ -22,7 +22,7 @@ __all__ = ['MIN_SEEDS', 'TIE', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', '
            'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm',
            'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
            'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
-           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'sweep_row', 'sweep', 'up_to',
+           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
            'setting_evals']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
@@ -653,18 +653,24 @@ def step_batches(run:Path)->list:
     steps = sorted(Path(run).glob('rollouts/step-*.jsonl'), key=lambda f: int(f.stem.split('-')[1]))
     return [Scored.load(f, cfg) for f in steps]
 
+# %% ../nbs/32_experiment.ipynb #9aeb0b32
+def start_rows(res:ExperimentResult)->pd.DataFrame:
+    "The held-out rows of the experiment's starting policy"
+    return res.evals[res.evals.arm == 'start']
+
 # %% ../nbs/32_experiment.ipynb #c421a562
 def _trend(y)->float:
     "Least-squares slope of a series over its steps (NaN under two points)"
     y = np.asarray(y, dtype=float)
     return float(np.polyfit(np.arange(len(y)), y, 1)[0]) if len(y) > 1 else math.nan
 
-def sweep_row(label:str, res:ExperimentResult, start_evals:pd.DataFrame,
+def sweep_row(label:str, res:ExperimentResult,
+              start_evals:pd.DataFrame|None=None, # the start's held-out rows; None: those of `res` itself
               arm:str=TREATMENT # the arm (or variant) of `res` that ran this setting
              )->dict:
     "One setting's line: its budget, KL, accuracy trend, held-out Pass@1 and paired difference to start, by kind"
     s, mine = res.steps[res.steps.arm == arm], res.evals[res.evals.arm == arm]
-    e = pd.concat([start_evals, mine], ignore_index=True)
+    e = pd.concat([start_rows(res) if start_evals is None else start_evals, mine], ignore_index=True)
     row = dict(setting=label, steps=int(s.step.max()), rollouts=int(mine.rollouts.max()), kl_mean=float(s.kl.mean()),
                kl_last=float(s.kl.iloc[-1]), accuracy_trend=_trend(s.accuracy), turns_last=float(s.turns.iloc[-1]))
     for kind, d in [('all', e)] + ([(k, d) for k, d in e.groupby('kind')] if e.kind.nunique() > 1 else []):
@@ -697,6 +703,6 @@ def up_to(res:ExperimentResult, step:int)->ExperimentResult:
     return replace(res, steps=res.steps[res.steps.step <= step], evals=e,
                    summary=summary_table(e, res.cfg.ks, experiment_pairs(res.cfg)))
 
-def setting_evals(res:ExperimentResult, arm:str, label:str, start_evals:pd.DataFrame)->pd.DataFrame:
+def setting_evals(res:ExperimentResult, arm:str, label:str)->pd.DataFrame:
     "The start's held-out rows and `arm`'s, all named `label`: settings of several runs drawn in one `heldout_figure`"
-    return pd.concat([start_evals, res.evals[res.evals.arm == arm]], ignore_index=True).assign(arm=label)
+    return pd.concat([start_rows(res), res.evals[res.evals.arm == arm]], ignore_index=True).assign(arm=label)
