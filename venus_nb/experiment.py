@@ -244,7 +244,7 @@ def varied(cfg:'IGPOConfig', changes:dict)->'IGPOConfig':
 CPU_LEARN = dict(steps=8, eval_every=None,
                  # the fair baseline (IG the only difference) first
                  arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),
-                 # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut
+                 # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut on uniform batches
                  igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2),
                  # float32 throughout, as the runs in examples/ were made (a CPU without bf16 units): a run on a
                  # bf16 machine would otherwise start from another warm start, sampled by a bf16 engine
