@@ -189,9 +189,21 @@ def test_eval_steps_and_the_resume_refusal(tmp_path):
     cfg = ExperimentConfig(output_dir=str(tmp_path))
     cfg.save(tmp_path/'config.json')
     check_resume(tmp_path, cfg)   # the same configuration: allowed
-    with pytest.raises(ValueError, match=r"another configuration \(G: 4 there, 8 now; steps: 4 there, 6 now\)"):
-        check_resume(tmp_path, replace(cfg, steps=6, G=8))
+    with pytest.raises(ValueError, match=r"another configuration \(G: 4 there, 8 now; steps: 4 there, 2 now\)"):
+        check_resume(tmp_path, replace(cfg, steps=2, G=8))
     with pytest.raises(ValueError, match='eval_every'): ExperimentConfig(eval_every=0)
+
+def test_a_folder_grows_but_keeps_what_it_ran(tmp_path):
+    no_kl = {'GRPO, no KL': dict(arm='GRPO', kl_coef=0.0)}
+    cfg = ExperimentConfig(output_dir=str(tmp_path), arms=('IGPO (DR-Venus)', 'GRPO, no KL'), variants=no_kl)
+    cfg.save(tmp_path/'config.json')
+    # more steps, seeds, arms and variants only add runs
+    check_resume(tmp_path, replace(cfg, steps=8, seeds=cfg.seeds + (7,), arms=cfg.arms + ('GRPO', 'IGPO, no KL'),
+                                   variants=no_kl | {'IGPO, no KL': dict(arm='IGPO (DR-Venus)', kl_coef=0.0)}))
+    with pytest.raises(ValueError, match='variants: '):   # a saved variant redefined
+        check_resume(tmp_path, replace(cfg, variants={'GRPO, no KL': dict(arm='GRPO', kl_coef=0.01)}))
+    with pytest.raises(ValueError, match='arms: '):       # a saved arm left out
+        check_resume(tmp_path, replace(cfg, arms=('IGPO (DR-Venus)',), variants={}))
 
 def test_the_cpu_learn_yaml_is_the_named_configuration():
     from pathlib import Path

@@ -20,10 +20,10 @@ __all__ = ['MIN_SEEDS', 'TIE', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', '
            'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
            'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'experiment_pairs',
            'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm',
-           'ExperimentResult', 'read_experiment', 'saved_config_changes', 'check_resume', 'experiment', 'heldout_curve',
-           'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
-           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
-           'setting_evals']
+           'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment',
+           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
+           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
+           'sweep', 'up_to', 'setting_evals']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `rewards.Scored` batch
@@ -483,9 +483,15 @@ def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved))
             if k != 'output_dir' and saved.get(k) != now.get(k)}
 
+def grows(field:str, saved, now)->bool:
+    "Whether a change of `field` only adds runs: more steps, more arms or seeds, more variants (the saved ones kept)"
+    if field == 'steps': return now >= saved
+    if field in ('arms', 'seeds'): return set(saved) <= set(now)
+    return field == 'variants' and all(now.get(k) == v for k, v in saved.items())
+
 def check_resume(out:Path, cfg:ExperimentConfig):
-    "Refuse to add runs to a folder whose runs were made with another configuration, naming the fields that differ"
-    if changed := saved_config_changes(out, cfg):
+    "Refuse to add runs to a folder made with another configuration, naming the fields; a folder may only grow"
+    if changed := {k: v for k, v in saved_config_changes(out, cfg).items() if not grows(k, *v)}:
         said = '; '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in changed.items())
         raise ValueError(f'{out} holds an experiment with another configuration ({said}): '
                          'run it with the configuration it was made with, or into a new output_dir')
