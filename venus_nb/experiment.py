@@ -696,7 +696,7 @@ def sweep(settings:dict, # label -> `IGPOConfig` fields for that run (e.g. dict(
         cfg = replace(base, arms=(TREATMENT,), igpo=base.igpo | over,
                       output_dir=str(Path(base.output_dir)/_slug(label)))
         res = experiment(cfg, start, say, with_start=i == 0)
-        if i == 0: start_evals = res.evals[res.evals.arm == 'start']
+        if i == 0: start_evals = start_rows(res)
         rows.append(sweep_row(label, res, start_evals))
     table = pd.DataFrame(rows)
     write_atomic(Path(base.output_dir)/'sweep.csv', table.to_csv(index=False))
