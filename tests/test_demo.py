@@ -51,12 +51,12 @@ def test_demo_change_line_says_what_four_questions_can_show():
 
 def test_demo_trains_at_the_step_size_measured_for_the_embedded_model(tmp_path):
     """The demo's LoRA lr is the one that moves the embedded model as far as the full step the experiment measured
-    (3e-6), not DR-Venus' 4B one"""
+    (6e-6), not DR-Venus' 4B one"""
     from types import SimpleNamespace
     from venus_nb.demo import demo_igpo_config
     from venus_nb.experiment import ExperimentConfig
     from venus_nb.igpo import CPU_FULL_LR, CPU_LORA_LR, LORA_LR, learning_rate
     from venus_nb.warm_start import WarmConfig
     cfg = demo_igpo_config(SimpleNamespace(config=WarmConfig()), tmp_path)
-    assert cfg.lora_r is not None and learning_rate(cfg) == CPU_LORA_LR == pytest.approx(3 * LORA_LR)
+    assert cfg.lora_r is not None and learning_rate(cfg) == CPU_LORA_LR == pytest.approx(6 * LORA_LR)
     assert ExperimentConfig.cpu_learn().igpo['lr'] == CPU_FULL_LR

@@ -213,6 +213,24 @@ def test_the_cpu_learn_yaml_is_the_named_configuration():
     assert (cfg.eval_questions >= 64 and cfg.G >= 4
             and set(cfg.arms) == {'IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty'})
 
+def test_cpu_learn_trains_each_arm_as_the_variants_its_run_was_made_with():
+    """examples/experiment/cpu_learn/ ran each arm as a 3:1 variant of it (evaluated at step 12 = the last); each arm's
+    `IGPOConfig` is the same as under cpu_learn(), only its folder and run name differ"""
+    from venus_nb.rollout import RolloutConfig
+    learn = ExperimentConfig.cpu_learn()
+    labels = {'IGPO (DR-Venus)': 'IGPO, 3:1 two-hop batches', 'GRPO + format penalty':
+              'GRPO + format penalty, 3:1 two-hop batches', 'GRPO': 'GRPO, 3:1 two-hop batches'}
+    shares = learn.igpo['kind_shares']
+    ran = replace(learn, arms=tuple(labels.values()), eval_every=learn.steps,
+                  igpo={k: v for k, v in learn.igpo.items() if k != 'kind_shares'},
+                  variants={label: dict(arm=arm, kind_shares=shares) for arm, label in labels.items()})
+    start, where = Start(lambda: None, [], [], None, RolloutConfig()), dict.fromkeys(
+        ('output_dir', 'logging_dir', 'run_name'), '')
+    same = lambda cfg, arm: replace(arm_config(cfg, start, arm, 0), **where)
+    for arm, label in labels.items(): assert same(learn, arm) == same(ran, label), arm
+    assert eval_steps(learn) == eval_steps(ran) == [12]
+    assert same(learn, 'GRPO') != same(replace(learn, igpo=ran.igpo), 'GRPO')   # the batches' shares do count
+
 def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_questions():
     from venus_nb.experiment import checked_rollouts, reference_rows
     from venus_nb.rollout import RolloutConfig

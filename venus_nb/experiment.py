@@ -23,7 +23,7 @@ __all__ = ['MIN_SEEDS', 'TIE', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', '
            'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment',
            'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
            'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
-           'sweep', 'up_to', 'setting_evals']
+           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `rewards.Scored` batch
@@ -241,11 +241,13 @@ def varied(cfg:'IGPOConfig', changes:dict)->'IGPOConfig':
 
 # %% ../nbs/32_experiment.ipynb #c0ae816f
 # the 2-core configuration: one 64 × 4 evaluation per run (about as long as four steps)
-CPU_LEARN = dict(steps=8, eval_every=None,
+CPU_LEARN = dict(steps=12, eval_every=None,
                  # the fair baseline (IG the only difference) first
                  arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),
-                 # 1e-6 left KL at 0.000, 1e-5 took the one-hop shortcut on uniform batches
-                 igpo=dict(lora_r=None, lr=3e-6, dtype='float32', kl_coef=0.001, save_steps=2),
+                 # lr `igpo.CPU_FULL_LR`, measured (the sweep below): 1e-6 left KL at 0.000, 1e-5 took a shortcut,
+                 # 3e-6 needed 384 rollouts; uniform batches traded two-hop answers for one-hop ones, 3:1 did not
+                 igpo=dict(lora_r=None, lr=6e-6, dtype='float32', kl_coef=0.001, save_steps=2,
+                           kind_shares={'2-hop': 3, '1-hop': 1}),
                  # float32 throughout, as the runs in examples/ were made (a CPU without bf16 units): a run on a
                  # bf16 machine would otherwise start from another warm start, sampled by a bf16 engine
                  warm=dict(entities=80, held_out=64, rl=96, bf16=False))
@@ -712,3 +714,12 @@ def up_to(res:ExperimentResult, step:int)->ExperimentResult:
 def setting_evals(res:ExperimentResult, arm:str, label:str)->pd.DataFrame:
     "The start's held-out rows and `arm`'s, all named `label`: settings of several runs drawn in one `heldout_figure`"
     return pd.concat([start_rows(res), res.evals[res.evals.arm == arm]], ignore_index=True).assign(arm=label)
+
+# %% ../nbs/32_experiment.ipynb #88f84b0a
+def rollouts_to_reach(curve:pd.DataFrame, # `heldout_curve` rows (one arm or setting per `arm`)
+                      level:float, # the held-out Pass@k to reach
+                      kind:str='all' # or one kind of question, e.g. '2-hop'
+                     )->pd.Series:
+    "Per arm, the training rollouts seen at its first evaluation with Pass@k ≥ `level` (NaN: not within the run)"
+    c = curve[curve.kind == kind]
+    return c[c['mean'] >= level].groupby('arm').rollouts.min().reindex(c.arm.unique()).rename('rollouts')
