@@ -715,7 +715,7 @@ def setting_evals(res:ExperimentResult, arm:str, label:str)->pd.DataFrame:
     "The start's held-out rows and `arm`'s, all named `label`: settings of several runs drawn in one `heldout_figure`"
     return pd.concat([start_rows(res), res.evals[res.evals.arm == arm]], ignore_index=True).assign(arm=label)
 
-# %% ../nbs/32_experiment.ipynb #88f84b0a
+# %% ../nbs/32_experiment.ipynb #b253bb35
 def rollouts_to_reach(curve:pd.DataFrame, # `heldout_curve` rows (one arm or setting per `arm`)
                       level:float, # the held-out Pass@k to reach
                       kind:str='all' # or one kind of question, e.g. '2-hop'
