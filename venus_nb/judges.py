@@ -12,9 +12,10 @@ import httpx
 from .base import config_kwargs
 
 # %% auto #0
-__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'JUDGE_PROMPT', 'JUDGES', 'aliases', 'normalize_answer', 'exact_match',
-           'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
-           'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
+__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'JUDGES', 'aliases',
+           'normalize_answer', 'exact_match', 'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge',
+           'f1_judge', 'judge_fn', 'outcomes', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec',
+           'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
 ANSWER_SPLIT = '<|answer_split|>'
@@ -50,6 +51,7 @@ def f1_score(pred:str, gt)->float:
 # %% ../nbs/04_judges.ipynb #b6a31652
 JUDGE_MODEL = 'Qwen3-235B-A22B-Instruct-2507'  # DR-Venus' judge
 PLACEHOLDER = 'answer here'  # what an unfilled answer template leaves
+VERDICT_CHOICE = {'structured_outputs': {'choice': ['correct: yes', 'correct: no']}}  # vLLM: the reply is a verdict
 
 JUDGE_PROMPT = '''"Judge whether the following [response] to [question] is correct or not based on the precise and \
 unambiguous [correct_answer] below.
@@ -99,6 +101,7 @@ class LLMJudge:
     backoff: float = 1.0  # seconds before the second attempt, doubling after
     timeout: float = 300.0  # seconds per request
     transport: object = None  # an httpx transport (e.g. `httpx.MockTransport`)
+    extra_body: dict|None = None  # more fields for every request (they win over the judge's), e.g. `VERDICT_CHOICE`
     errors: list = field(default_factory=list, repr=False, compare=False)  # a dict per answer scored 0 with no verdict
 
     def url(self)->str:
@@ -114,7 +117,7 @@ class LLMJudge:
         body = dict(model=self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL),
                     messages=[{'role': 'user', 'content': prompt}], temperature=self.temperature, top_p=self.top_p, n=1)
         if self.enable_thinking is not None: body['chat_template_kwargs'] = {'enable_thinking': self.enable_thinking}
-        return body
+        return body | (self.extra_body or {})
 
     def ask(self, body:dict)->tuple[str|None, str|None]:
         "`(reply, None)`, or `(None, reason)` once every attempt failed or came back empty"
