@@ -104,8 +104,10 @@ def test_picks_record_empty_questions_without_a_crash(tiny):
     c = sel.candidates
     assert (c.policy_error[c.key == ''] == 'no answer').all() and c.confidence[c.key == ''].isna().all()
     assert c.confidence[c.key != ''].notna().all() and (c.policy_tokens[c.key != ''] > 0).all()
-    judged = sel.judged(S.score_trajectories(hand()).correct)
+    correct = S.score_trajectories(hand()).correct
+    judged = sel.judged(correct)
     assert judged.picks.set_index(['group', 'selector']).loc[(4, 'confidence'), 'correct'] == False
+    assert judged.candidates.correct.tolist() == list(correct) and 'correct' not in sel.candidates
     assert 'Selection' in judged._repr_markdown_()
 
 def test_picked_names_the_row_each_selector_chose_for_a_replay(tiny):

@@ -350,10 +350,10 @@ class Selection:
     selectors: dict            # {name: Selector}
 
     def judged(self, correct)->Selection:
-        "A copy whose picks say if the picked rollout is correct (`correct`: a bool per candidate row; no pick: wrong)"
+        "A copy that says which rollouts are correct (`correct`: a bool per candidate row) and which picks (none: wrong)"
         ok = np.asarray(correct, dtype=bool)
-        return replace(self, picks=self.picks.assign(correct=[bool(ok[r]) if pd.notna(r) else False
-                                                              for r in self.picks.row]))
+        return replace(self, candidates=self.candidates.assign(correct=ok),
+                       picks=self.picks.assign(correct=[bool(ok[r]) if pd.notna(r) else False for r in self.picks.row]))
 
     def accuracy(self)->pd.Series:
         "Share of questions each selector answered correctly (after `judged`)"
