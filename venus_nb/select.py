@@ -350,7 +350,7 @@ class Selection:
     selectors: dict            # {name: Selector}
 
     def judged(self, correct)->Selection:
-        "A copy that says which rollouts are correct (`correct`: a bool per candidate row) and which picks (none: wrong)"
+        "A copy saying which rollouts are correct (`correct`: a bool per candidate row) and which picks (none: wrong)"
         ok = np.asarray(correct, dtype=bool)
         return replace(self, candidates=self.candidates.assign(correct=ok),
                        picks=self.picks.assign(correct=[bool(ok[r]) if pd.notna(r) else False for r in self.picks.row]))
