@@ -225,6 +225,18 @@ def test_verifier_selector_through_the_server(server, sent):
     assert (sel.candidates.verifier_tokens[:3] > 100).all() and sel.candidates.verifier_tokens[3] == 0
     with pytest.raises(ValueError, match='needs verifier'): select(trajs, 'verifier')
 
+def test_verifier_from_its_fields(server, sent):
+    "A mapping of LLMVerifier fields (what a config file's `verifier:` holds) reaches the server: model, extra_body"
+    from venus_nb.judges import VERDICT_CHOICE
+    trajs = group(0, 'Which river runs through Kestra?', 'Rhine', ['Rhine', 'Oder'])   # no page names the Oder
+    spec = dict(base_url=f'http://127.0.0.1:{server.server_port}/v1', model='small-judge', extra_body=VERDICT_CHOICE)
+    sel = select(trajs, 'verifier', verifier=spec)
+    assert sel.candidates.verifier.tolist() == [1.0, 0.0] and len(sent) == 2
+    choice = VERDICT_CHOICE['structured_outputs']
+    assert all(s['body']['model'] == 'small-judge' and s['body']['structured_outputs'] == choice for s in sent)
+    with pytest.raises(ValueError, match='unknown setting verifier.url'):
+        select(trajs, 'verifier', verifier=dict(url='x'))
+
 # --- the measurement against hand-computed values -------------------------------------------------------------------
 
 def hand_table():

