@@ -13,6 +13,10 @@ time; the loss a sum of trained-token log-probs, the LM head run only where a tr
 step's own log-probs are). The ratio step/floor is printed with the excess of each phase over its share of the floor
 (rollout over the generate call, update over the forward-backward; IG scoring and π_ref are all excess).
 
+The shared-prompt figure: the update alone on the step's rollouts (their advantages, π_ref filled in; a learning rate
+of 0, so the weights stay), with the prompt the G rollouts share run once (`share_prompt=True`, the default) and with
+every rollout run whole; both are timed in each repeat, alternating, and their ratio printed with the tokens each ran.
+
 The KV cache figure: the rollout phase alone, greedy (T = 0), on the same questions, with `HFEngine(cache_turns=False)`
 (every turn re-prefills its whole context) and with the cache kept across turns; the token ids must be the same.
 Every figure is measured in each repeat, interleaved so that other jobs' load hits all alike; the summary gives the
@@ -89,6 +93,26 @@ def greedy_rollouts(pol, qs, corpus, cfg, cache_turns):
     secs, trajs = timed(lambda: rollout(engine, qs, corpus, replace(cfg.rollout, temperature=0)))
     return secs, [t.tokens.ids for t in trajs], engine.tokens
 
+def update_tokens(ps, share:bool)->int:
+    "Tokens the update runs through the model: every rollout whole, or each shared prompt (but its last token) once"
+    from venus_nb.rewards import prompt_groups
+    whole = sum(len(p.ids) for p in ps)
+    if not share: return whole
+    return whole - sum((len(idx) - 1) * (len(pr) - 1) for pr, idx in prompt_groups(ps).items()
+                       if len(idx) > 1 and len(pr) > 1)
+
+def shared_vs_whole(model, scored, cfg):
+    "The update on the step's rollouts with the shared prompt run once, and with every rollout whole (seconds each)"
+    from venus_nb.igpo import advantages_of, pieces, fill_old_and_ref, policy_update
+    ps = pieces(scored.trajs, advantages_of(scored)[0])
+    fill_old_and_ref(model, ps, cfg)
+    sgd = torch.optim.SGD([q for q in model.parameters() if q.requires_grad], lr=0.0)
+    run = lambda share: timed(lambda: policy_update(model, sgd, ps, replace(cfg, share_prompt=share),
+                                                    random.Random(0)))[0]
+    whole, shared = run(False), run(True)
+    return dict(upd_whole=whole, upd_shared=shared, tok_whole=update_tokens(ps, False),
+                tok_shared=update_tokens(ps, True))
+
 def one_repeat(pol, opt, qs, corpus, cfg, k):
     from venus_nb.igpo import igpo_step
     from venus_nb.rollout import HFEngine
@@ -101,6 +125,8 @@ def one_repeat(pol, opt, qs, corpus, cfg, k):
     say(f'floor generate {f_gen:.1f}s')
     f_fb, fb_tokens = floor_forward_backward(pol.model, scored.trajs)
     say(f'floor forward/backward {f_fb:.1f}s')
+    upd = shared_vs_whole(pol.model, scored, cfg)
+    say(f'update: prompt shared {upd["upd_shared"]:.1f}s, every rollout whole {upd["upd_whole"]:.1f}s')
     off, ids_off, _ = greedy_rollouts(pol, qs, corpus, cfg, False)
     say(f'greedy rollout, cache off {off:.1f}s')
     on, ids_on, toks = greedy_rollouts(pol, qs, corpus, cfg, True)
@@ -108,10 +134,11 @@ def one_repeat(pol, opt, qs, corpus, cfg, k):
     r = dict(step=secs, rollout=row['rollout_s'], score=row['score_s'], ref=row['ref_s'], update=row['update_s'],
              floor_gen=f_gen, floor_fb=f_fb, kv_off=off, kv_on=on, same_ids=ids_off == ids_on,
              gen_tokens=sum(t.meta['gen_tokens'] for t in scored.trajs), floor_gen_tokens=gen_tokens, tokens=fb_tokens,
-             turns=sum(len(t.turns) for t in scored.trajs), reused=toks['reused'], prompt=toks['prompt'])
+             turns=sum(len(t.turns) for t in scored.trajs), reused=toks['reused'], prompt=toks['prompt'], **upd)
     r['floor'] = f_gen + f_fb
     r['ratio'] = r['step'] / r['floor']
     r['kv_speedup'] = off / on
+    r['share_speedup'] = r['upd_whole'] / r['upd_shared']
     return r
 
 def show(r, k):
@@ -124,6 +151,8 @@ def show(r, k):
           f'greedy rollout: cache off {r["kv_off"]:.1f}s, on {r["kv_on"]:.1f}s '
           f'({r["kv_speedup"]:.2f}x; {r["reused"]} of {r["prompt"]} prompt tokens from the cache), '
           f'same ids: {r["same_ids"]}', flush=True)
+    print(f'   update alone: prompt shared {r["upd_shared"]:.1f}s ({r["tok_shared"]} tokens), every rollout whole '
+          f'{r["upd_whole"]:.1f}s ({r["tok_whole"]} tokens): {r["share_speedup"]:.2f}x', flush=True)
 
 def spread(rs, key, unit='s'):
     xs = [r[key] for r in rs]
@@ -143,6 +172,9 @@ def summary(rs):
     print(f'  KV cache across turns: greedy rollout {spread(rs, "kv_speedup", "x")} faster '
           f'(off {spread(rs, "kv_off")}, '
           f'on {spread(rs, "kv_on")}); same greedy ids in every repeat: {all(r["same_ids"] for r in rs)}')
+    print(f'  the update with the shared prompt run once: {spread(rs, "share_speedup", "x")} faster than every rollout '
+          f'whole (shared {spread(rs, "upd_shared")}, whole {spread(rs, "upd_whole")}; '
+          f'{rs[0]["tok_shared"]} against {rs[0]["tok_whole"]} tokens in the first repeat)')
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])

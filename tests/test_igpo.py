@@ -180,6 +180,36 @@ def test_prompt_shared_by_a_group_is_run_once_with_the_same_logps(tiny_rl):
     with pytest.raises(ValueError, match='reaches a scored position'):
         token_logps(tiny_rl.model, ps[0].ids, at=[5, 20], prefix=prefilled(tiny_rl.model, prompt))
 
+def _grouped_pieces(prompt_len=12):
+    "Three rollouts of one question (a shared prompt) and one of another"
+    prompt = list(range(7, 7 + prompt_len))
+    ps = _random_pieces((30, 41, 25))
+    for p in ps:
+        p.ids[:prompt_len], p.prompt_len = prompt, prompt_len
+        p.mask[:prompt_len] = 0
+    return ps + [_random_pieces((20,), seed=1)[0]]
+
+def _update_grads(model, ps, cfg):
+    "policy_update's gradient (lr 0: the weights stay) and metrics, and the tokens the model was run on"
+    seen = []
+    hook = model.get_input_embeddings().register_forward_hook(lambda m, i, o: seen.append(i[0].shape[1]))
+    params = [q for q in model.parameters() if q.requires_grad]
+    try: metrics = policy_update(model, torch.optim.SGD(params, lr=0.0), ps, cfg, random.Random(0))
+    finally: hook.remove()
+    return [q.grad.clone() for q in params], metrics, sum(seen)
+
+def test_a_shared_prompt_runs_once_with_the_same_gradient(tiny_rl):
+    "The update runs the prompt of a question's rollouts once; gradient and metrics equal those of whole rollouts"
+    model, ps = tiny_rl.model, _grouped_pieces()
+    cfg = IGPOConfig(kl_coef=0.05, grad_clip=1e9)
+    fill_old_and_ref(model, ps, cfg)
+    shared, m1, n1 = _update_grads(model, ps, cfg)
+    whole, m2, n2 = _update_grads(model, ps, replace(cfg, share_prompt=False))
+    assert n2 == sum(len(p.ids) for p in ps) and n1 == n2 - 2 * 11   # 11 of the 12 prompt tokens: once, not 3 times
+    assert any(g.abs().sum() > 0 for g in shared)
+    for a, b in zip(shared, whole): assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+    assert all(m1[k] == pytest.approx(m2[k], abs=1e-6) for k in ('loss', 'pg', 'kl', 'ratio', 'grad_norm'))
+
 def test_minibatch_gradient_is_the_token_mean(tiny_rl):
     "policy_update forwards rollouts one at a time; its gradient equals that of igpo_loss over all tokens together"
     model, cfg = tiny_rl.model, IGPOConfig(kl_coef=0.0, grad_clip=1e9)

@@ -29,12 +29,12 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 
            'IGPO_FIXED', 'IGPOConfig', 'learning_rate', 'config_json', 'loss_terms', 'k3_kl', 'masked_mean',
            'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference',
            'cast_params', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of',
-           'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'gap_metrics', 'rl_policy', 'make_optimizer',
-           'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint',
-           'rl_adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept',
-           'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step',
-           'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo',
-           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
+           'Piece', 'pieces', 'fill_old_and_ref', 'shared_prompt', 'policy_update', 'gap_metrics', 'rl_policy',
+           'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
+           'load_checkpoint', 'rl_adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype',
+           'merge_kept', 'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics',
+           'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes',
+           'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
 # %% ../nbs/26_igpo.ipynb #aaefcead
 from .base import moved
@@ -74,6 +74,7 @@ class IGPOConfig(Settings):
     tis_cap: float|None = 2.0       # truncated importance sampling: the PG term × min(π_old/π_engine, cap) (None: off)
     ppo_epochs: int = 1
     mini_batches: int = 1           # with one mini-batch and one epoch the ratio is exactly 1
+    share_prompt: bool = True       # the update runs a prompt its rollouts share once (same gradient); False: whole
     lora_r: int|None = 16           # None: full fine-tuning (every weight, as DR-Venus), with a frozen reference copy
     lora_alpha: int = 32
     target_modules: tuple = ('q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj')
@@ -313,21 +314,52 @@ def _engine_gap(old, sampled, m, cfg, stats, first:bool):
         stats['tis_cut'] += float(((w >= cfg.tis_cap) * s).sum())
     return w
 
+# %% ../nbs/26_igpo.ipynb #5ab2c7e1
+def _plain(cache)->bool:
+    from transformers.cache_utils import DynamicLayer
+    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+@contextmanager
+def shared_prompt(model, ids:list # the tokens every rollout of the group starts with, run once
+                 ):
+    """Yields a maker of `Prefix`es that continue from `ids` run once with gradient (None where the cache cannot be
+    shared); on leaving, the gradient the continuations sent to its keys and values flows back through it once"""
+    from transformers import DynamicCache
+    cache = DynamicCache()
+    with train_precision(model):   # with gradient, unlike `rewards.prefilled`
+        model(input_ids=torch.tensor([ids], device=model.device), past_key_values=cache, use_cache=True,
+              logits_to_keep=1)
+    if not _plain(cache) or cache.get_seq_length() != len(ids):
+        yield None
+        return
+    kv = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    leaves = [t.detach().requires_grad_() for t in kv]
+    yield lambda: Prefix(len(ids), DynamicCache(list(zip(leaves[::2], leaves[1::2]))))
+    if sent := [(t, leaf.grad) for t, leaf in zip(kv, leaves) if leaf.grad is not None]:
+        torch.autograd.backward(*map(list, zip(*sent)))
+
 # %% ../nbs/26_igpo.ipynb #7f3350ef
+def _rollout_loss(model, p:Piece, cfg, stats, first:bool, total, prefix:Prefix|None=None):
+    "Backward one rollout's share of the mini-batch loss (continuing from `prefix` where its prompt was run once)"
+    with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature, p.at, prefix)
+    dev = lambda x: None if x is None else x.to(lp.device)
+    # one epoch of one mini-batch: π_old is π, as in the official run
+    old = lp.detach() if p.old is None else dev(p.old)
+    m = dev(p.mask)
+    t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg, _engine_gap(old, dev(p.sampled), m, cfg, stats, first))
+    (token_loss(t, cfg) * m).sum().div(total).backward()
+    for k in ('pg', 'kl', 'ratio', 'clipped'): stats[k] += float((t[k].detach() * m).sum())
+    stats['tokens'] += float(m.sum())
+
 def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's gap to the engine is measured
             ):
-    "Backward the token-mean loss of one mini-batch, one rollout at a time"
+    "Backward the token-mean loss of one mini-batch, one rollout at a time, a prompt several share run once"
     total = sum(p.mask.sum() for p in mb).clamp(min=1)
-    for p in mb:
-        with train_precision(model): lp = token_logps(model, p.ids, cfg.rollout.temperature, p.at)
-        dev = lambda x: None if x is None else x.to(lp.device)
-        # one epoch of one mini-batch: π_old is π, as in the official run
-        old = lp.detach() if p.old is None else dev(p.old)
-        m = dev(p.mask)
-        t = loss_terms(lp, old, dev(p.ref), dev(p.adv), cfg, _engine_gap(old, dev(p.sampled), m, cfg, stats, first))
-        (token_loss(t, cfg) * m).sum().div(total).backward()
-        for k in ('pg', 'kl', 'ratio', 'clipped'): stats[k] += float((t[k].detach() * m).sum())
-        stats['tokens'] += float(m.sum())
+    for prompt, idx in prompt_groups(mb).items():
+        # all but the prompt's last token: the first generated token's log-prob is computed from the position before it
+        share = cfg.share_prompt and len(idx) > 1 and len(prompt) > 1
+        with (shared_prompt(model, list(prompt[:-1])) if share else nullcontext()) as make:
+            for i in idx: _rollout_loss(model, mb[i], cfg, stats, first, total, make and make())
 
 def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
     "PPO epochs over mini-batches; returns loss, KL, ratio, clip fraction and gradient norm"
@@ -702,7 +734,7 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
 
 # %% ../nbs/26_igpo.ipynb #9c04d8bd
 IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency',
-             'rollout.batch_size', 'report_to', 'run_name', 'logging_dir', 'base_dir')
+             'rollout.batch_size', 'report_to', 'run_name', 'logging_dir', 'base_dir', 'share_prompt')
 # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
 IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')
 
