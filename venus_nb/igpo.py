@@ -315,9 +315,7 @@ def _engine_gap(old, sampled, m, cfg, stats, first:bool):
     return w
 
 # %% ../nbs/26_igpo.ipynb #5ab2c7e1
-def _plain(cache)->bool:
-    from transformers.cache_utils import DynamicLayer
-    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+from .rollout import plain_cache
 
 @contextmanager
 def shared_prompt(model, ids:list # the tokens every rollout of the group starts with, run once
@@ -329,7 +327,7 @@ def shared_prompt(model, ids:list # the tokens every rollout of the group starts
     with train_precision(model):   # with gradient, unlike `rewards.prefilled`
         model(input_ids=torch.tensor([ids], device=model.device), past_key_values=cache, use_cache=True,
               logits_to_keep=1)
-    if not _plain(cache) or cache.get_seq_length() != len(ids):
+    if not plain_cache(cache) or cache.get_seq_length() != len(ids):   # e.g. a sliding window, a patched forward
         yield None
         return
     kv = [t for layer in cache.layers for t in (layer.keys, layer.values)]

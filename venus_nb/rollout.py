@@ -15,10 +15,11 @@ from .tools import system_prompt, run_tool, tool_error, Toolbox
 
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
-           'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'kept_rows',
-           'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running', 'limit_reached',
-           'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt', 'turn_cap',
-           'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+           'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'plain_cache',
+           'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running',
+           'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt',
+           'turn_cap', 'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine',
+           'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -327,10 +328,14 @@ def stacked_cache(found:list, pads:list, C:int):
     return DynamicCache([tuple(torch.cat([row(kv, o, layer, j) for (_, kv), o in zip(found, pads)]) for j in (0, 1))
                          for layer in range(len(like))])
 
+def plain_cache(cache)->bool:
+    "Whether every layer of `cache` is transformers' plain `DynamicLayer` (no sliding window): its keys can be shared"
+    from transformers.cache_utils import DynamicLayer
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
+
 def kept_rows(seqs, cache, pads:list)->list:
     "Per row: the ids whose keys the cache holds, and those keys and values, its left padding dropped"
-    from transformers.cache_utils import DynamicLayer
-    if not all(type(layer) is DynamicLayer for layer in cache.layers): return []
+    if not plain_cache(cache): return []
     T = cache.get_seq_length()
     return [(seqs[i, o:T].cpu().numpy(),
              [(layer.keys[i:i + 1, :, o:], layer.values[i:i + 1, :, o:]) for layer in cache.layers])
