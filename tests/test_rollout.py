@@ -196,6 +196,19 @@ def test_groups_and_meta(smol_tok, world, qa):
     assert [t.question for t in trajs] == [q['question'] for q in qa[:3] for _ in range(3)]
     assert {k for t in trajs for k in t.meta} >= {'stop', 'forced', 'gen_tokens', 'tool_calls', 'seconds'}
 
+def test_every_round_is_one_engine_call_within_the_kv_pool(smol_tok, world, qa, doc):
+    "A round is one engine call over the rollouts in flight; a KV pool caps them, refilled as rollouts end, same ids"
+    script = [search_turn(doc.title), visit_turn(doc.link), ANSWER]
+    whole = ScriptedEngine(smol_tok, script)
+    ref = rollout(whole, qa[:4], world, cfg(G=4, max_turns=4, max_new_tokens=64))
+    assert whole.calls == [16, 16, 16]   # the engine has no pool: every rollout in each of the three rounds
+    pooled = ScriptedEngine(smol_tok, script)
+    pooled.kv_tokens = 4_000
+    trajs = rollout(pooled, qa[:4], world, cfg(G=4, max_turns=4, max_new_tokens=64))
+    assert sum(pooled.calls) == 48 and max(pooled.calls) <= 4_000 // 600 < 16
+    assert [t.tokens.ids for t in trajs] == [t.tokens.ids for t in ref]
+    assert [t.meta['stop'] for t in trajs] == ['answer'] * 16
+
 def test_string_questions(smol_tok, world):
     trajs = rollout(ScriptedEngine(smol_tok, [ANSWER]), ['Who wrote Ulysses?', 'Where is Ullor?'], world, cfg(G=2))
     assert [(t.question, t.gt, t.meta['qid'], t.meta['group']) for t in trajs] == [

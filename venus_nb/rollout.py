@@ -18,8 +18,8 @@ __all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'Cha
            'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'plain_cache',
            'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running',
            'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt',
-           'turn_cap', 'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine',
-           'rollout_table']
+           'turn_cap', 'start_runs', 'finished', 'run_sync', 'kv_capacity', 'projected_tokens', 'typical_length',
+           'in_flight', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -367,6 +367,12 @@ class VLLMEngine:
         cfg = getattr(getattr(self.llm, 'llm_engine', None), 'vllm_config', None)
         return cfg is None or cfg.lora_config is not None
 
+    @property
+    def kv_tokens(self)->int|None:
+        "Tokens the engine's KV cache holds at once (None where it does not say)"
+        cc = getattr(getattr(getattr(self.llm, 'llm_engine', None), 'vllm_config', None), 'cache_config', None)
+        return cc.num_gpu_blocks * cc.block_size if cc is not None and cc.num_gpu_blocks else None
+
     def reload(self, folder:str):
         "Generate with the model saved in `folder` from now on: the old engine is freed, a new one built on it"
         if self.make is None:
@@ -628,15 +634,40 @@ def _show(bar, runs):
     bar.set_postfix(turns=sum(r.turns for r in runs), tokens=sum(r.gen_tokens for r in runs),
                     tools=sum(r.tool_calls for r in runs))
 
+# %% ../nbs/23_rollout.ipynb #0a2bbcc1
+def kv_capacity(engine)->int|None:
+    "Tokens the engine can hold at once (`kv_tokens`: a vLLM engine's KV pool); None: no limit"
+    return getattr(engine, 'kv_tokens', None)
+
+def projected_tokens(r:Running, cfg:RolloutConfig, typical:int)->int:
+    "A rollout's length after its next turn, at least `typical`, at most the context"
+    return min(cfg.max_context, max(len(r.seq.ids) + cfg.max_new_tokens, typical))
+
+def typical_length(runs:list, cfg:RolloutConfig)->int:
+    "Median length of the finished rollouts; before any has finished, a prompt plus a full turn per allowed turn"
+    done = sorted(len(r.seq.ids) for r in runs if r.done)
+    if done: return done[len(done) // 2]
+    return min(cfg.max_context, min((len(r.seq.ids) + r.cap * cfg.max_new_tokens for r in runs), default=0))
+
+def in_flight(live:list, waiting:list, capacity:int|None, typical:int, cfg:RolloutConfig)->list:
+    "The rollouts of the next round: those still running, then waiting ones (taken from `waiting`) while all fit"
+    live = [r for r in live if not r.done]
+    used = sum(projected_tokens(r, cfg, typical) for r in live)
+    while waiting and (capacity is None or not live or used + projected_tokens(waiting[0], cfg, typical) <= capacity):
+        live.append(r := waiting.pop(0))
+        r.started, used = time.time(), used + projected_tokens(r, cfg, typical)
+    return live
+
 # %% ../nbs/23_rollout.ipynb #b51f1fcc
 async def _rollout(runs, engine, toolbox, cfg):
     limit, bar = asyncio.Semaphore(cfg.tool_concurrency), _progress(runs, cfg)
-    for k in range(max((r.cap for r in runs), default=0)):
-        if not (live := [r for r in runs if not r.done]): break
+    capacity, waiting, live, k = kv_capacity(engine), list(runs), [], 0
+    while live := in_flight(live, waiting, capacity, typical_length(runs, cfg), cfg):
         await play_round(live, engine, toolbox, cfg, cfg.seed * 1_000_003 + k * 10_007, limit)
+        for r in live:
+            if not r.done and r.turns >= r.cap: r.end('no_answer')   # the forced turn gave no answer
         _show(bar, runs)
-    for r in runs:
-        if not r.done: r.end('no_answer')
+        k += 1
     bar.close()
 
 # %% ../nbs/23_rollout.ipynb #6384a9ce
