@@ -28,6 +28,8 @@ def test_demo_end_to_end(tmp_path):
         assert int(float(r['ig_slots'])) > 0, r
     assert any(int(float(r['groups_differing'])) > 0 for r in steps), steps
     assert run.stdout.count('raised the turns with positive advantage') == 2   # one plain line per step
+    assert 'rounds away' not in run.stderr   # a bf16 engine serves the adapter instead of merging it
+    assert 'logp_mismatch_mean' in run.stdout   # the engine-trainer gap, printed with each step
     page = (out/'replay_rollouts.html').read_text()
     assert 'credit: visit' in page   # IG slots drawn, with the arcs of the searches that share their credit
     assert {r['model'] for r in csv.DictReader(open(out/'eval_pass_at_k.csv'))} == {'warm start', 'IGPO'}

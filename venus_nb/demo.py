@@ -137,9 +137,11 @@ def turn_rewards_page(kept:list, warm, out:Path)->list:
 
 # %% ../nbs/43_demo.ipynb #11c208a4
 def stage_two_engine(warm):
-    "Stage 2's engine: vLLM on the warm start if installed (reloads IGPO's merged weights each step), else transformers"
+    "Stage 2's engine: vLLM on the warm start if installed (serving the adapter in bf16), else transformers"
     from venus_nb.warm_start import engine_for_folder
-    return engine_for_folder(warm.path, warm.config.engine, dtype=warm.config.dtype)
+    # a LoRA update merged into bf16 weights rounds away: a bf16 engine serves the adapter itself
+    return engine_for_folder(warm.path, warm.config.engine, dtype=warm.config.dtype,
+                             enable_lora=warm.config.dtype != 'float32')
 
 # %% ../nbs/43_demo.ipynb #2b2c3df6
 def step_rollouts(engine, warm, questions:list, corpus, out:Path):
@@ -185,7 +187,7 @@ def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
         res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,
                    live=False)
     write_csv(res.metrics, out/'igpo_metrics.csv')
-    say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[IGPO_COLUMNS].round(4).to_string(index=False))
+    say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
     for row in res.metrics.to_dict('records'): say(step_meaning(row))
     return res, [out/'igpo_metrics.csv', res.output_dir]
 

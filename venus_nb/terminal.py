@@ -86,7 +86,7 @@ def in_terminal()->bool:
     return sys.stderr.isatty()
 
 IGPO_COLUMNS = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', 'format_error_rate', 'ig_scale',
-                'loss', 'kl', 'grad_norm']
+                'loss', 'kl', 'grad_norm', 'logp_mismatch_mean', 'logp_mismatch_max']
 
 # %% ../nbs/44_terminal.ipynb #0c667904
 @contextmanager
