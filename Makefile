@@ -42,6 +42,15 @@ lint: env
 slow: env
 	$(VENV)/bin/pytest $(PYTEST_ARGS) -m slow tests
 
+# the prepared GPU check (bench/gpu_check.py): SFT step, 8 rollouts and one IGPO step at Qwen3-4B's shape on one GPU,
+# random weights, nothing downloaded; figures to $$OUT/gpu_check.json (or ./). gpu-check-dry: the same code, tiny, on CPU
+.PHONY: gpu-check gpu-check-dry
+gpu-check:
+	$(PY) bench/gpu_check.py
+
+gpu-check-dry:
+	$(PY) bench/gpu_check.py --dry-run
+
 nbtest: env
 	$(VENV)/bin/nbdev_test
 
