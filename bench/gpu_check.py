@@ -24,10 +24,17 @@ the process's peak RSS so far on CPU. The figures are printed and written as JSO
 $OUT/gpu_check.json where $OUT is set, else ./gpu_check.json); the total should stay under 8 min on one H200.
 
 `--dry-run` runs the same functions at a tiny shape on CPU (`TINY`: 2 layers, hidden 64) with `models.tiny_tokenizer`
-(512 tokens: a 151k-vocabulary logits tensor costs GBs on CPU), in well under a minute, so that the check cannot rot
-(tests/test_gpu_check.py runs it). Without `--dry-run`, a machine with no CUDA GPU gets an error, not an 8 GB model.
+(a few hundred tokens: a 151k-vocabulary logits tensor costs GBs on CPU), one math thread, `--max-new-tokens 16` and an
+SFT batch of 2, in well under a minute, so that the check cannot rot (tests/test_gpu_check.py runs it). Without
+`--dry-run`, a machine with no CUDA GPU gets an error, not an 8 GB model.
+
+On the GPU machine (Python 3.12, torch, transformers, peft, accelerate, pandas; nothing to download): `make gpu-wheels`
+here puts what its image lacks in .whl/ (5.5 MB), carried with the call, which then runs
+`python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site:$PWD
+PYTHONUNBUFFERED=1 python3 bench/gpu_check.py` (figures to $OUT/gpu_check.json).
 Run: make gpu-check  (.venv/bin/python bench/gpu_check.py [--dry-run] [--out FILE] [--backend auto|unsloth|transformers]
-     [--engine auto|vllm|transformers] [--G 8] [--max-turns 2] [--max-new-tokens 128] [--sft-steps 1] [--sft-batch 4])
+     [--engine auto|vllm|transformers] [--G 8] [--max-turns 2] [--max-new-tokens 128] [--sft-steps 1] [--sft-batch 4]
+     [--work DIR])
 """
 import argparse, json, os, platform, random, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -228,7 +235,8 @@ def report(f:dict)->str:
         f"model: random weights at the {f['shape']} shape ({m['layers']} layers, hidden {m['hidden']}, vocabulary "
         f"{m['vocab']:,}), {m['parameters'] / 1e6:,.1f} M parameters, made and saved in {m['seconds']:.1f} s; "
         f"{f['tokenizer']} tokenizer; dtypes: " + ', '.join(f'{k} {v}' for k, v in f['dtypes'].items()),
-        f"SFT ({s['backend']}, {s['steps']} step{'s' if s['steps'] > 1 else ''} of {s['examples']} trajectories): "
+        f"SFT ({s['backend']}, {s['steps']} step{'s' if s['steps'] > 1 else ''} of {s['examples']} "
+        f"trajector{'ies' if s['examples'] > 1 else 'y'}): "
         f"{s['tokens']:,} tokens "
         f"({s['trained_tokens']:,} trained) in {s['seconds']:.2f} s: {s['tokens_per_s']:,.0f} tokens/s "
         f"({s['trained_tokens_per_s']:,.0f} trained); peak {s['peak_memory_gb']:.2f} GB",
