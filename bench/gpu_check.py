@@ -59,6 +59,7 @@ def device_for(dry_run:bool)->str:
     return 'cuda'
 
 def device_name(device:str)->str:
+    "The GPU's name, or the CPU's with its math threads"
     import torch
     if device == 'cuda': return torch.cuda.get_device_name()
     n = torch.get_num_threads()
@@ -78,6 +79,7 @@ def peak_gb(device:str)->float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # KiB on Linux
 
 def memory_kind(device:str)->str:
+    "What `peak_gb` reads on `device`"
     return 'torch.cuda.max_memory_allocated' if device == 'cuda' else 'peak RSS'
 
 # --- the model --------------------------------------------------------------------------------------------------------
@@ -154,6 +156,7 @@ def rollout_engine(kind:str, pol, sft_dir:Path, work:Path, dtype:str, rcfg):
     return vllm_engine(str(folder), max_model_len=rcfg.max_context, gpu_memory_utilization=0.4)
 
 def timed(f):
+    "(f(), its seconds)"
     t = time.perf_counter()
     out = f()
     return out, time.perf_counter() - t
@@ -250,6 +253,7 @@ def report(f:dict)->str:
         f"peak memory {f['peak_memory_gb']:.2f} GB ({f['memory']}); {f['seconds']:.0f} s in all"])
 
 def parse(argv=None):
+    "The command line; the dry run's defaults where none is given"
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--dry-run', action='store_true', help='the tiny shape on CPU (CI)')
     p.add_argument('--out', type=Path, default=None, help='the JSON figures (default $OUT/gpu_check.json or ./)')
