@@ -552,3 +552,20 @@ def test_a_kind_with_too_few_questions_stops_before_training(tmp_path):
     cfg = replace(_cfg(tmp_path/'run', 16), kind_shares={'5-hop': 1, '2-hop': 1})
     with pytest.raises(ValueError, match=r"\{'5-hop': 1\}"): igpo(tiny_model('llama'), qs, world, cfg, live=False)
     assert not (tmp_path/'run'/'checkpoint-1').exists() and not (tmp_path/'run'/'rollouts').exists()
+
+def test_resume_is_refused_where_the_machine_computes_otherwise(tmp_path, monkeypatch):
+    "A bf16 run's checkpoint records its bf16 kernels; resuming where they differ is refused unless allowed"
+    import venus_nb.igpo as lib
+    cfg = IGPOConfig(lora_r=None, dtype='bfloat16', output_dir=str(tmp_path))
+    pol = rl_policy(tiny_model('llama'), cfg)
+    save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [], random.Random(0))
+    here = lib.fast_bf16()
+    assert lib.read_state(tmp_path/'checkpoint-1')['arithmetic'] == dict(dtype='bfloat16', device='cpu', bf16_kernels=here)
+    lib._start(pol, cfg)   # the same machine resumes
+    monkeypatch.setattr(lib, 'fast_bf16', lambda: not here)
+    with pytest.raises(ValueError, match=f'bf16_kernels {here} there, {not here} here'): lib._start(pol, cfg)
+    assert lib._start(pol, cfg, allow_arithmetic_change=True)[3] == tmp_path/'checkpoint-1'
+    f32 = replace(cfg, dtype='float32', output_dir=str(tmp_path/'f32'))   # float32 resumes on any machine
+    p32 = rl_policy(tiny_model('llama'), f32)
+    save_checkpoint(p32.model, make_optimizer(p32.model, f32), f32, 1, [], random.Random(0))
+    lib._start(p32, f32)

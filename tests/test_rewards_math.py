@@ -183,3 +183,19 @@ def test_eval_norm_text_is_the_one_normaliser():
     from venus_nb.eval import norm_text
     from venus_nb.judges import normalize_answer
     assert norm_text is normalize_answer
+
+def test_visit_bonus_ranks_rollouts_by_well_formed_visits_before_normalisation():
+    from venus_nb.rewards import with_visit_bonus
+    kinds = [['visit', 'visit', 'answer'], ['visit', 'answer'], ['search', 'answer']]
+    ok = [[True, False, True], [True, True], [True, True]]   # rollout 0's second visit is malformed: it earns nothing
+    assert with_visit_bonus(kinds, ok, [0.0, 0.0, 1.0], 0.25) == [0.25, 0.25, 1.0]
+    cfg = RewardConfig(scored='none', penalty='replace', visit_bonus=2.0)
+    adv = turn_advantages(kinds, [[None] * 3, [None] * 2, [None] * 2], [[True] * 3, [True] * 2, [True] * 2],
+                          [0.0, 0.0, 1.0], [0, 0, 0], cfg)
+    # 4, 2 and 1: at β = 2 even one visit ranks above the one right answer that never visited
+    assert adv[0][-1] > adv[1][-1] > adv[2][-1]
+    plain = turn_advantages(kinds, [[None] * 3, [None] * 2, [None] * 2], [[True] * 3, [True] * 2, [True] * 2],
+                            [0.0, 0.0, 1.0], [0, 0, 0], RewardConfig(scored='none', penalty='replace'))
+    assert plain[2][-1] > 0 > plain[0][-1] == plain[1][-1]
+    for bad in (-0.1, float('nan'), float('inf')):
+        with pytest.raises(ValueError, match='visit_bonus'): RewardConfig(visit_bonus=bad)

@@ -30,11 +30,12 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 
            'token_loss', 'igpo_loss', 'tis_weights', 'mismatch_sums', 'token_logps', 'adapter_off', 'reference',
            'cast_params', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of',
            'Piece', 'pieces', 'fill_old_and_ref', 'shared_prompt', 'policy_update', 'gap_metrics', 'rl_policy',
-           'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint',
-           'load_checkpoint', 'rl_adapter_base', 'rl_card', 'save_weights', 'save_final', 'merged_copy', 'engine_dtype',
-           'merge_kept', 'warn_rounding', 'sync_engine', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics',
-           'igpo_step', 'run_dir', 'scalars', 'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes',
-           'follow_config', 'igpo', 'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
+           'make_optimizer', 'compute_dtype', 'arithmetic', 'check_arithmetic', 'save_checkpoint', 'read_state',
+           'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'rl_adapter_base', 'rl_card',
+           'save_weights', 'save_final', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
+           'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
+           'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
+           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
 # %% ../nbs/26_igpo.ipynb #aaefcead
 from .base import moved
@@ -434,6 +435,30 @@ def make_optimizer(model, cfg:IGPOConfig=IGPOConfig()):
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(cfg), betas=cfg.betas,
                              weight_decay=cfg.weight_decay)
 
+# %% ../nbs/26_igpo.ipynb #49131477
+from .models import fast_bf16
+
+def compute_dtype(model)->torch.dtype:
+    "The dtype the policy's matmuls run in: the full fine-tune's autocast, else its frozen (base) weights' dtype"
+    if (dt := getattr(model, 'venus_autocast', None)) is not None: return dt
+    ps = [q for q in model.parameters() if q.is_floating_point()]
+    return next((q.dtype for q in ps if not q.requires_grad), ps[0].dtype)
+
+def arithmetic(model)->dict:
+    "How this machine computes the policy: compute dtype and device, and for half precision whether bf16 kernels run it"
+    dt = compute_dtype(model)
+    d = dict(dtype=str(dt).removeprefix('torch.'), device=model.device.type)
+    return d if dt == torch.float32 else d | dict(bf16_kernels=fast_bf16())
+
+def check_arithmetic(ckpt:Path, saved:dict|None, now:dict, allow:bool=False):
+    "A ValueError where the checkpoint computed otherwise than this machine would (None: an older checkpoint, unchecked)"
+    if saved is None or saved == now or allow: return
+    said = ', '.join(f'{k} {saved.get(k)!r} there, {now.get(k)!r} here' for k in sorted({*saved, *now})
+                     if saved.get(k) != now.get(k))
+    raise ValueError(f'{ckpt} was trained computing otherwise than this machine would ({said}): resume on a machine '
+                     'that computes the same way, or pass allow_arithmetic_change=True to go on (the run then mixes two '
+                     'arithmetics; say so where you report it)')
+
 # %% ../nbs/26_igpo.ipynb #6ed276d7
 def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:random.Random,
                     changes:list|None=None, # config changes applied on resume so far (`resume_changes`)
@@ -446,7 +471,8 @@ def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:rand
     with atomic_open(d/'optimizer.pt', 'wb') as f: torch.save(opt.state_dict(), f)
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
-    state = dict(step=step, metrics=metrics, rng=[version, list(state), gauss], config_changes=changes or [])
+    state = dict(step=step, metrics=metrics, rng=[version, list(state), gauss], config_changes=changes or [],
+                 arithmetic=arithmetic(model))
     # last, and whole: a killed run leaves no partial state.json
     write_atomic(d/'state.json', json.dumps(state, default=float))
     return d
@@ -762,11 +788,12 @@ def follow_config(opt, cfg:IGPOConfig):
     for g in opt.param_groups: g.update(lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
     return opt
 
-def _start(policy, cfg, apply_changes=False):
+def _start(policy, cfg, apply_changes=False, allow_arithmetic_change=False):
     "The RL policy, its optimiser, (step, metrics, rng), the checkpoint resumed and the config changes applied"
     ckpt = last_igpo_checkpoint(cfg.output_dir)
     changes = resume_changes(ckpt, cfg, apply_changes) if ckpt else []   # before anything loads or is written
     pol = policy if getattr(getattr(policy, 'model', None), 'venus_rl', False) else rl_policy(policy, cfg)
+    if ckpt: check_arithmetic(ckpt, read_state(ckpt).get('arithmetic'), arithmetic(pol.model), allow_arithmetic_change)
     opt = make_optimizer(pol.model, cfg)
     state = load_checkpoint(pol.model, opt, ckpt) if ckpt else (0, [], random.Random(cfg.seed))
     return pol, follow_config(opt, cfg), state, ckpt, changes
@@ -779,12 +806,13 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
          engine=None, # default: transformers `generate` on the policy itself; or a `VLLMEngine` (synced every step)
          judge=None, # overrides `cfg.judge`, e.g. an `LLMJudge`
          live:bool|None=None,
-         apply_changes:bool=False # on resume, train on with settings that differ from the checkpoint's (else refused)
+         apply_changes:bool=False, # on resume, train on with settings that differ from the checkpoint's (else refused)
+         allow_arithmetic_change:bool=False # on resume, train on where this machine computes otherwise (else refused)
         )->IGPOResult:
     "Stage-2 IGPO (or GRPO with `cfg.rewards.estimator='grpo'`) with checkpoints and resume"
     cfg = cfg or IGPOConfig()
     if 'tensorboard' in cfg.report_to: need_tensorboard()   # before anything loads
-    pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes)
+    pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes, allow_arithmetic_change)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
     _engine_follows(engine, pol.model)
     warn_rounding(engine, pol.model)   # an engine that cannot follow the policy stops here

@@ -16,10 +16,10 @@ from .base import summary_repr
 # %% auto #0
 __all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
            'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
-           'reward_details', 'turn_advantages', 'token_advantages', 'Probe', 'answer_probe', 'scored_boundaries',
-           'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued', 'prompt_groups', 'each_prompt_once',
-           'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs', 'gt_logprobs', 'ig_from_logprobs',
-           'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
+           'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'Probe', 'answer_probe',
+           'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued', 'prompt_groups',
+           'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
+           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
 
 # %% ../nbs/24_rewards.ipynb #325f5656
 from .base import moved
@@ -45,6 +45,7 @@ class RewardConfig:
     eps: float = 1e-6              # z-score denominator and IG-Scale epsilon
     var_eps: float = 1e-8          # inside the std's square root
     temperature: float = 1.0       # logits are divided by it when scoring IG
+    visit_bonus: float = 0.0       # β per well-formed visit, added to the outcome before normalisation
 
     def __post_init__(self):
         for k, ok in dict(norm=('scaled_separate', 'separate', 'joint'), credit=('copy', 'split'),
@@ -52,6 +53,8 @@ class RewardConfig:
                           scored=('visit', 'all_tools', 'none')).items():
             if getattr(self, k) not in ok:
                 raise ValueError(f'RewardConfig.{k} must be one of {ok}, got {getattr(self, k)!r}')
+        if not (self.visit_bonus >= 0 and math.isfinite(self.visit_bonus)):
+            raise ValueError(f'RewardConfig.visit_bonus must be a finite number >= 0, got {self.visit_bonus!r}')
         estimator_fn(self.estimator)
 
 # %% ../nbs/24_rewards.ipynb #f0a34768
@@ -194,9 +197,14 @@ def _check_lengths(kinds, ig, format_ok, outcome, groups):
             raise ValueError(f'rollout {i}: kinds, ig and format_ok need one entry per turn')
 
 # %% ../nbs/24_rewards.ipynb #ef86df11
+def with_visit_bonus(kinds, format_ok, outcome, beta:float)->list:
+    "Each rollout's outcome plus `beta` per well-formed visit turn"
+    return [o + beta * sum(k == 'visit' and f for k, f in zip(ks, fs)) for ks, fs, o in zip(kinds, format_ok, outcome)]
+
 def reward_details(kinds, ig, format_ok, outcome, groups, cfg:RewardConfig=RewardConfig())->RewardDetails:
     "Slots, normalised values, IG-Scale, discounted slot advantages and the estimator's per-turn advantages for a batch"
     _check_lengths(kinds, ig, format_ok, outcome, groups)
+    if cfg.visit_bonus: outcome = with_visit_bonus(kinds, format_ok, outcome, cfg.visit_bonus)
     live = [i for i, k in enumerate(kinds) if len(k)]
     on = lambda d: [d[i] for i in live]   # the rollouts with turns, in order
     slots = {i: rollout_slots(ig[i], format_ok[i], outcome[i], cfg) for i in live}
