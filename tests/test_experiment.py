@@ -2,9 +2,10 @@
 from dataclasses import replace
 import json, re
 import numpy as np, pandas as pd, pytest
-from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix,
-                                 ExperimentConfig, Start, arm_config, experiment, sign_test, paired_stats, kind_table,
-                                 eval_steps, heldout_curve, check_resume, final_evals)
+from venus_nb.experiment import (signal_density, advantages_under, summary_table, score_matrix, ExperimentConfig,
+                                 Start, arm_config, experiment, kind_table, eval_steps, heldout_curve, check_resume,
+                                 final_evals)
+from venus_nb.stats import bootstrap_mean, sign_test, paired_stats
 from venus_nb.rewards import Scored
 from venus_nb.trajectory import Trajectory
 
@@ -152,13 +153,14 @@ def test_three_discordant_questions_are_no_difference_measured():
     s = paired_stats(big)
     assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
 
-def test_fewer_than_five_seeds_are_not_resampled():
-    m = np.random.default_rng(0).random((3, 30))
+def test_fewer_than_three_seeds_are_not_resampled():
+    m = np.random.default_rng(0).random((2, 30))
     assert bootstrap_mean(m)[1:] == bootstrap_mean(m.mean(0, keepdims=True))[1:]     # only questions resampled
-    m5 = np.random.default_rng(0).random((5, 30))
-    assert bootstrap_mean(m5)[1:] != bootstrap_mean(m5.mean(0, keepdims=True))[1:]   # from 5 seeds on, seeds too
-    t = summary_table(_evals(0.6, 0.4), ks=(1,))
+    m3 = np.random.default_rng(0).random((3, 30))
+    assert bootstrap_mean(m3)[1:] != bootstrap_mean(m3.mean(0, keepdims=True))[1:]   # from 3 seeds on, seeds too
+    t = summary_table(_evals(0.6, 0.4, seeds=2), ks=(1,))
     assert set(t.resampled) == {'questions'} and t.discordant.notna().sum() == 1
+    assert set(summary_table(_evals(0.6, 0.4), ks=(1,)).resampled) == {'seeds and questions'}
 
 def test_summary_pairs_against_the_start_and_both_grpo_arms():
     e = pd.concat([_evals(0.8, 0.3),

@@ -17,9 +17,9 @@ def tiny_dir(tmp_path, monkeypatch):
 
 def test_the_world_splits_are_disjoint_and_noiseless():
     w = warm_world(WarmConfig(train=10, held_out=5, rl=5))
-    assert (len(w.train), len(w.held_out), len(w.rl)) == (10, 5, 5)
+    assert (len(w.train), len(w.validation), len(w.rl)) == (10, 5, 5)
     assert all(t.format_errors() == [] and t.turns[-1].answer == t.gt for t in w.train)
-    assert len({q['question'] for q in w.held_out + w.rl} | {t.question for t in w.train}) == 20
+    assert len({q['question'] for q in w.validation + w.rl} | {t.question for t in w.train}) == 20
     with pytest.raises(ValueError, match='distinct questions'): warm_world(WarmConfig(entities=2, train=200))
 
 def test_bf16_autocast_only_where_the_hardware_is_fast():
