@@ -721,6 +721,9 @@ def _stop(label, seed, step, t, split)->pd.DataFrame:
 def _test_pass(out:Path, cfg:ExperimentConfig, start:Start, tables:list, say)->list:
     "Every (arm, seed) and the start on the test split, once, under the folder's registration; the tables grown"
     check_registration(out, cfg)
+    if len(start.test) != cfg.test_questions:
+        raise ValueError(f'the registered configuration has test_questions={cfg.test_questions}, the start '
+                         f'{len(start.test)} test questions: give the start the registered test split')
     steps, evals, runs, test = tables
     for label, seed in _test_runs(cfg):
         if ((test.arm == label) & (test.seed == seed)).any(): continue
