@@ -452,3 +452,18 @@ def test_the_confirmatory_configuration_freezes_cpu_learn():
                            primary=True)
     assert (h['H2']['b'], h['H2']['subset'], h['H2']['primary']) == ('GRPO + format penalty', '2-hop', False)
     assert ('H3' in h) == (VISIT_BONUS in ablation_grid()) == (VISIT_BONUS in c.arms)
+
+def test_cli_experiment_prints_the_registered_hypotheses(tmp_path, monkeypatch, capsys):
+    import venus_nb.experiment as ex
+    from venus_nb.cli import main
+    def fake(cfg, say=print):
+        test = pd.DataFrame([dict(arm=a, seed=s, question=q, kind='1-hop', n=4, c=4 if a != 'start' and q % 2 else 2)
+                             for a in ('start', 'IGPO (DR-Venus)') for s in (0, 1, 2) for q in range(16)])
+        return ex.ExperimentResult(cfg, pd.DataFrame(), test.iloc[:0], summary_table(test.iloc[:0], cfg.ks),
+                                   tmp_path/'x', test=test)
+    monkeypatch.setattr(ex, 'experiment', fake)
+    (tmp_path/'c.yaml').write_text("arms: ['IGPO (DR-Venus)']\ntest_questions: 16\n"
+                                   "hypotheses: [{name: H1, a: 'IGPO (DR-Venus)', b: start, primary: true}]\n")
+    main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
+    out = capsys.readouterr().out
+    assert 'Registered hypotheses' in out and 'H1' in out and 'higher' in out and 'exploratory' in out
