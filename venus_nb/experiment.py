@@ -183,7 +183,10 @@ def _subset(evals:pd.DataFrame, subset:str)->pd.DataFrame:
 def _alternative(h:dict)->str: return 'greater' if h['direction'] == '>' else 'less'
 
 def _measured(evals:pd.DataFrame, h:dict)->bool:
-    return bool(len(evals)) and {h['a'], h['b']} <= set(_subset(evals, h['subset']).arm)
+    "Whether both sides have test rows, for the same seeds (an interrupted test pass: not yet)"
+    e = _subset(evals, h['subset'])
+    seeds = [set(e.seed[e.arm == side]) for side in (h['a'], h['b'])]
+    return bool(seeds[0]) and seeds[0] == seeds[1]
 
 def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
     row = dict(hypothesis=h['name'], primary=h['primary'], difference=f"{h['a']} − {h['b']}", metric=h['metric'],
@@ -202,7 +205,7 @@ def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and 
     t = pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses])
     t['p_holm'] = holm(t.p_value.fillna(1.0))
     t['verdict'] = [directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha) if not math.isnan(r.p_value)
-                    else 'not measured yet: an arm has no test rows' for r in t.itertuples()]
+                    else 'not measured yet: its two sides have no test rows for the same seeds' for r in t.itertuples()]
     return t
 
 def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
