@@ -91,6 +91,14 @@ def _quiet_world(cfg:WarmConfig, n:int, seed:int):
     return generate(SynthConfig(n=4 * n, seed=seed, entities=cfg.entities, lengths=((2, 2, 1.0),),
                                 max_hops=cfg.max_hops, **quiet))
 
+def _world_questions(cfg:WarmConfig, n:int, seed:int)->tuple[list, list]:
+    "4n questions of a world of the warm recipe (as `synth.generate` lists them) and its pages, without trajectories"
+    from venus_nb.synth import make_world, corpus, make_questions
+    world = make_world(seed, cfg.entities)
+    qa = make_questions(world, 4 * n, seed, cfg.max_hops)
+    return ([dict(id=q['id'], question=q['question'], answer=q['answer'], kind=f"{len(q['hops'])}-hop") for q in qa],
+            corpus(world, seed))
+
 def _alternate(qs:list, n:int)->list:
     "The first `n` of `qs` taken in turn from each kind (in kind order), each kind in its own order"
     from venus_nb.data import by_kind
@@ -115,12 +123,14 @@ def warm_world(cfg:WarmConfig=WarmConfig(),
                       qs[cfg.train + cfg.held_out:n], LocalCorpus([Doc(**p) for p in data.corpus], 'warm world'))
     if test < 0: raise ValueError(f'test must be >= 0, got {test}')
     if not test: return world
-    other = _quiet_world(cfg, test, cfg.world_seed + TEST_WORLD_OFFSET)
-    asked = {q['question'] for q in data.qa}
-    fresh = _alternate([q for q, _ in _distinct(other) if q['question'] not in asked], test)
+    # questions and pages only: the test world trains nothing
+    qa, pages = _world_questions(cfg, test, cfg.world_seed + TEST_WORLD_OFFSET)
+    asked, seen = {q['question'] for q in data.qa}, set()
+    distinct = [q for q in qa if q['question'] not in asked and not (q['question'] in seen or seen.add(q['question']))]
+    fresh = _alternate(distinct, test)
     if len(fresh) < test:
         raise ValueError(f'the test world has only {len(fresh)} distinct questions for test={test}; raise `entities`')
-    return replace(world, test=fresh, test_corpus=LocalCorpus([Doc(**p) for p in other.corpus], 'warm test world'))
+    return replace(world, test=fresh, test_corpus=LocalCorpus([Doc(**p) for p in pages], 'warm test world'))
 
 # %% ../nbs/25_warm_start.ipynb #25f80e7a
 def sft_config(cfg:WarmConfig, out:Path):
