@@ -184,7 +184,7 @@ def test_world_questions_as_dataset_feed_an_experiment_start():
     from venus_nb.experiment import Start
     qs, _ = world_eval()
     start = Start(lambda: None, Dataset.from_list(qs[:4]), Dataset.from_list(qs[4:6]), None, None)
-    assert start.train == qs[:4] and start.held_out == qs[4:6]
+    assert start.train == qs[:4] and start.validation == qs[4:6]
 
 def test_sft_data_reads_a_dataset(world, smol_tok):
     from venus_nb.sft import sft_data

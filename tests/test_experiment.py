@@ -2,9 +2,10 @@
 from dataclasses import replace
 import json, re
 import numpy as np, pandas as pd, pytest
-from venus_nb.experiment import (signal_density, advantages_under, bootstrap_mean, summary_table, score_matrix,
-                                 ExperimentConfig, Start, arm_config, experiment, sign_test, paired_stats, kind_table,
-                                 eval_steps, heldout_curve, check_resume, final_evals)
+from venus_nb.experiment import (signal_density, advantages_under, summary_table, score_matrix, ExperimentConfig,
+                                 Start, arm_config, experiment, kind_table, eval_steps, heldout_curve, check_resume,
+                                 final_evals)
+from venus_nb.stats import bootstrap_mean, sign_test, paired_stats
 from venus_nb.rewards import Scored
 from venus_nb.trajectory import Trajectory
 
@@ -152,13 +153,14 @@ def test_three_discordant_questions_are_no_difference_measured():
     s = paired_stats(big)
     assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
 
-def test_fewer_than_five_seeds_are_not_resampled():
-    m = np.random.default_rng(0).random((3, 30))
+def test_fewer_than_three_seeds_are_not_resampled():
+    m = np.random.default_rng(0).random((2, 30))
     assert bootstrap_mean(m)[1:] == bootstrap_mean(m.mean(0, keepdims=True))[1:]     # only questions resampled
-    m5 = np.random.default_rng(0).random((5, 30))
-    assert bootstrap_mean(m5)[1:] != bootstrap_mean(m5.mean(0, keepdims=True))[1:]   # from 5 seeds on, seeds too
-    t = summary_table(_evals(0.6, 0.4), ks=(1,))
+    m3 = np.random.default_rng(0).random((3, 30))
+    assert bootstrap_mean(m3)[1:] != bootstrap_mean(m3.mean(0, keepdims=True))[1:]   # from 3 seeds on, seeds too
+    t = summary_table(_evals(0.6, 0.4, seeds=2), ks=(1,))
     assert set(t.resampled) == {'questions'} and t.discordant.notna().sum() == 1
+    assert set(summary_table(_evals(0.6, 0.4), ks=(1,)).resampled) == {'seeds and questions'}
 
 def test_summary_pairs_against_the_start_and_both_grpo_arms():
     e = pd.concat([_evals(0.8, 0.3),
@@ -326,3 +328,142 @@ def test_committed_runs_reopen_and_agree_with_their_summaries():
         got = {(r.arm, r.k): (r['mean'], r.lo, r.hi) for _, r in res.summary.iterrows()}
         assert {(r['arm'], r['k']) for r in saved} == set(got), folder.name
         for r in saved: assert got[r['arm'], r['k']] == pytest.approx((r['mean'], r['lo'], r['hi'])), (folder.name, r)
+
+
+# --- the protocol: splits, registration, evaluation seeds, the start through the arms' path
+
+def _qs(n, offset=0):
+    return [dict(id=f'q{offset + i}', question=f'Q{offset + i}?', answer='a', kind='2-hop' if i % 2 else '1-hop')
+            for i in range(n)]
+
+H = ({'name': 'H1', 'a': 'IGPO (DR-Venus)', 'b': 'start', 'primary': True},
+     {'name': 'H2', 'a': 'IGPO (DR-Venus)', 'b': 'GRPO', 'subset': '2-hop'})
+
+def _faked(monkeypatch):
+    "experiment() without a model: a fake trainer, and `_evaluate` recording every call (a better IGPO, a flat start)"
+    import venus_nb.experiment as ex, venus_nb.igpo as ig
+    from types import SimpleNamespace
+    calls = []
+    def fake_igpo(policy, questions, tools, cfg, engine=None, live=None):
+        return SimpleNamespace(policy=f'trained {cfg.run_name}',
+                               metrics=pd.DataFrame([dict(step=s + 1, accuracy=0.5, kl=0.0, turns=3.0)
+                                                     for s in range(cfg.steps)]))
+    def fake_evaluate(generator, start, label, seed, G, save=None, split='validation'):
+        qs, _ = ex.split_questions(start, split)
+        calls.append(dict(generator=generator, label=label, seed=seed, G=G, split=split,
+                          eval_seed=ex.eval_seed(label, seed, split)))
+        rows = [dict(arm=label, seed=seed, step=0, rollouts=0, question=i, kind=q['kind'], n=G,
+                     c=G if label == 'IGPO (DR-Venus)' and i % 3 else G // 2, turns=3.0, visits=1.0)
+                for i, q in enumerate(qs)]
+        return pd.DataFrame(rows)[ex.EVAL_COLUMNS]
+    monkeypatch.setattr(ig, 'igpo', fake_igpo)
+    monkeypatch.setattr(ex, '_evaluate', fake_evaluate)
+    return calls
+
+def _protocol_start():
+    from venus_nb.rollout import RolloutConfig
+    return Start(lambda: 'the start', _qs(4, 100), _qs(6), None, RolloutConfig(progress=False), test=_qs(24, 200),
+                 test_corpus='test pages')
+
+def test_the_start_is_evaluated_on_test_through_the_arms_path(tmp_path, monkeypatch):
+    calls = _faked(monkeypatch)
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0, 1, 2), steps=2, G=4, test_questions=24,
+                           start_samples=8, hypotheses=H, igpo=dict(lr=1e-5), output_dir=str(tmp_path))
+    said = []
+    res = experiment(cfg, _protocol_start(), say=said.append)
+    test_calls = [c for c in calls if c['split'] == 'test']
+    # once per (arm, seed) and for the start once per seed, all through the same `_evaluate`
+    assert sorted((c['label'], c['seed']) for c in test_calls) == sorted(
+        (a, s) for a in ('start', 'IGPO (DR-Venus)', 'GRPO') for s in (0, 1, 2))
+    start_calls = [c for c in test_calls if c['label'] == 'start']
+    assert {c['G'] for c in start_calls} == {8} and {c['generator'] for c in start_calls} == {'the start'}
+    assert {c['G'] for c in test_calls if c['label'] != 'start'} == {4}
+    # every evaluation its own draw
+    assert len({c['eval_seed'] for c in calls}) == len(calls)
+    assert (tmp_path/'registration.json').exists() and (tmp_path/'test.csv').exists()
+    assert len(res.test) == 9 * 24 and set(res.evals.seed) == {0, 1, 2}
+    h = res.hypotheses
+    assert list(h.hypothesis) == ['H1', 'H2'] and list(h.verdict) == ['higher', 'higher']
+    assert (h.p_holm >= h.p_value).all() and h.resampled.eq('seeds and questions').all()
+    saved = json.loads((tmp_path/'summary.json').read_text())
+    assert [r['hypothesis'] for r in saved['hypotheses']] == ['H1', 'H2'] and len(saved['per_seed']) == 2 * 3
+    assert 'exploratory' in saved['claims'] and saved['seed_note'] is None
+    assert any('test questions' in s for s in said)
+    # a finished folder reads back with its test rows; nothing runs again
+    calls.clear()
+    again = experiment(cfg, _protocol_start(), say=said.append)
+    assert calls == [] and again.hypotheses.equals(res.hypotheses)
+    from venus_nb.experiment import read_experiment
+    assert read_experiment(tmp_path).hypotheses.equals(res.hypotheses)
+
+def test_evaluating_test_with_another_configuration_is_refused_naming_the_fields(tmp_path, monkeypatch):
+    from venus_nb.experiment import register, check_registration, run_arm
+    calls = _faked(monkeypatch)
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0, 1), steps=2, test_questions=12, hypotheses=H,
+                           output_dir=str(tmp_path))
+    reg = register(cfg)
+    assert reg.config_hash and json.loads((tmp_path/'registration.json').read_text())['hypotheses'][0]['name'] == 'H1'
+    changed = replace(cfg, seeds=(0, 1, 2), igpo={**cfg.igpo, 'lr': 3e-6})
+    with pytest.raises(ValueError, match=r'changed fields: igpo, seeds') as e:
+        check_registration(tmp_path, changed)
+    assert '(0, 1) registered' in str(e.value) or '[0, 1] registered' in str(e.value)
+    with pytest.raises(ValueError, match='changed fields: igpo, seeds'):
+        experiment(changed, _protocol_start(), say=lambda *a: None)
+    assert calls == []                                        # refused before anything ran
+    with pytest.raises(ValueError, match='no registration.json'): check_registration(tmp_path/'none', cfg)
+    with pytest.raises(ValueError, match='after the last step'):
+        run_arm(_protocol_start(), cfg, 'GRPO', 0, until=1, split='test')
+
+def test_hypotheses_are_checked_when_the_config_is_made():
+    for bad, said in [(dict(hypotheses=H), 'set test_questions'),
+                      (dict(test_questions=8, hypotheses=[dict(H[0], primary=False)]), 'exactly one hypothesis'),
+                      (dict(test_questions=8, hypotheses=[dict(H[0], b='PPO')]), "names ['PPO']"),
+                      (dict(test_questions=8, hypotheses=[dict(H[0], direction='!=')]), 'direction'),
+                      (dict(test_questions=8, hypotheses=[dict(H[0], metric='Pass@8')]), 'Pass@8 needs'),
+                      (dict(test_questions=-1), 'test_questions')]:
+        with pytest.raises(ValueError, match=re.escape(said)): ExperimentConfig(**bad)
+
+def test_evaluation_seeds_differ_across_arm_and_seed(monkeypatch):
+    "Each (arm, training seed) and split samples with its own seed, stable (not Python's salted `hash`)"
+    import venus_nb.experiment as ex, venus_nb.rollout as ro
+    from venus_nb.experiment import eval_seed, EVAL_SEED
+    seeds = {(a, s, sp): eval_seed(a, s, sp) for a in ('start', 'IGPO (DR-Venus)', 'GRPO', 'GRPO + format penalty')
+             for s in range(5) for sp in ('validation', 'test')}
+    assert len(set(seeds.values())) == len(seeds) and all(EVAL_SEED <= v < 2 * EVAL_SEED for v in seeds.values())
+    assert eval_seed('GRPO', 0) == 1966427385                 # the same in every process and on every machine
+    seen = []
+    monkeypatch.setattr(ro, 'rollout', lambda gen, qs, corpus, cfg: seen.append(cfg.seed) or [])
+    monkeypatch.setattr(ex, '_question_rows', lambda trajs, label, seed, kinds: pd.DataFrame())
+    start = _protocol_start()
+    for arm in ('IGPO (DR-Venus)', 'GRPO'):
+        for s in (0, 1): ex._evaluate(None, start, arm, s, 4)
+    assert seen == [eval_seed(a, s) for a in ('IGPO (DR-Venus)', 'GRPO') for s in (0, 1)]
+
+def test_the_confirmatory_configuration_freezes_cpu_learn():
+    from venus_nb.experiment import VISIT_BONUS
+    from venus_nb.igpo import ablation_grid
+    c, learn = ExperimentConfig.confirm(), ExperimentConfig.cpu_learn()
+    for f in ('steps', 'questions_per_step', 'G', 'igpo', 'warm', 'eval_questions'): assert getattr(c, f) == getattr(learn, f)
+    assert (c.igpo['lr'], c.igpo['dtype'], c.igpo['kl_coef'], c.igpo['kind_shares']) == (
+        6e-6, 'float32', 0.001, {'2-hop': 3, '1-hop': 1})
+    assert c.seeds == (0, 1, 2) and c.test_questions >= 128 and c.G >= 4 and c.start_samples >= 8
+    h = {x['name']: x for x in c.hypotheses}
+    assert h['H1'] == dict(name='H1', a='IGPO (DR-Venus)', b='start', metric='Pass@1', subset='all', direction='>',
+                           primary=True)
+    assert (h['H2']['b'], h['H2']['subset'], h['H2']['primary']) == ('GRPO + format penalty', '2-hop', False)
+    assert ('H3' in h) == (VISIT_BONUS in ablation_grid()) == (VISIT_BONUS in c.arms)
+
+def test_cli_experiment_prints_the_registered_hypotheses(tmp_path, monkeypatch, capsys):
+    import venus_nb.experiment as ex
+    from venus_nb.cli import main
+    def fake(cfg, say=print):
+        test = pd.DataFrame([dict(arm=a, seed=s, question=q, kind='1-hop', n=4, c=4 if a != 'start' and q % 2 else 2)
+                             for a in ('start', 'IGPO (DR-Venus)') for s in (0, 1, 2) for q in range(16)])
+        return ex.ExperimentResult(cfg, pd.DataFrame(), test.iloc[:0], summary_table(test.iloc[:0], cfg.ks),
+                                   tmp_path/'x', test=test)
+    monkeypatch.setattr(ex, 'experiment', fake)
+    (tmp_path/'c.yaml').write_text("arms: ['IGPO (DR-Venus)']\ntest_questions: 16\n"
+                                   "hypotheses: [{name: H1, a: 'IGPO (DR-Venus)', b: start, primary: true}]\n")
+    main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
+    out = capsys.readouterr().out
+    assert 'Registered hypotheses' in out and 'H1' in out and 'higher' in out and 'exploratory' in out

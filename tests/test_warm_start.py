@@ -17,9 +17,9 @@ def tiny_dir(tmp_path, monkeypatch):
 
 def test_the_world_splits_are_disjoint_and_noiseless():
     w = warm_world(WarmConfig(train=10, held_out=5, rl=5))
-    assert (len(w.train), len(w.held_out), len(w.rl)) == (10, 5, 5)
+    assert (len(w.train), len(w.validation), len(w.rl)) == (10, 5, 5)
     assert all(t.format_errors() == [] and t.turns[-1].answer == t.gt for t in w.train)
-    assert len({q['question'] for q in w.held_out + w.rl} | {t.question for t in w.train}) == 20
+    assert len({q['question'] for q in w.validation + w.rl} | {t.question for t in w.train}) == 20
     with pytest.raises(ValueError, match='distinct questions'): warm_world(WarmConfig(entities=2, train=200))
 
 def test_bf16_autocast_only_where_the_hardware_is_fast():
@@ -69,3 +69,25 @@ def test_the_engine_computes_as_the_warm_start_was_trained(monkeypatch):
     ws.engine_for_folder('m', 'vllm', dtype=WarmConfig(bf16=False).dtype, enable_lora=False)
     ws.engine_for_folder('m', 'auto')
     assert made == [dict(max_model_len=4096, dtype='float32'), dict(max_model_len=4096)]   # None: fast_dtype() decides
+
+
+def test_the_test_split_leaves_the_warm_world_and_its_cache_key_as_they_were():
+    "Keys and question digests from before the test split existed: the warm start and every earlier run stay theirs"
+    import hashlib, json
+    from collections import Counter
+    from venus_nb.experiment import ExperimentConfig
+    digest = lambda w: hashlib.sha256(json.dumps([[t.question for t in w.train], w.validation, w.rl], sort_keys=True,
+                                                 default=str).encode()).hexdigest()[:16]
+    learn = WarmConfig(**ExperimentConfig.cpu_learn().warm)
+    for cfg, key, questions in [(WarmConfig(bf16=False), 'd044c77cf30e', '9835f8fb8a9df5e1'),
+                                (WarmConfig(bf16=True), 'e8ac76ed440a', '9835f8fb8a9df5e1'),
+                                (learn, '41f7f607cd5a', '93abd14320a7dc2a')]:
+        assert cfg.key() == key
+        assert digest(warm_world(cfg)) == digest(warm_world(cfg, test=16)) == questions
+    w = warm_world(learn, test=ExperimentConfig.confirm().test_questions)
+    asked = [{t.question for t in w.train}, {q['question'] for q in w.validation}, {q['question'] for q in w.rl},
+             {q['question'] for q in w.test}]
+    assert sum(map(len, asked)) == len(set.union(*asked))          # the four splits are disjoint
+    kinds = Counter(q['kind'] for q in w.test)
+    assert len(w.test) >= 128 and kinds['1-hop'] >= 48 and w.test_corpus is not w.corpus
+    with pytest.raises(ValueError, match='test world has only'): warm_world(learn, test=10_000)

@@ -449,8 +449,13 @@ def cmd_experiment(args):
             + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
         if args.signal_only: return density
     res = experiment(cfg, say=lambda s: say('   ' + s))
-    say(f'## Held-out Pass@k ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
-         + res.summary.round(3).to_string(index=False) + f"\n   report: {res.output_dir/'report.html'}")
+    say(f'## Validation Pass@k, exploratory ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
+         + res.summary.round(3).to_string(index=False))
+    if cfg.hypotheses:
+        cols = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'p_value', 'p_holm', 'verdict']
+        say('## Registered hypotheses (test split, Holm-corrected across the set)\n'
+            + res.hypotheses.reindex(columns=cols).round(4).to_string(index=False))
+    say(f"   report: {res.output_dir/'report.html'}")
     return res
 
 # %% ../nbs/40_cli.ipynb #cc5d6476

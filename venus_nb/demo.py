@@ -218,7 +218,7 @@ def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that g
 
 def change_line(before, after)->str:
     "After − before Pass@1 on the same questions: paired interval, discordant questions, sign test and what it means"
-    from venus_nb.experiment import paired_stats
+    from venus_nb.stats import paired_stats
     a, b = (r.per_question().set_index('question').accuracy for r in (before, after))
     d = (b - a.reindex(b.index)).dropna().to_numpy()[None]
     s, n = paired_stats(d), after.summary['samples_per_question']
@@ -234,7 +234,7 @@ def stage_two(warm, out, eval_questions:int=4):
     from venus_nb.replay import write_replay
     from venus_nb.rollout import HFEngine
     world, t = warm_world(warm.config), time.time()
-    held = world.held_out[:eval_questions]
+    held = world.validation[:eval_questions]
     engine = stage_two_engine(warm)
     say(f'## Stage 2 on {engine.name} ({time.time() - t:.0f}s to start)')
     warm_trajs, files = step_rollouts(engine, warm, held, world.corpus, out)

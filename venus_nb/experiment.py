@@ -4,8 +4,8 @@
 
 # %% ../nbs/32_experiment.ipynb #d5f8d76b
 from __future__ import annotations
-import json, math, time
-from dataclasses import dataclass, field, asdict, replace, is_dataclass
+import datetime, hashlib, json, math, re, time
+from dataclasses import dataclass, field, fields, asdict, replace, is_dataclass, MISSING
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
@@ -13,17 +13,21 @@ from .base import summary_repr, write_atomic, config_kwargs, Settings
 from .eval import pass_at_k, tool_counts
 from .data import as_questions, question_kind
 from .models import fast_dtype
+from .stats import (TIE, MIN_SEEDS, bootstrap_mean, paired_stats, sign_test, verdict, directed_verdict, holm,
+                    resampled, seed_note, seed_tests)
 
 # %% auto #0
-__all__ = ['MIN_SEEDS', 'TIE', 'TREATMENT', 'PAIRS', 'CPU_LEARN', 'EVAL_SEED', 'EVAL_COLUMNS', 'RUN_COLUMNS', 'TABLES', 'CURVES',
-           'advantages_under', 'signal_density', 'warm_signal', 'bootstrap_mean', 'sign_test', 'verdict',
-           'paired_stats', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'Start',
+__all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION',
+           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'CLAIMS', 'advantages_under',
+           'signal_density', 'warm_signal', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table',
+           'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start',
            'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'experiment_pairs',
-           'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm',
-           'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment',
-           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
-           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
-           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
+           'config_hash', 'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed',
+           'split_questions', 'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config',
+           'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume',
+           'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html',
+           'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows',
+           'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(scored, # a `rewards.Scored` batch
@@ -82,56 +86,6 @@ def warm_signal(warm=None, # a `WarmStart`, or `WarmConfig` fields (a dict); def
     scored = score_rollouts(pol.model, pol.tokenizer, trajs, cfg or IGPOConfig())
     return signal_density(scored), scored
 
-# %% ../nbs/32_experiment.ipynb #8d5d46aa
-MIN_SEEDS = 5   # with fewer seeds than this, seeds are not resampled: a bootstrap over 3 runs cannot stand for a fourth
-
-def bootstrap_mean(m, # seeds × questions
-                   n:int=2000, # bootstrap samples
-                   level:float=0.95, seed:int=0)->tuple[float, float, float]:
-    "Mean of `m` and its bootstrap interval over questions (columns, resampled); seeds (rows) too from `MIN_SEEDS` on"
-    m = np.asarray(m, dtype=float)
-    if m.ndim != 2 or not m.size:
-        raise ValueError(f'bootstrap_mean needs a seeds × questions matrix, got shape {m.shape}')
-    rng = np.random.default_rng(seed)
-    cols = rng.integers(0, m.shape[1], (n, m.shape[1]))
-    # each question's mean over the seeds, questions resampled
-    if m.shape[0] < MIN_SEEDS: stats = m.mean(0)[cols].mean(1)
-    else: stats = np.array([m[np.ix_(r, c)].mean() for r, c in zip(rng.integers(0, m.shape[0], (n, m.shape[0])), cols)])
-    lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
-    return float(m.mean()), float(lo), float(hi)
-
-# %% ../nbs/32_experiment.ipynb #76bc6089
-TIE = 1e-12   # a difference smaller than this is float rounding: a tie, not a side
-
-def sign_test(d)->float:
-    "Exact two-sided sign test on the non-zero entries of `d`: how likely so lopsided a split if neither side is better"
-    d = np.asarray(d, dtype=float)
-    up, down = int((d > TIE).sum()), int((d < -TIE).sum())
-    n = up + down
-    if not n: return 1.0
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n)
-
-# %% ../nbs/32_experiment.ipynb #812814cf
-def verdict(lo:float, hi:float, # the difference's interval
-            p:float=0.0, # the exact test's p-value
-            alpha:float=0.05)->str:
-    "'higher'/'lower' if the interval excludes 0 and the exact test agrees (p < alpha); else 'no difference measured'"
-    side = 'higher' if lo > 0 else 'lower' if hi < 0 else None
-    if side is None: return 'no difference measured'
-    return (side if p < alpha
-            else f'no difference measured (the interval excludes 0, the exact test does not: p = {p:.2g})')
-
-def paired_stats(d, # seeds × questions of one arm's score minus another's
-                 level:float=0.95)->dict:
-    "Mean difference, its paired bootstrap interval, discordant questions (better, worse), sign test and verdict"
-    d = np.asarray(d, dtype=float)
-    d = np.where(np.abs(d) < TIE, 0.0, d)
-    per_q = d.mean(0)
-    mean, lo, hi = bootstrap_mean(d, level=level)
-    better, worse = int((per_q > TIE).sum()), int((per_q < -TIE).sum())
-    return dict(mean=mean, lo=lo, hi=hi, discordant=better + worse, better=better, worse=worse,
-                p_value=(p := sign_test(per_q)), verdict=verdict(lo, hi, p))
-
 # %% ../nbs/32_experiment.ipynb #eac6a30a
 def score_matrix(evals:pd.DataFrame, # one row per arm, seed and question: n samples, c correct
                  arm:str, k:int)->pd.DataFrame:
@@ -148,12 +102,10 @@ def final_evals(evals:pd.DataFrame)->pd.DataFrame:
     return evals[evals.step == last]
 
 # %% ../nbs/32_experiment.ipynb #2e559188
-def _resampled(seeds:int)->str: return 'seeds and questions' if seeds >= MIN_SEEDS else 'questions'
-
 def _row(label, k, m):
     mean, lo, hi = bootstrap_mean(m)
     return dict(arm=label, k=k, mean=mean, lo=lo, hi=hi, seeds=m.shape[0], questions=m.shape[1],
-                resampled=_resampled(m.shape[0]))
+                resampled=resampled(m.shape[0]))
 
 # %% ../nbs/32_experiment.ipynb #a8cc07f6
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
@@ -164,7 +116,7 @@ def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
 def _diff_row(evals, a, b, k):
     d = paired_difference(evals, a, b, k)
     return dict(arm=f'{a} − {b}', k=k, **paired_stats(d), seeds=d.shape[0], questions=d.shape[1],
-                resampled=_resampled(d.shape[0]))
+                resampled=resampled(d.shape[0]))
 
 # %% ../nbs/32_experiment.ipynb #62a0382c
 TREATMENT = 'IGPO (DR-Venus)'
@@ -187,38 +139,122 @@ def kind_table(evals:pd.DataFrame, ks=(1, 4), pairs=PAIRS)->pd.DataFrame:
     return pd.concat([summary_table(e, ks, pairs).assign(kind=kind) for kind, e in evals.groupby('kind', sort=True)],
                      ignore_index=True)
 
+# %% ../nbs/32_experiment.ipynb #0f486cba
+HYPOTHESIS_FIELDS = dict(name=None, a=None, b=None, metric='Pass@1', subset='all', direction='>', primary=False)
+
+def metric_k(metric:str)->int:
+    "k of a 'Pass@k' metric"
+    if not (m := re.fullmatch(r'Pass@([1-9][0-9]*)', str(metric))):
+        raise ValueError(f"metric must be 'Pass@k' (e.g. 'Pass@1'), got {metric!r}")
+    return int(m.group(1))
+
+def hypothesis(h:dict)->dict:
+    "A registered comparison with every field: its name, the difference a − b, metric, question subset, direction, primary"
+    if not isinstance(h, dict): raise ValueError(f'a hypothesis is a dict of {list(HYPOTHESIS_FIELDS)}, got {h!r}')
+    if unknown := sorted(set(h) - set(HYPOTHESIS_FIELDS)):
+        raise ValueError(f"hypothesis {h.get('name')!r}: unknown fields {unknown}; valid: {list(HYPOTHESIS_FIELDS)}")
+    h = HYPOTHESIS_FIELDS | h
+    if missing := [k for k in ('name', 'a', 'b') if not h[k]]:
+        raise ValueError(f"hypothesis {h['name']!r} needs {missing}: a name and the two sides of its difference a − b")
+    if h['direction'] not in ('>', '<'):
+        raise ValueError(f"hypothesis {h['name']!r}: direction must be '>' or '<', got {h['direction']!r}")
+    if h['a'] == h['b']: raise ValueError(f"hypothesis {h['name']!r} compares {h['a']!r} with itself")
+    metric_k(h['metric'])
+    return dict(h, name=str(h['name']), subset=str(h['subset']), primary=bool(h['primary']))
+
+def check_hypotheses(hyps, # dicts of `HYPOTHESIS_FIELDS`
+                     arms # the experiment's arms (and variants); 'start' is always one side there is
+                    )->tuple:
+    "The hypotheses with every field, checked as a set: distinct names, exactly one primary, sides that are arms"
+    hyps = tuple(hypothesis(h) for h in hyps)
+    if not hyps: return hyps
+    if len({h['name'] for h in hyps}) != len(hyps): raise ValueError(f"hypothesis names repeat: {[h['name'] for h in hyps]}")
+    if (n := sum(h['primary'] for h in hyps)) != 1:
+        raise ValueError(f'exactly one hypothesis is primary; {n} are')
+    for h in hyps:
+        if bad := [s for s in (h['a'], h['b']) if s != 'start' and s not in arms]:
+            raise ValueError(f"hypothesis {h['name']!r} names {bad}, not arms of the experiment {list(arms)}")
+    return hyps
+
+# %% ../nbs/32_experiment.ipynb #96336614
+def _subset(evals:pd.DataFrame, subset:str)->pd.DataFrame:
+    return evals if subset == 'all' else evals[evals.kind == subset]
+
+def _alternative(h:dict)->str: return 'greater' if h['direction'] == '>' else 'less'
+
+def _measured(evals:pd.DataFrame, h:dict)->bool:
+    "Whether both sides have test rows, for the same seeds (an interrupted test pass: not yet)"
+    e = _subset(evals, h['subset'])
+    seeds = [set(e.seed[e.arm == side]) for side in (h['a'], h['b'])]
+    return bool(seeds[0]) and seeds[0] == seeds[1]
+
+def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
+    row = dict(hypothesis=h['name'], primary=h['primary'], difference=f"{h['a']} − {h['b']}", metric=h['metric'],
+               subset=h['subset'], direction=h['direction'])
+    if not _measured(evals, h): return row | dict(p_value=math.nan)
+    d = paired_difference(_subset(evals, h['subset']), h['a'], h['b'], metric_k(h['metric']))
+    s = paired_stats(d, level, _alternative(h))
+    return row | {k: s[k] for k in ('mean', 'lo', 'hi', 'better', 'worse', 'discordant', 'p_value')} | dict(
+        seeds=d.shape[0], questions=d.shape[1], resampled=resampled(d.shape[0]))
+
+def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and question
+                     hypotheses, # the registered set (`check_hypotheses`)
+                     alpha:float=0.05, level:float=0.95)->pd.DataFrame:
+    "Each registered hypothesis: paired difference, interval, one-sided exact test, Holm's p across the set, verdict"
+    if not hypotheses: return pd.DataFrame()
+    t = pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses])
+    t['p_holm'] = holm(t.p_value.fillna(1.0))
+    t['verdict'] = [directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha) if not math.isnan(r.p_value)
+                    else 'not measured yet: its two sides have no test rows for the same seeds' for r in t.itertuples()]
+    return t
+
+def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
+    "Per registered hypothesis and training seed: the mean difference, questions better and worse, one-sided exact test"
+    rows = []
+    for h in hypotheses:
+        if not _measured(evals, h): continue
+        e, k = _subset(evals, h['subset']), metric_k(h['metric'])
+        d, seeds = paired_difference(e, h['a'], h['b'], k), score_matrix(e, h['a'], k).index
+        rows += [dict(hypothesis=h['name'], seed=int(seeds[r.pop('seed')]), **r) for r in seed_tests(d, _alternative(h))]
+    return pd.DataFrame(rows)
+
 # %% ../nbs/32_experiment.ipynb #712794c9
 @dataclass
 class Start:
     "Where every arm of an experiment begins"
     make_policy: Callable   # () -> a fresh starting `Policy`
     train: list             # question dicts the arms train on
-    held_out: list          # question dicts every run is evaluated on
+    validation: list        # question dicts every run is evaluated on along the way and at the end
     corpus: object          # a `LocalCorpus` or a `Toolbox`
     rollout: object         # the `RolloutConfig` of training and evaluation
     engine: object = None   # a `VLLMEngine` shared by the runs; None: each policy generates itself
     folder: str|None = None # the starting weights the engine is reloaded to before each run
-    checked: list|None = None # rollouts the start already made on the held-out questions (a warm start's check)
+    checked: list|None = None # rollouts the start already made on the validation questions (a warm start's check)
+    test: list = field(default_factory=list) # question dicts evaluated once per run at the end, under a registration
+    test_corpus: object = None # the corpus of the test questions (None: `corpus`)
 
     # lists, Loaded or Datasets
-    def __post_init__(self): self.train, self.held_out = as_questions(self.train), as_questions(self.held_out)
+    def __post_init__(self):
+        self.train, self.validation, self.test = map(as_questions, (self.train, self.validation, self.test))
 
     def reset(self):
         "Put the shared engine back on the starting weights"
         if self.engine is not None: self.engine.reload(str(self.folder))
 
 def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defaults
-                     eval_questions:int=16)->Start:
-    "The `Start` of the embedded model: its warm start (made or cached), the warm world's RL and held-out questions"
+                     eval_questions:int=16, # validation questions
+                     test_questions:int=0 # test questions, from the test world (0: none)
+                    )->Start:
+    "The `Start` of the embedded model: its warm start (made or cached), the warm world's RL, validation, test questions"
     from venus_nb.warm_start import WarmConfig, warm_start, warm_world, engine_for_folder, rollout_config
     from venus_nb.rollout import HFEngine
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
     # see igpo's sync
-    world, engine = warm_world(w.config), engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype,
-                                                            enable_lora=w.config.dtype != 'float32')
+    world, engine = warm_world(w.config, test_questions), engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype,
+                                                                            enable_lora=w.config.dtype != 'float32')
     engine = None if isinstance(engine, HFEngine) else engine
-    return Start(w.policy, world.rl, world.held_out[:eval_questions], world.corpus, rollout_config(w.config), engine,
-                 str(w.path), w.rollouts())
+    return Start(w.policy, world.rl, world.validation[:eval_questions], world.corpus, rollout_config(w.config), engine,
+                 str(w.path), w.rollouts(), world.test, world.test_corpus)
 
 # %% ../nbs/32_experiment.ipynb #47f69254
 def check_variant(label:str, v:dict, igpo:dict):
@@ -252,6 +288,13 @@ CPU_LEARN = dict(steps=12, eval_every=None,
                  # bf16 machine would otherwise start from another warm start, sampled by a bf16 engine
                  warm=dict(entities=80, held_out=64, rl=96, bf16=False))
 
+VISIT_BONUS = 'GRPO + visit bonus'   # the visit-bonus control of the confirmatory run, once `ablation_grid` has it
+# the confirmatory run's hypotheses, registered before any test evaluation
+CONFIRM_HYPOTHESES = (
+    dict(name='H1', a=TREATMENT, b='start', metric='Pass@1', subset='all', direction='>', primary=True),
+    dict(name='H2', a=TREATMENT, b='GRPO + format penalty', metric='Pass@1', subset='2-hop', direction='>'),
+    dict(name='H3', a=TREATMENT, b=VISIT_BONUS, metric='Pass@1', subset='2-hop', direction='>'))
+
 @dataclass
 class ExperimentConfig(Settings):
     "Arms, seeds and budget of an IGPO-vs-GRPO experiment"
@@ -260,13 +303,17 @@ class ExperimentConfig(Settings):
     steps: int = 4                              # IGPO steps per run
     questions_per_step: int = 2
     G: int = 4                                  # rollouts per question, in training and in evaluation
-    eval_questions: int = 16                    # held-out questions every run is evaluated on
-    eval_every: int|None = None                 # held-out evaluation every this many steps (None: at the end only)
+    eval_questions: int = 16                    # validation questions every run is evaluated on
+    eval_every: int|None = None                 # validation every this many steps (None: at the end only)
     ks: tuple = (1, 4)
     warm: dict = field(default_factory=dict)    # `WarmConfig` fields of the starting policy
     igpo: dict = field(default_factory=lambda: dict(dtype=fast_dtype()))  # all arms' `IGPOConfig` fields; bf16 if fast
     # arms of your own: label -> {'arm': an `ablation_grid` key, **the `IGPOConfig` fields it changes}
     variants: dict = field(default_factory=dict)
+    test_questions: int = 0                     # questions of the test split (0: none), each evaluated G times per run
+    start_samples: int = 8                      # samples per test question of the starting policy
+    # registered comparisons (`hypothesis` fields), tested on the test split once every run has ended
+    hypotheses: tuple = ()
     output_dir: str = 'out/experiment'
 
     def __post_init__(self):
@@ -284,6 +331,20 @@ class ExperimentConfig(Settings):
         if unknown := [a for a in self.arms if a not in {**ablation_grid(), **self.variants}]:
             raise ValueError(f'unknown arms {unknown}: '
                              f'name keys of ablation_grid {list(ablation_grid())} or of variants')
+        self._check_protocol()
+
+    def _check_protocol(self):
+        "The test split and the registered hypotheses: sizes that make sense, hypotheses its samples can measure"
+        if self.test_questions < 0: raise ValueError(f'test_questions must be >= 0, got {self.test_questions}')
+        if self.start_samples < 1: raise ValueError(f'start_samples must be >= 1, got {self.start_samples}')
+        self.hypotheses = check_hypotheses(self.hypotheses, self.arms)
+        if self.hypotheses and not self.test_questions:
+            raise ValueError('registered hypotheses are tested on the test split: set test_questions (e.g. 128)')
+        for h in self.hypotheses:
+            samples = min([self.G] + [self.start_samples] * ('start' in (h['a'], h['b'])))
+            if metric_k(h['metric']) > samples:
+                raise ValueError(f"hypothesis {h['name']!r}: {h['metric']} needs at least as many samples per "
+                                 f'question, and its sides have {samples}')
 
     @property
     def rollouts_per_run(self)->int: return self.steps * self.questions_per_step * self.G
@@ -298,6 +359,17 @@ class ExperimentConfig(Settings):
                                questions_per_step=4, G=4, eval_questions=64, eval_every=CPU_LEARN['eval_every'],
                                warm=dict(CPU_LEARN['warm']), igpo=dict(CPU_LEARN['igpo']),
                                output_dir='out/experiment-learn'), **kw))
+
+    @classmethod
+    def confirm(cls, **kw):
+        "The confirmatory run: cpu_learn's training frozen, 3 seeds, 128 test questions × 4, H1-H3 registered"
+        from venus_nb.igpo import ablation_grid
+        # the visit-bonus control and its hypothesis join once the arm exists
+        control = VISIT_BONUS in ablation_grid()
+        arms = (TREATMENT, 'GRPO + format penalty') + ((VISIT_BONUS,) if control else ())
+        hyps = tuple(h for h in CONFIRM_HYPOTHESES if control or h['b'] != VISIT_BONUS)
+        return cls.cpu_learn(**dict(dict(arms=arms, seeds=(0, 1, 2), test_questions=128, start_samples=8,
+                                         hypotheses=hyps, output_dir='out/experiment-confirm'), **kw))
 
     @classmethod
     def gpu(cls, model:str, **kw):
@@ -329,12 +401,94 @@ def experiment_pairs(cfg:ExperimentConfig)->tuple:
     "The differences a summary reports: `PAIRS`, then each variant against the start and against the arm it varies"
     return PAIRS + tuple(p for label, v in cfg.variants.items() for p in ((label, 'start'), (label, v['arm'])))
 
+# %% ../nbs/32_experiment.ipynb #a049f1a2
+REGISTRATION = 'registration.json'
+
+def _json(cfg:ExperimentConfig)->dict: return json.loads(json.dumps(experiment_json(cfg), default=str))
+
+def config_hash(cfg:ExperimentConfig)->str:
+    "A short hash of the configuration as saved (its folder aside): what a registration fixes"
+    d = {k: v for k, v in _json(cfg).items() if k != 'output_dir'}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+@dataclass
+class Registration:
+    "What a run fixed before it evaluated on test: its configuration's hash, arms, seeds and hypotheses"
+    config_hash: str
+    arms: tuple
+    seeds: tuple
+    hypotheses: tuple
+    config: dict             # the configuration as saved (`experiment_json`), to name what changed
+    registered_at: str = ''  # UTC, ISO 8601
+
+    @classmethod
+    def of(cls, cfg:ExperimentConfig, when:str=''):
+        "The registration of `cfg`"
+        return cls(config_hash(cfg), tuple(cfg.arms), tuple(cfg.seeds), tuple(cfg.hypotheses), _json(cfg), when)
+
+    def changes(self, cfg:ExperimentConfig)->dict:
+        "{field: (registered, now)} where `cfg` differs from the registered configuration (the folder aside)"
+        now = _json(cfg)
+        return {k: (self.config.get(k), now.get(k)) for k in sorted(set(now) | set(self.config))
+                if k != 'output_dir' and self.config.get(k) != now.get(k)}
+
+    __repr__ = summary_repr
+    def _repr_markdown_(self):
+        from venus_nb.eval import markdown_table
+        hs = pd.DataFrame(self.hypotheses).assign(difference=lambda d: d.a + ' − ' + d.b)
+        return (f'**Registration** `{self.config_hash}` ({self.registered_at or "not written"}): '
+                f'{len(self.arms)} arms × {len(self.seeds)} seeds, {len(self.hypotheses)} hypotheses\n\n'
+                + markdown_table(hs[['name', 'primary', 'difference', 'metric', 'subset', 'direction']], index=False))
+
+def read_registration(out)->Registration|None:
+    "The registration in an experiment's folder (None where there is none)"
+    f = Path(out)/REGISTRATION
+    if not f.exists(): return None
+    d = json.loads(f.read_text())
+    return Registration(**{**d, 'arms': tuple(d['arms']), 'seeds': tuple(d['seeds']),
+                           'hypotheses': tuple(d['hypotheses'])})
+
+def check_registration(out, cfg:ExperimentConfig)->Registration:
+    "The folder's registration, refusing (a ValueError naming the changed fields) where `cfg` is not what it registered"
+    if (reg := read_registration(out)) is None:
+        raise ValueError(f'{out} has no {REGISTRATION}: register the configuration (`register(cfg)`, or `experiment` '
+                         'with hypotheses) before any test evaluation')
+    if reg.config_hash != (now := config_hash(cfg)):
+        changed = reg.changes(cfg)
+        said = '; '.join(f'{k}: {a!r} registered, {b!r} now' for k, (a, b) in changed.items())
+        raise ValueError(f'{out}/{REGISTRATION} registered another configuration (hash {reg.config_hash}, now {now}); '
+                         f"changed fields: {', '.join(changed) or 'none found'} ({said}). The test split is evaluated "
+                         'only with the registered configuration: run it as registered, or register anew in a new '
+                         'output_dir')
+    return reg
+
+def register(cfg:ExperimentConfig)->Registration:
+    "Write `registration.json` in `cfg.output_dir` (before any test evaluation); where one is there, check it instead"
+    out = Path(cfg.output_dir)
+    if not cfg.hypotheses: raise ValueError('nothing to register: the configuration has no hypotheses')
+    if (out/REGISTRATION).exists(): return check_registration(out, cfg)
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
+    reg = Registration.of(cfg, now)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out/REGISTRATION, json.dumps(asdict(reg), indent=1))
+    return reg
+
 # %% ../nbs/32_experiment.ipynb #e724b688
-EVAL_SEED = 10_000   # evaluation sampling seeds are EVAL_SEED + seed: never a training step's seed
+EVAL_SEED = 1_000_000_000   # evaluation seeds lie in [EVAL_SEED, 2 EVAL_SEED): above every training step's seed
 EVAL_COLUMNS = ['arm', 'seed', 'step', 'rollouts', 'question', 'kind', 'n', 'c', 'turns', 'visits']
+SPLITS = ('validation', 'test')
+
+def _split(split:str)->str:
+    if split not in SPLITS: raise ValueError(f'split must be one of {SPLITS}, got {split!r}')
+    return split
+
+def eval_seed(arm:str, seed:int, split:str='validation')->int:
+    "The sampling seed of one evaluation: its own for every split, arm and training seed, the same on every machine"
+    h = hashlib.sha256(f'{_split(split)}\n{arm}\n{int(seed)}'.encode()).digest()
+    return EVAL_SEED + int.from_bytes(h[:8], 'big') % EVAL_SEED
 
 def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.DataFrame:
-    "Per held-out question: samples `n`, correct samples `c`, mean turns and visits per rollout, the question's kind"
+    "Per question: samples `n`, correct samples `c`, mean turns and visits per rollout, the question's kind"
     from venus_nb.eval import score_trajectories
     df = score_trajectories(trajs)
     g = df.groupby('group').agg(n=('correct', 'size'), c=('correct', 'sum'), turns=('turns', 'mean'),
@@ -343,33 +497,46 @@ def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.Da
     return g.assign(arm=label, seed=seed, step=0, rollouts=0,
                     kind=[kinds[q] if kinds else 'all' for q in g.question])[EVAL_COLUMNS]
 
+def split_questions(start:Start, split:str)->tuple[list, object]:
+    "The questions of a split and the corpus they are answered from"
+    if _split(split) == 'validation': return start.validation, start.corpus
+    if not start.test:
+        raise ValueError('this start has no test questions: give `Start` its test= (warm_start_point: test_questions)')
+    return start.test, start.corpus if start.test_corpus is None else start.test_corpus
+
 def _evaluate(generator, start:Start, label:str, seed:int, G:int,
-              save:Path|None=None # also write the rollouts here (JSONL): what the policy did, not only its score
-             )->pd.DataFrame:
+              save:Path|None=None, # also write the rollouts here (JSONL): what the policy did, not only its score
+              split:str='validation')->pd.DataFrame:
     from venus_nb.rollout import rollout
     from venus_nb.trajectory import write_jsonl
-    trajs = rollout(generator, start.held_out, start.corpus,
-                    replace(start.rollout, G=G, seed=EVAL_SEED + seed, progress=False))
+    qs, corpus = split_questions(start, split)
+    trajs = rollout(generator, qs, corpus,
+                    replace(start.rollout, G=G, seed=eval_seed(label, seed, split), progress=False))
     if save:
         save.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(trajs, save)
-    return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
+    return _question_rows(trajs, label, seed, [question_kind(q) for q in qs])
 
 # %% ../nbs/32_experiment.ipynb #4236125f
 def checked_rollouts(start:Start, G:int)->list|None:
-    "The start's own check rollouts of exactly the held-out questions, G each (None where they are not that)"
-    want = {i: q['question'] for i, q in enumerate(start.held_out)}
+    "The start's own check rollouts of exactly the validation questions, G each (None where they are not that)"
+    want = {i: q['question'] for i, q in enumerate(start.validation)}
     trajs = [t for t in start.checked or [] if t.meta.get('group') in want]
     if any(t.question != want[t.meta['group']] for t in trajs): return None
     counts = pd.Series([t.meta['group'] for t in trajs]).value_counts()
     return trajs if len(counts) == len(want) and (counts == G).all() else None
 
-def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start')->pd.DataFrame:
-    "The start evaluated like every arm; for the first seed, its check rollouts where they are these questions × G"
-    if seed == cfg.seeds[0] and (trajs := checked_rollouts(start, cfg.G)):
-        return _question_rows(trajs, label, seed, [question_kind(q) for q in start.held_out])
+def reference_rows(start:Start, cfg:ExperimentConfig, seed:int, label:str='start',
+                   split:str='validation' # 'test': always evaluated, `cfg.start_samples` samples per question
+                  )->pd.DataFrame:
+    "The start evaluated like every arm; on validation for the first seed, its check rollouts where they fit"
+    if _split(split) == 'validation' and seed == cfg.seeds[0] and (trajs := checked_rollouts(start, cfg.G)):
+        return _question_rows(trajs, label, seed, [question_kind(q) for q in start.validation])
+    split_questions(start, split)   # a start without test questions: said before any policy loads
     start.reset()
-    return _evaluate(start.engine or start.make_policy(), start, label, seed, cfg.G)
+    test = split == 'test'
+    return _evaluate(start.engine or start.make_policy(), start, label, seed, cfg.start_samples if test else cfg.G,
+                     eval_rollouts_path(cfg, label, seed, 0, split) if test else None, split)
 
 # %% ../nbs/32_experiment.ipynb #3fc4a9a1
 def eval_steps(cfg:ExperimentConfig)->list:
@@ -380,8 +547,9 @@ def eval_steps(cfg:ExperimentConfig)->list:
 # %% ../nbs/32_experiment.ipynb #e744c7f6
 def _slug(label:str)->str: return ''.join(ch if ch.isalnum() else '-' for ch in label).strip('-').lower()
 
-def eval_rollouts_path(cfg:ExperimentConfig, arm:str, seed:int, step:int)->Path:
-    "Where a run's held-out rollouts after `step` are saved: `output_dir/rollouts/<arm>-seed<seed>-step<step>.jsonl`"
+def eval_rollouts_path(cfg:ExperimentConfig, arm:str, seed:int, step:int, split:str='validation')->Path:
+    "A run's evaluation rollouts: `rollouts/<arm>-seed<seed>-step<step>.jsonl`; on test `rollouts/test/<arm>-seed<seed>`"
+    if _split(split) == 'test': return Path(cfg.output_dir)/'rollouts'/'test'/f'{_slug(arm)}-seed{seed}.jsonl'
     return Path(cfg.output_dir)/'rollouts'/f'{_slug(arm)}-seed{seed}-step{step}.jsonl'
 
 # %% ../nbs/32_experiment.ipynb #0f06c5a9
@@ -401,29 +569,34 @@ def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfi
                    run_name=f"{'-'.join(filter(None, slug.split('-')))}-seed{seed}", base_dir=str(out/'base'))
 
 def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
-            until:int|None=None # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
+            until:int|None=None, # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
+            split:str='validation' # 'test': the finished run (its last checkpoint) on the test questions
            )->tuple[pd.DataFrame, pd.DataFrame]:
-    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step metrics, held-out rows"
+    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step metrics, evaluation rows"
     from venus_nb.igpo import igpo
     until = until or cfg.steps
+    if _split(split) == 'test' and until != cfg.steps:
+        raise ValueError(f'the test split is evaluated after the last step ({cfg.steps}) only, not after {until}')
     start.reset()
     res = igpo(start.make_policy(), start.train, start.corpus, replace(arm_config(cfg, start, arm, seed), steps=until),
                engine=start.engine, live=False)
-    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G, eval_rollouts_path(cfg, arm, seed, until))
+    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G, eval_rollouts_path(cfg, arm, seed, until, split),
+                      split)
     return (res.metrics.assign(arm=arm, seed=seed),
             evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G))
 
 # %% ../nbs/32_experiment.ipynb #7bb4e6d6
 @dataclass
 class ExperimentResult:
-    "Every run's steps and held-out rows, the summary table, and where they were written"
+    "Every run's steps, validation and test rows, the summary table, and where they were written"
     cfg: ExperimentConfig
     steps: pd.DataFrame
-    evals: pd.DataFrame
-    summary: pd.DataFrame
+    evals: pd.DataFrame      # validation rows
+    summary: pd.DataFrame    # of the validation rows: exploratory
     output_dir: Path
-    # arm, seed, step, seconds of each stop
+    # arm, seed, step, seconds, split of each stop
     runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))
+    test: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVAL_COLUMNS))  # test rows
 
     @property
     def by_kind(self)->pd.DataFrame:
@@ -432,8 +605,26 @@ class ExperimentResult:
 
     @property
     def curve(self)->pd.DataFrame:
-        "Held-out Pass@1 (with interval), turns and visits per rollout of each arm at each evaluation, overall, by kind"
+        "Validation Pass@1 (with interval), turns and visits per rollout of each arm at each evaluation, overall, by kind"
         return heldout_curve(self.evals)
+
+    @property
+    def hypotheses(self)->pd.DataFrame:
+        "Each registered hypothesis on the test split, Holm-corrected across the registered set, with its verdict"
+        return hypothesis_table(self.test, self.cfg.hypotheses)
+
+    @property
+    def per_seed(self)->pd.DataFrame:
+        "Each registered hypothesis' one-sided exact test on every training seed alone"
+        return seed_table(self.test, self.cfg.hypotheses)
+
+    @property
+    def test_summary(self)->pd.DataFrame:
+        "Every arm and difference on the test split, by kind too: exploratory, beside the registered hypotheses"
+        if not len(self.test): return pd.DataFrame()
+        pairs = experiment_pairs(self.cfg)
+        return pd.concat([summary_table(self.test, self.cfg.ks, pairs).assign(kind='all'),
+                          kind_table(self.test, self.cfg.ks, pairs)], ignore_index=True)
 
     @property
     def seconds(self)->float:
@@ -443,23 +634,29 @@ class ExperimentResult:
     __repr__ = summary_repr
     def _repr_markdown_(self):
         from venus_nb.eval import markdown_table
+        note = seed_note(len(self.cfg.seeds))
+        registered = ('' if not self.cfg.hypotheses else '\n\n**Registered hypotheses** (test split, Holm-corrected):\n\n'
+                      + markdown_table(self.hypotheses.round(4), index=False))
         return (f'**Experiment**: {len(self.cfg.arms)} arms × {len(self.cfg.seeds)} seeds, '
                 f'{self.cfg.rollouts_per_run} training rollouts per run, '
-                f'{self.cfg.eval_questions} held-out questions × {self.cfg.G}; `{self.output_dir}`\n\n'
-                + markdown_table(self.summary.round(3), index=False))
+                f'{self.cfg.eval_questions} validation questions × {self.cfg.G}; `{self.output_dir}`'
+                + (f'\n\n*{note}.*' if note else '') + registered
+                + '\n\n**Validation** (exploratory):\n\n' + markdown_table(self.summary.round(3), index=False))
 
 # %% ../nbs/32_experiment.ipynb #9f8d952a
-RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds']
+RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split']
 # the CSV files an experiment's folder keeps, one row added per finished run
-TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS)
+TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS, test=EVAL_COLUMNS)
 
 def _done(out:Path)->list:
-    "The steps, held-out rows and run times of the runs an earlier call finished (empty tables where none did)"
+    "The steps, validation rows, run times and test rows an earlier call finished (empty tables where none did)"
     read = lambda f, cols: pd.read_csv(out/f'{f}.csv') if (out/f'{f}.csv').exists() else pd.DataFrame(columns=cols)
     return [read(f, cols) for f, cols in TABLES.items()]
 
 def _save_rows(out:Path, *tables:pd.DataFrame):
-    for name, df in zip(TABLES, tables): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
+    "Write each table; test.csv only once there are test rows"
+    for name, df in zip(TABLES, tables):
+        if name != 'test' or len(df): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
 
 # %% ../nbs/32_experiment.ipynb #fbea5431
 def read_experiment(folder,
@@ -468,8 +665,8 @@ def read_experiment(folder,
     "A finished (or partly finished) experiment from its folder, without running anything"
     out = Path(folder)
     if not (out/'config.json').exists(): raise FileNotFoundError(f'{out}: no config.json, not an experiment folder')
-    cfg, (steps, evals, runs) = ExperimentConfig.load(out/'config.json', trust_code), _done(out)
-    return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs)
+    cfg, (steps, evals, runs, test) = ExperimentConfig.load(out/'config.json', trust_code), _done(out)
+    return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs, test)
 
 # %% ../nbs/32_experiment.ipynb #3053437d
 def _runs(cfg:ExperimentConfig)->list:
@@ -482,6 +679,9 @@ def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
     now, saved = json.loads(json.dumps(experiment_json(cfg))), json.loads((out/'config.json').read_text())
+    # a folder saved before a field existed has that field's default
+    saved = {f.name: json.loads(json.dumps(f.default)) for f in fields(ExperimentConfig)
+             if f.default is not MISSING and f.name in now} | saved
     return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved))
             if k != 'output_dir' and saved.get(k) != now.get(k)}
 
@@ -509,13 +709,38 @@ def _merge_steps(steps, s, label, seed):
     return pd.concat([steps[~((steps.arm == label) & (steps.seed == seed))], s], ignore_index=True)
 
 # %% ../nbs/32_experiment.ipynb #ba92f9be
-def _say_eval(e, label, seed, step, seconds)->str:
+def _say_eval(e, label, seed, step, seconds, split:str='validation')->str:
     where = f'step {step}' if label != 'start' else 'start'
-    return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} held-out questions '
+    return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} {split} questions '
             f'× {int(e.n.max()) if len(e) else 0} ({seconds:.0f}s)')
 
+def _test_runs(cfg:ExperimentConfig)->list:
+    "(label, seed) of every test evaluation: the start for each seed first, then each arm"
+    return [('start', s) for s in cfg.seeds] + [(a, s) for a in cfg.arms for s in cfg.seeds]
+
+def _stop(label, seed, step, t, split)->pd.DataFrame:
+    return pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1), split=split)])
+
+def _test_pass(out:Path, cfg:ExperimentConfig, start:Start, tables:list, say)->list:
+    "Every (arm, seed) and the start on the test split, once, under the folder's registration; the tables grown"
+    check_registration(out, cfg)
+    if len(start.test) != cfg.test_questions:
+        raise ValueError(f'the registered configuration has test_questions={cfg.test_questions}, the start '
+                         f'{len(start.test)} test questions: give the start the registered test split')
+    steps, evals, runs, test = tables
+    for label, seed in _test_runs(cfg):
+        if ((test.arm == label) & (test.seed == seed)).any(): continue
+        t = time.time()
+        e = (reference_rows(start, cfg, seed, split='test') if label == 'start'
+             else run_arm(start, cfg, label, seed, split='test')[1])
+        run = _stop(label, seed, 0 if label == 'start' else cfg.steps, t, 'test')
+        runs, test = pd.concat([runs, run], ignore_index=True), pd.concat([test, e], ignore_index=True)
+        _save_rows(out, steps, evals, runs, test)
+        say(_say_eval(e, label, seed, run.step[0], run.seconds[0], 'test'))
+    return [steps, evals, runs, test]
+
 def experiment(cfg:ExperimentConfig|None=None,
-               start:Start|None=None, # default: `warm_start_point(cfg.warm, cfg.eval_questions)`
+               start:Start|None=None, # default: `warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)`
                say=print,
                with_start:bool=True # evaluate the starting policy too (a sweep does it once for all its runs)
               )->ExperimentResult:
@@ -524,19 +749,22 @@ def experiment(cfg:ExperimentConfig|None=None,
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_resume(out, cfg)
+    # the hypotheses are fixed before anything runs
+    if cfg.hypotheses: register(cfg)
     cfg.save(out/'config.json')
-    start = start or warm_start_point(cfg.warm, cfg.eval_questions)
-    steps, evals, runs = _done(out)
+    start = start or warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
+    steps, evals, runs, test = _done(out)
     for label, seed, step in _runs(cfg):
         if _done_at(evals, label, seed, step) or (label == 'start' and not with_start): continue
         t = time.time()
         s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed, step)
-        run = pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1))])
+        run = _stop(label, seed, step, t, 'validation')
         steps, evals, runs = (_merge_steps(steps, s, label, seed),
                               *[pd.concat([a, b], ignore_index=True) for a, b in ((evals, e), (runs, run))])
-        _save_rows(out, steps, evals, runs)
+        _save_rows(out, steps, evals, runs, test)
         say(_say_eval(e, label, seed, step, run.seconds[0]))
-    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs)
+    if cfg.hypotheses: steps, evals, runs, test = _test_pass(out, cfg, start, [steps, evals, runs, test], say)
+    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs, test)
     write_results(res)
     return res
 
@@ -604,10 +832,12 @@ def report_html(res:ExperimentResult)->str:
     "One offline HTML page: the configuration, the summary table, the Pass@k bars and the learning curves"
     figs = ([pass_at_k_bars(res.summary)] + ([heldout_figure(res.curve)] if len(res.curve) else [])
             + ([learning_curves(res.steps)] if len(res.steps) else []))
+    registered = ('' if not res.cfg.hypotheses else '<h2>Registered hypotheses (test split, Holm-corrected)</h2>'
+                  + res.hypotheses.round(4).to_html(index=False))
     body = ''.join(f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figs))
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>venus_nb experiment</title></head><body>'
             f'<h1>IGPO against GRPO</h1><pre>{json.dumps(asdict(res.cfg), indent=1)}</pre>'
-            f'{res.summary.round(4).to_html(index=False)}{body}</body></html>')
+            f'{registered}<h2>Validation (exploratory)</h2>{res.summary.round(4).to_html(index=False)}{body}</body></html>')
 
 # %% ../nbs/32_experiment.ipynb #8cc6d1d3
 def strict_json(obj):
@@ -616,16 +846,27 @@ def strict_json(obj):
     if isinstance(obj, dict): return {k: strict_json(v) for k, v in obj.items()}
     return [strict_json(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
 
+CLAIMS = ('only the registered hypotheses (test split, Holm-corrected) are claims; every other difference, '
+          'in summary, by_kind and test_summary, is exploratory')
+
+def _plain(x):
+    "numpy scalars as JSON numbers (a bool stays a bool)"
+    return bool(x) if isinstance(x, np.bool_) else float(x)
+
 def write_results(res:ExperimentResult)->list:
     "summary.csv, summary.json (strict JSON: a missing value is null) and report.html in the experiment's folder"
     out = res.output_dir
-    meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs))
+    meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs),
+                seed_note=seed_note(len(res.cfg.seeds)), claims=CLAIMS)
+    registered = {} if not res.cfg.hypotheses else dict(
+        hypotheses=res.hypotheses.to_dict('records'), per_seed=res.per_seed.to_dict('records'),
+        test_summary=res.test_summary.to_dict('records'))
     return [write_atomic(out/'summary.csv', res.summary.to_csv(index=False)),
             write_atomic(out/'summary.json',
-                         json.dumps(strict_json(dict(meta, summary=res.summary.to_dict('records'),
+                         json.dumps(strict_json(dict(meta, **registered, summary=res.summary.to_dict('records'),
                                                      by_kind=res.by_kind.to_dict('records'),
                                                      curve=res.curve.to_dict('records'))),
-                                    indent=1, default=float, allow_nan=False)),
+                                    indent=1, default=_plain, allow_nan=False)),
             write_atomic(out/'report.html', report_html(res))]
 
 # %% ../nbs/32_experiment.ipynb #e3d1e9b3
@@ -695,7 +936,8 @@ def sweep(settings:dict, # label -> `IGPOConfig` fields for that run (e.g. dict(
     start = start or warm_start_point(base.warm, base.eval_questions)
     rows, start_evals = [], None
     for i, (label, over) in enumerate(settings.items()):
-        cfg = replace(base, arms=(TREATMENT,), igpo=base.igpo | over,
+        # a sweep tunes: it reads validation only, never the test split
+        cfg = replace(base, arms=(TREATMENT,), igpo=base.igpo | over, hypotheses=(), test_questions=0,
                       output_dir=str(Path(base.output_dir)/_slug(label)))
         res = experiment(cfg, start, say, with_start=i == 0)
         if i == 0: start_evals = start_rows(res)

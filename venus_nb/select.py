@@ -18,7 +18,7 @@ from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs,
                               each_prompt_once)
 from .eval import (KS, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids,
                            _paper_traces)
-from .experiment import TIE, bootstrap_mean, paired_stats
+from .stats import TIE, bootstrap_mean, paired_stats
 
 # %% auto #0
 __all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS',
@@ -479,7 +479,7 @@ class Measurement:
     label: str = 'policy'
 
     def difference(self, a:str, b:str, g:int)->dict:
-        "Selector a's accuracy minus b's at G, paired over questions (`experiment.paired_stats`)"
+        "Selector a's accuracy minus b's at G, paired over questions (`stats.paired_stats`)"
         d = self.per_question[self.per_question.g == g].pivot(index='group', columns='selector', values='selected')
         return paired_stats((d[a] - d[b]).to_numpy(dtype=float)[None])
 

@@ -13,8 +13,8 @@ from .base import summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config', 'engine_for_folder', 'check',
-           'WarmStart', 'warm_dir', 'warm_start']
+__all__ = ['TEST_WORLD_OFFSET', 'WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config',
+           'engine_for_folder', 'check', 'WarmStart', 'warm_dir', 'warm_start']
 
 # %% ../nbs/25_warm_start.ipynb #2295399f
 @dataclass
@@ -57,15 +57,18 @@ class WarmConfig:
 # %% ../nbs/25_warm_start.ipynb #9968f399
 @dataclass
 class WarmWorld:
-    "The warm world: SFT trajectories, held-out and RL questions, and the corpus they are answered from"
+    "The warm world: SFT trajectories, validation, RL and test questions, and the corpora they are answered from"
     train: list
-    held_out: list
+    validation: list                    # the warm start's check, and every run's validation (tuning, curves)
     rl: list
     corpus: object
+    test: list = field(default_factory=list)   # questions of the test world, evaluated once under a registration
+    test_corpus: object = None          # the test world's pages
     __repr__ = summary_repr
     def _repr_markdown_(self):
-        return (f'{len(self.train)} SFT trajectories, {len(self.held_out)} held-out and {len(self.rl)} RL questions, '
-                f'{len(self.corpus.docs)} pages')
+        test = f', {len(self.test)} test questions ({len(self.test_corpus.docs)} pages)' if self.test else ''
+        return (f'{len(self.train)} SFT trajectories, {len(self.validation)} validation and {len(self.rl)} RL '
+                f'questions, {len(self.corpus.docs)} pages{test}')
 
 # %% ../nbs/25_warm_start.ipynb #ac6c6371
 def _distinct(data)->list:
@@ -78,21 +81,56 @@ def _distinct(data)->list:
     return out
 
 # %% ../nbs/25_warm_start.ipynb #25dcdc7f
-def warm_world(cfg:WarmConfig=WarmConfig())->WarmWorld:
-    "The generated world at its simplest: 1-2 hop questions, noiseless expert trajectories, disjoint splits"
+TEST_WORLD_OFFSET = 1_000   # the test world's seed: the warm world's plus this
+
+def _quiet_world(cfg:WarmConfig, n:int, seed:int):
+    "The warm world's generator: noiseless expert trajectories of one search and one visit per hop"
     from venus_nb.synth import SynthConfig, generate
-    from venus_nb.corpus import Doc, LocalCorpus
     quiet = dict(duplicate=0, other_tool=0, bad_json=0, missing_think_close=0, string_args=0, wrong_answer=0,
                  no_answer=0)
-    n = cfg.train + cfg.held_out + cfg.rl
-    data = generate(SynthConfig(n=4 * n, seed=cfg.world_seed, entities=cfg.entities, lengths=((2, 2, 1.0),),
+    return generate(SynthConfig(n=4 * n, seed=seed, entities=cfg.entities, lengths=((2, 2, 1.0),),
                                 max_hops=cfg.max_hops, **quiet))
+
+def _world_questions(cfg:WarmConfig, n:int, seed:int)->tuple[list, list]:
+    "4n questions of a world of the warm recipe (as `synth.generate` lists them) and its pages, without trajectories"
+    from venus_nb.synth import make_world, corpus, make_questions
+    world = make_world(seed, cfg.entities)
+    qa = make_questions(world, 4 * n, seed, cfg.max_hops)
+    return ([dict(id=q['id'], question=q['question'], answer=q['answer'], kind=f"{len(q['hops'])}-hop") for q in qa],
+            corpus(world, seed))
+
+def _alternate(qs:list, n:int)->list:
+    "The first `n` of `qs` taken in turn from each kind (in kind order), each kind in its own order"
+    from venus_nb.data import by_kind
+    queues, out = [list(v) for _, v in sorted(by_kind(qs).items())], []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n: out.append(q.pop(0))
+    return out
+
+def warm_world(cfg:WarmConfig=WarmConfig(),
+               test:int=0 # test questions, from the test world (0: none)
+              )->WarmWorld:
+    "The generated world at its simplest: 1-2 hop questions, noiseless expert trajectories, disjoint splits"
+    from venus_nb.corpus import Doc, LocalCorpus
+    n = cfg.train + cfg.held_out + cfg.rl
+    data = _quiet_world(cfg, n, cfg.world_seed)
     pairs = _distinct(data)
     if len(pairs) < n:
         raise ValueError(f'the warm world has only {len(pairs)} distinct questions for {n}; raise `entities`')
     qs = [q for q, _ in pairs]
-    return WarmWorld([t for _, t in pairs[:cfg.train]], qs[cfg.train:cfg.train + cfg.held_out],
-                     qs[cfg.train + cfg.held_out:n], LocalCorpus([Doc(**p) for p in data.corpus], 'warm world'))
+    world = WarmWorld([t for _, t in pairs[:cfg.train]], qs[cfg.train:cfg.train + cfg.held_out],
+                      qs[cfg.train + cfg.held_out:n], LocalCorpus([Doc(**p) for p in data.corpus], 'warm world'))
+    if test < 0: raise ValueError(f'test must be >= 0, got {test}')
+    if not test: return world
+    # questions and pages only: the test world trains nothing
+    qa, pages = _world_questions(cfg, test, cfg.world_seed + TEST_WORLD_OFFSET)
+    asked, seen = {q['question'] for q in data.qa}, set()
+    distinct = [q for q in qa if q['question'] not in asked and not (q['question'] in seen or seen.add(q['question']))]
+    fresh = _alternate(distinct, test)
+    if len(fresh) < test:
+        raise ValueError(f'the test world has only {len(fresh)} distinct questions for test={test}; raise `entities`')
+    return replace(world, test=fresh, test_corpus=LocalCorpus([Doc(**p) for p in pages], 'warm test world'))
 
 # %% ../nbs/25_warm_start.ipynb #25f80e7a
 def sft_config(cfg:WarmConfig, out:Path):
@@ -210,7 +248,7 @@ def warm_start(cfg:WarmConfig|None=None, # the recipe; its hash names the cache 
     say(f'warm start: SFT on {len(world.train)} warm-world trajectories, {cfg.steps} steps ...')
     model, sft_s = _train(cfg, world.train, work)
     say('warm start: checking on held-out questions ...')
-    rep = (check(model, world.held_out, world.corpus, cfg, work/'rollouts.jsonl')
+    rep = (check(model, world.validation, world.corpus, cfg, work/'rollouts.jsonl')
            | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0))
     _write_json(work/'report.json', rep)
     shutil.rmtree(work/'sft', ignore_errors=True)
