@@ -326,3 +326,20 @@ def test_committed_runs_reopen_and_agree_with_their_summaries():
         got = {(r.arm, r.k): (r['mean'], r.lo, r.hi) for _, r in res.summary.iterrows()}
         assert {(r['arm'], r['k']) for r in saved} == set(got), folder.name
         for r in saved: assert got[r['arm'], r['k']] == pytest.approx((r['mean'], r['lo'], r['hi'])), (folder.name, r)
+
+# --- the report escapes what it quotes ---------------------------------------------------------------------------------
+
+XSS = '</pre><img src=x onerror=document.title=/PWN/.source>'
+
+def xss_report()->str:
+    "The committed cpu_learn experiment's report, its config carrying a script in `igpo.run_name`"
+    from pathlib import Path
+    from venus_nb.experiment import read_experiment, report_html
+    res = read_experiment(Path(__file__).resolve().parents[1]/'examples'/'experiment'/'cpu_learn')
+    return report_html(replace(res, cfg=replace(res.cfg, igpo={**res.cfg.igpo, 'run_name': XSS})))
+
+def test_report_xss_payload_is_escaped():
+    "The config's text reaches the page as text: no tag of it survives, its escaped form is there"
+    import html
+    page = xss_report()
+    assert XSS not in page and '<img' not in page and html.escape(XSS) in page

@@ -600,14 +600,16 @@ def pass_at_k_bars(summary:pd.DataFrame):
     return px.bar(s, x='arm', y='mean', color='k', barmode='group', error_y='plus', error_y_minus='minus', height=340)
 
 # %% ../nbs/32_experiment.ipynb #5624916e
+from html import escape as html_escape
+
 def report_html(res:ExperimentResult)->str:
-    "One offline HTML page: the configuration, the summary table, the Pass@k bars and the learning curves"
+    "One offline HTML page: the configuration, the summary table, the Pass@k bars and the curves, every text escaped"
     figs = ([pass_at_k_bars(res.summary)] + ([heldout_figure(res.curve)] if len(res.curve) else [])
             + ([learning_curves(res.steps)] if len(res.steps) else []))
     body = ''.join(f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figs))
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>venus_nb experiment</title></head><body>'
-            f'<h1>IGPO against GRPO</h1><pre>{json.dumps(asdict(res.cfg), indent=1)}</pre>'
-            f'{res.summary.round(4).to_html(index=False)}{body}</body></html>')
+            f'<h1>IGPO against GRPO</h1><pre>{html_escape(json.dumps(asdict(res.cfg), indent=1))}</pre>'
+            f'{res.summary.round(4).to_html(index=False, escape=True)}{body}</body></html>')
 
 # %% ../nbs/32_experiment.ipynb #8cc6d1d3
 def strict_json(obj):
