@@ -275,6 +275,10 @@ class ExperimentConfig(Settings):
         if len(set(self.arms)) != len(self.arms): raise ValueError(f'arms repeat: {self.arms}')
         if self.eval_every is not None and self.eval_every < 1:
             raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
+        from venus_nb.base import check_ranges, in_range
+        check_ranges(self, steps='[1, 1e9)', questions_per_step='[1, inf)', G='[1, inf)', eval_questions='[1, inf)')
+        if not self.ks or not all(in_range(k, f'[1, {self.G}]') for k in self.ks):
+            raise ValueError(f'ExperimentConfig.ks must be one or more k in [1, G = {self.G}], got {self.ks}')
         from venus_nb.igpo import IGPOConfig
         # checked now, not after the warm start: an unknown key, a wrong value, a judge that names code
         self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
-from .base import summary_repr, write_atomic, Settings
+from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
 from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
                                   config_changes, describe_changes, is_adapter, in_notebook)
 from .trajectory import as_trajectories
@@ -65,6 +65,11 @@ class SFTConfig(Settings):
             raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
         self.betas, self.target_modules, self.report_to = (tuple(self.betas), tuple(self.target_modules),
                                                            trackers(self.report_to))
+        check_ranges(self, lr='(0, inf)', warmup='[0, 1]', epochs='(0, 1e6)', max_steps='[-1, 1e9)',
+                     batch_size='[1, inf)', grad_accum='[1, inf)', weight_decay='[0, inf)', max_grad_norm='[0, inf)',
+                     max_length='[1, inf) or None', lora_r='[1, inf) or None', lora_alpha='(0, inf)',
+                     lora_dropout='[0, 1)', save_steps='[1, inf)', save_total_limit='[1, inf)',
+                     logging_steps='[1, inf)', seed=SEED)
 
 
 # %% ../nbs/13_sft.ipynb #d6d58312
