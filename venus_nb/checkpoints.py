@@ -4,15 +4,15 @@
 
 # %% ../nbs/03_checkpoints.ipynb #b8b44dcd
 from __future__ import annotations
-import json, warnings
+import json, os, re, warnings
 from pathlib import Path
 import torch
 from .models import has_module
 
 # %% auto #0
-__all__ = ['TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'check_torch_file', 'check_safetensors',
-           'file_checks', 'check_json', 'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'trackers',
-           'need_tensorboard', 'in_notebook']
+__all__ = ['STALE_TEMP', 'TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'remove_stale_temps',
+           'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'flat_settings', 'config_changes',
+           'describe_changes', 'is_adapter', 'trackers', 'need_tensorboard', 'in_notebook']
 
 # %% ../nbs/03_checkpoints.ipynb #7d96bc1b
 def checkpoint_folders(output_dir)->list[Path]:
@@ -41,6 +41,16 @@ def newest_whole(output_dir, problem # folder -> why it would not load, or None
         if (why := problem(d)) is None: return d
         warnings.warn(f'resume skips {d}: {why}', stacklevel=2)
     return None
+
+# %% ../nbs/03_checkpoints.ipynb #st4le0cd
+STALE_TEMP = re.compile(r'\..+\.[0-9a-f]{12}\.tmp')   # the temp file `base.atomic_open` writes through
+
+def remove_stale_temps(output_dir)->list[Path]:
+    "Delete the temp files killed writes left in `output_dir`'s checkpoint folders (subfolders too); the paths deleted"
+    stale = [Path(root)/n for d in checkpoint_folders(output_dir) for root, _, names in os.walk(d)
+             for n in names if STALE_TEMP.fullmatch(n)]
+    for p in stale: p.unlink(missing_ok=True)
+    return stale
 
 # %% ../nbs/03_checkpoints.ipynb #ae68289d
 def check_torch_file(path):

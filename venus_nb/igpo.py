@@ -19,7 +19,8 @@ from .models import Policy, load_policy
 from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine, SEEDS
 from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings, check_ranges, SEED
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file,
-                                  config_changes, describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
+                                  config_changes, describe_changes, is_adapter, trackers, need_tensorboard, in_notebook,
+                                  remove_stale_temps)
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
 from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprobs, Prefix, prefilled, crop_to,
                               prompt_groups, ig_from_logprobs)
@@ -767,6 +768,7 @@ def follow_config(opt, cfg:IGPOConfig):
 
 def _start(policy, cfg, apply_changes=False):
     "The RL policy, its optimiser, (step, metrics, rng), the checkpoint resumed and the config changes applied"
+    remove_stale_temps(cfg.output_dir)   # what killed checkpoint writes left
     ckpt = last_igpo_checkpoint(cfg.output_dir)
     changes = resume_changes(ckpt, cfg, apply_changes) if ckpt else []   # before anything loads or is written
     pol = policy if getattr(getattr(policy, 'model', None), 'venus_rl', False) else rl_policy(policy, cfg)

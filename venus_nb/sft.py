@@ -12,7 +12,7 @@ import torch
 from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
 from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
 from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
-                                  config_changes, describe_changes, is_adapter, in_notebook)
+                                  config_changes, describe_changes, is_adapter, in_notebook, remove_stale_temps)
 from .trajectory import as_trajectories
 
 # %% auto #0
@@ -311,6 +311,7 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
     # a Dataset too; an unreadable row fails here, before a model loads
     cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)
+    remove_stale_temps(cfg.output_dir)   # what killed checkpoint writes left
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
     if 'tensorboard' in cfg.report_to: need_tensorboard()
