@@ -244,7 +244,7 @@ def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_question
     start = Start(lambda: None, [], qs, None, RolloutConfig(G=2), checked=trajs)
     assert checked_rollouts(start, 2) == trajs and checked_rollouts(start, 4) is None   # G must match
     assert checked_rollouts(replace(start, checked=trajs[:3]), 2) is None                 # every question, G times
-    rows = reference_rows(start, ExperimentConfig(G=2, seeds=(0,)), 0)                    # no engine, no policy needed
+    rows = reference_rows(start, ExperimentConfig(G=2, seeds=(0,), ks=(1, 2)), 0)         # no engine, no policy needed
     assert list(rows.n) == [2, 2] and list(rows.c) == [1, 1] and list(rows.kind) == ['1-hop'] * 2
 
 def test_a_folder_from_before_evaluations_along_the_run_still_reads(tmp_path):
