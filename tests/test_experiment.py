@@ -327,7 +327,7 @@ def test_committed_runs_reopen_and_agree_with_their_summaries():
         assert {(r['arm'], r['k']) for r in saved} == set(got), folder.name
         for r in saved: assert got[r['arm'], r['k']] == pytest.approx((r['mean'], r['lo'], r['hi'])), (folder.name, r)
 
-# --- the report escapes what it quotes ---------------------------------------------------------------------------------
+# --- the report escapes what it quotes --------------------------------------------------------------------------------
 
 XSS = '</pre><img src=x onerror=document.title=/PWN/.source>'
 
