@@ -265,17 +265,19 @@ def save_config(cfg, path, as_json:Callable=asdict # the settings as JSON data
     return write_atomic(path, json.dumps(as_json(cfg), indent=1))
 
 def read_config(path):
-    "A settings file's data: JSON, or YAML when named `.yaml`/`.yml`; if not readable so, a ValueError naming it"
+    "JSON (YAML if named `.yaml`/`.yml`) of 64 MB and 100 levels at most; else a ValueError naming the file"
     p, yaml_file = Path(path), Path(path).suffix.lower() in ('.yaml', '.yml')
     if p.stat().st_size > MAX_RECORD_BYTES:
         raise ValueError(f'{p}: a settings file of {p.stat().st_size:,} bytes, over {MAX_RECORD_BYTES:,}')
     import yaml
     try:
         text = p.read_bytes().decode('utf-8-sig')
-        return (yaml.safe_load(text) if text.strip() else None) if yaml_file else json.loads(text)
+        d = (yaml.safe_load(text) if text.strip() else None) if yaml_file else json.loads(text)
     except (ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
         raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} "
                          f"({' '.join(str(e).split())[:200]})") from None
+    if _too_deep(d, MAX_DEPTH): raise ValueError(f'{p}: JSON nested deeper than {MAX_DEPTH} levels')
+    return d
 
 # %% ../nbs/00_base.ipynb #18738511
 def nested_config(f)->type|None:

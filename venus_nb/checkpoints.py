@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, os, re, warnings
 from pathlib import Path
 import torch
+from .base import read_config
 from .models import has_module
 
 # %% auto #0
@@ -74,8 +75,8 @@ def file_checks(folder)->dict:
 
 # %% ../nbs/03_checkpoints.ipynb #91b073c7
 def check_json(path, *keys)->dict:
-    "A JSON object holding `keys`"
-    d = json.loads(Path(path).read_text())
+    "A JSON object holding `keys`, read as `base.read_config` reads (64 MB, 100 levels at most): else a ValueError"
+    d = read_config(path)
     if not isinstance(d, dict): raise ValueError(f'{Path(path).name} is not a JSON object')
     if missing := [k for k in keys if k not in d]: raise ValueError(f'{Path(path).name} lacks {missing}')
     return d

@@ -485,7 +485,8 @@ def _runs(cfg:ExperimentConfig)->list:
 def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
-    now, saved = json.loads(json.dumps(experiment_json(cfg))), json.loads((out/'config.json').read_text())
+    from venus_nb.checkpoints import check_json   # capped and bounded: a ValueError naming the file
+    now, saved = json.loads(json.dumps(experiment_json(cfg))), check_json(out/'config.json')
     return {k: (saved.get(k), now.get(k)) for k in sorted(set(now) | set(saved))
             if k != 'output_dir' and saved.get(k) != now.get(k)}
 
