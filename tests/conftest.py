@@ -35,6 +35,17 @@ class ChatHandler(BaseHTTPRequestHandler):
         self.send_json(200, {'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}}]})
     def log_message(self, *args): pass
 
+class ScriptedChat(ChatHandler):
+    "Replies `server.script` to any request (a judge that writes what a test needs it to)"
+    def do_POST(self):
+        self.request_json()
+        self.reply(self.server.script)
+
+@pytest.fixture
+def scripted():
+    "A loopback chat server replying `scripted.script`; its requests in `scripted.requests`"
+    yield from chat_server(ScriptedChat)
+
 @pytest.fixture
 def sent(server):
     "The requests the module's loopback `server` receives during one test"

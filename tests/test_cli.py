@@ -150,3 +150,36 @@ def test_quiet_libraries_turns_vllms_loading_bar_off_in_a_log_and_back():
     assert not in_terminal() and 'use_tqdm_on_load' not in ENGINE_KW
     with quiet_libraries(): assert ENGINE_KW == {'use_tqdm_on_load': False}
     assert ENGINE_KW == {}
+
+# --- bad output folders and counts are refused before anything is made ------------------------------------------------
+
+def _exits(argv, capsys)->str:
+    "The one error line `main(argv)` exits 1 with"
+    with pytest.raises(SystemExit) as e: main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.splitlines()) == 1 and err.startswith('venus-nb: error: '), err
+    return err
+
+@pytest.mark.parametrize('command', ['rollout', 'igpo', 'eval', 'sft'])
+def test_cli_non_utf8_out_is_refused_before_anything_is_made(command, tiny_world, tmp_path, capsys):
+    "An --out that is not UTF-8 text (bytes 0xff on Linux) cannot go into config.yaml: one clear line, no folder"
+    import os
+    out = tmp_path/os.fsdecode(b'out-\xff')
+    inputs = (['--data', str(tiny_world/'world/trajectories.jsonl')] if command == 'sft'
+              else ['--questions', str(tiny_world/'world'), '--policy', str(tiny_world/'tiny')])
+    err = _exits([command, *inputs, '--out', str(out)], capsys)
+    assert 'not UTF-8' in err and "out-\\udcff" in err and not out.exists() and not list(tmp_path.iterdir())
+
+@pytest.mark.parametrize('n', ['0', '-3'])
+def test_cli_synth_without_questions_is_an_error(n, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e: main(['synth', '--n', n, '--out', str(tmp_path/'w')])
+    assert e.value.code == 2 and 'expected a positive whole number' in capsys.readouterr().err
+    assert not (tmp_path/'w').exists()
+
+def test_cli_clean_of_an_unreadable_input_makes_no_folder(tmp_path, capsys):
+    (bad := tmp_path/'bad.jsonl').write_bytes(b'\xff\xfe not json\n')
+    for given in (bad, tmp_path/'missing.jsonl'):
+        assert str(given) in _exits(['clean', str(given), '--out', str(tmp_path/'clean')], capsys)
+        assert not (tmp_path/'clean').exists()
+    assert str(bad) in _exits(['resample', str(bad), '--out', str(tmp_path/'sft/rows.jsonl')], capsys)
+    assert not (tmp_path/'sft').exists()

@@ -246,7 +246,7 @@ def test_the_start_reuses_its_check_rollouts_when_they_are_the_held_out_question
     start = Start(lambda: None, [], qs, None, RolloutConfig(G=2), checked=trajs)
     assert checked_rollouts(start, 2) == trajs and checked_rollouts(start, 4) is None   # G must match
     assert checked_rollouts(replace(start, checked=trajs[:3]), 2) is None                 # every question, G times
-    rows = reference_rows(start, ExperimentConfig(G=2, seeds=(0,)), 0)                    # no engine, no policy needed
+    rows = reference_rows(start, ExperimentConfig(G=2, seeds=(0,), ks=(1, 2)), 0)         # no engine, no policy needed
     assert list(rows.n) == [2, 2] and list(rows.c) == [1, 1] and list(rows.kind) == ['1-hop'] * 2
 
 def test_a_folder_from_before_evaluations_along_the_run_still_reads(tmp_path):
@@ -467,3 +467,20 @@ def test_cli_experiment_prints_the_registered_hypotheses(tmp_path, monkeypatch, 
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
     out = capsys.readouterr().out
     assert 'Registered hypotheses' in out and 'H1' in out and 'higher' in out and 'exploratory' in out
+
+# --- the report escapes what it quotes --------------------------------------------------------------------------------
+
+XSS = '</pre><img src=x onerror=document.title=/PWN/.source>'
+
+def xss_report()->str:
+    "The committed cpu_learn experiment's report, its config carrying a script in `igpo.run_name`"
+    from pathlib import Path
+    from venus_nb.experiment import read_experiment, report_html
+    res = read_experiment(Path(__file__).resolve().parents[1]/'examples'/'experiment'/'cpu_learn')
+    return report_html(replace(res, cfg=replace(res.cfg, igpo={**res.cfg.igpo, 'run_name': XSS})))
+
+def test_report_xss_payload_is_escaped():
+    "The config's text reaches the page as text: no tag of it survives, its escaped form is there"
+    import html
+    page = xss_report()
+    assert XSS not in page and '<img' not in page and html.escape(XSS) in page

@@ -167,3 +167,28 @@ def test_write_verl_sft_keeps_the_old_files_when_a_write_fails(tmp_path, monkeyp
     monkeypatch.setattr(pd.DataFrame, 'to_parquet', half_then_fail)
     with pytest.raises(OSError): vv.write_verl_sft([], tmp_path, None)
     assert {n: (out/n).read_bytes() for n in old} == old
+
+# ---------------------------------------------------------------------------------------------------------------------
+# JSON read on resume goes through the capped reader: a clear ValueError naming the file, never a crash or a huge read
+
+DEEP = '[' * 100_000 + ']' * 100_000
+
+def _big(path:Path)->Path:
+    "A valid JSON object padded past the 64 MB cap"
+    from venus_nb.base import MAX_RECORD_BYTES
+    with open(path, 'w') as f:
+        f.write('{}')
+        f.write(' ' * (MAX_RECORD_BYTES + 1))
+    return path
+
+@pytest.mark.parametrize('text', ['[1]', '"x"', DEEP, None], ids=['list', 'string', 'deep', 'over-the-cap'])
+def test_resume_json_is_bounded(tmp_path, text):
+    from venus_nb.checkpoints import check_json
+    from venus_nb.experiment import ExperimentConfig, saved_config_changes, check_resume
+    for name in ('state.json', 'config.json'):
+        p = tmp_path/name
+        _big(p) if text is None else p.write_text(text)
+        with pytest.raises(ValueError, match=name + ('' if text else '.* over ')): check_json(p, 'step')
+    cfg = ExperimentConfig(igpo={}, output_dir=str(tmp_path))
+    for check in (saved_config_changes, check_resume):
+        with pytest.raises(ValueError, match='config.json'): check(tmp_path, cfg)

@@ -71,6 +71,27 @@ def test_no_whole_checkpoint_starts_afresh(tmp_path):
     got, said = _newest(tmp_path)
     assert got is None and len(said) == 2
 
+# A killed checkpoint write leaves its temp file (`base.atomic_open`: `.name.<12 hex>.tmp`); resume removes them
+STALE = ['.optimizer.pt.0a1b2c3d4e5f.tmp', '.state.json.123456abcdef.tmp',
+         'adapter/.adapter_model.safetensors.abcdef012345.tmp']
+KEPT = ['notes.tmp', '.optimizer.pt.tmp', '.state.json.XYZ456abcdef.tmp', 'adapter/keep.me']
+
+def _litter(d:Path)->list:
+    "Stale temp files (and files that merely look alike) in checkpoint folder `d`"
+    for name in STALE + KEPT: (d/name).write_bytes(b'x' * 1000)
+    return [d/n for n in STALE]
+
+def test_killed_checkpoint_writes_leave_no_temp_files(tmp_path, monkeypatch):
+    monkeypatch.setattr('venus_nb.igpo.igpo_step', _no_rollouts)   # resume matters here, not the step
+    _, cfg, d = _two_checkpoints(tmp_path)
+    stale = _litter(d) + _litter(tmp_path/'checkpoint-1')
+    assert last_igpo_checkpoint(tmp_path) == d and all(p.exists() for p in stale)   # looking removes nothing
+    res = igpo(tiny_model('llama'), [], None, replace(cfg, steps=3, save_steps=1,
+                                                      rollout=replace(cfg.rollout, progress=False)), live=False)
+    assert res.resumed_from == str(d) and not any(p.exists() for p in stale)
+    assert all((c/n).exists() for c in (d, tmp_path/'checkpoint-1') for n in KEPT)
+    assert not [p for p in tmp_path.rglob('*.tmp') if p.name not in {Path(n).name for n in KEPT}]
+
 # ---------------------------------------------------------------------------------------------------------------------
 # IGPO: a changed config on resume is refused, or applied and recorded
 
@@ -155,6 +176,14 @@ def test_sft_truncated_trainer_state_is_skipped(run_copy):
     with pytest.warns(UserWarning, match='checkpoint-2'):
         res = sft(_sft_data(), _sft_cfg(run_copy, max_steps=3), policy=tiny_model(), live=False)
     assert res.resumed_from == str(run_copy/'checkpoint-1') and list(res.log.step) == [2, 3]
+
+def test_sft_resume_removes_killed_writes_temp_files(run_copy):
+    from venus_nb.sft import sft
+    stale = [run_copy/'checkpoint-2'/'.trainer_state.json.0123456789ab.tmp',
+             run_copy/'checkpoint-1'/'.x.abcdefabcdef.tmp']
+    for p in stale: p.write_text('{')
+    res = sft(_sft_data(), _sft_cfg(run_copy, max_steps=3), policy=tiny_model(), live=False)
+    assert res.resumed_from == str(run_copy/'checkpoint-2') and not any(p.exists() for p in stale)
 
 def test_sft_truncated_weights_are_skipped(run_copy):
     from venus_nb.sft import last_checkpoint

@@ -187,3 +187,13 @@ def test_widget_renders_in_jupyterlab(browser, lab, tmp_path):
     click.perform()
     wait.until(lambda d: head(d).startswith('turn 3 · '))  # a click on bar 3 reached FigureWidget.on_click
     browser.save_screenshot(str(tmp_path/'lab.png'))
+
+def test_report_xss_keeps_the_page_title(browser, tmp_path):
+    "An experiment's report.html whose config holds `</pre><img onerror=...>` runs none of it in Chromium"
+    from test_experiment import XSS, xss_report
+    page = tmp_path/'report.html'
+    page.write_text(xss_report(), encoding='utf-8')
+    browser.get(page.as_uri())
+    time.sleep(1)   # time for an image's onerror to fire
+    assert browser.title == 'venus_nb experiment'
+    assert XSS in browser.find_element('tag name', 'pre').text

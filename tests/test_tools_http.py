@@ -41,6 +41,7 @@ class Handler(ReplyHandler):
         if path == '/loop': return self.redirect('/loop')
         if path == '/to-private': return self.redirect('http://10.0.0.1/admin')
         if path == '/to-file': return self.redirect('file:///etc/passwd')
+        if path == '/to-port': return self.redirect(s.other)   # another server's page (`other`)
         if path == '/text': return self.reply(body=b'plain text: the tower opened in 1889', ctype='text/plain')
         if path == '/json': return self.reply(body=b'{"tower": "Eiffel", "opened": 1889}', ctype='application/json')
         if path == '/png': return self.reply(body=b'\x89PNG\r\n\x1a\n' + bytes(64), ctype='image/png')
@@ -104,8 +105,7 @@ class Server(http.server.ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
             super().handle_error(request, client_address)
 
-@pytest.fixture(scope='module')
-def server():
+def _serve():
     srv = Server(('127.0.0.1', 0), Handler)
     srv.hits, srv.sent, srv.lock, srv.inflight, srv.peak, srv.prompts = Counter(), 0, threading.Lock(), 0, 0, []
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -113,6 +113,14 @@ def server():
     yield srv
     srv.shutdown()
     srv.server_close()
+
+@pytest.fixture(scope='module')
+def server(): yield from _serve()
+
+@pytest.fixture(scope='module')
+def other():
+    "A second loopback server, on another port"
+    yield from _serve()
 
 def cfg(**kw): return ToolConfig(**{'allow_hosts': ('127.0.0.1',), 'backoff': 0.01, 'request_timeout': 5, **kw})
 def run(coro): return asyncio.run(coro)
@@ -189,6 +197,22 @@ def test_redirects_to_private_or_file_are_refused(server, no_connections):
     for path, why in [('/to-private', '10.0.0.1 is a private address'), ('/to-file', "scheme 'file' is not allowed")]:
         assert why in run(visit(f'{server.base}{path}', 'g', cfg()))
     assert no_connections == []   # only the loopback server was contacted
+
+def test_allow_hosts_port_is_checked_on_redirects(server, other):
+    "An entry `host:port` admits that port only: the allowed server's redirect to another loopback port is refused"
+    server.other, url = f'{other.base}/page', f'{server.base}/to-port'
+    other.hits.clear()
+    only = ToolConfig(allow_hosts=[f'127.0.0.1:{server.server_port}'], retries=0)
+    assert (run(visit(url, 'g', only))
+            == f'[visit error] {url}: redirect to {other.base}/page refused: 127.0.0.1 is a loopback address')
+    assert other.hits['/page'] == 0
+    both = ToolConfig(allow_hosts=[f'127.0.0.1:{server.server_port}', f'127.0.0.1:{other.server_port}'])
+    assert 'opened in March 1889' in run(visit(url, 'g', both)) and other.hits['/page'] == 1
+    assert 'opened in March 1889' in run(visit(url, 'g', cfg()))   # a bare host admits any port, as documented
+    assert (ToolConfig(allow_hosts=['LocalHost:80', '[::1]:8000', '[::1]', 'Example.org']).allow_hosts
+            == ('localhost:80', '[::1]:8000', '::1', 'example.org'))
+    for bad in ('127.0.0.1:0', '127.0.0.1:65536', 'localhost:'):
+        with pytest.raises(ValueError, match='allow_hosts'): ToolConfig(allow_hosts=[bad])
 
 def test_redirect_loop_is_bounded(server):
     assert run(visit(f'{server.base}/loop', 'g', cfg(max_redirects=3))).endswith('too many redirects (more than 3)')

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 # %% auto #0
-__all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records', 'LoadError',
-           'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config', 'nested_config',
-           'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'free_port', 'moved', 'summary_repr']
+__all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'SEED', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records',
+           'LoadError', 'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config',
+           'nested_config', 'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'in_range',
+           'check_ranges', 'free_port', 'moved', 'summary_repr']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
@@ -264,17 +265,19 @@ def save_config(cfg, path, as_json:Callable=asdict # the settings as JSON data
     return write_atomic(path, json.dumps(as_json(cfg), indent=1))
 
 def read_config(path):
-    "A settings file's data: JSON, or YAML when named `.yaml`/`.yml`; if not readable so, a ValueError naming it"
+    "JSON (YAML if named `.yaml`/`.yml`) of 64 MB and 100 levels at most; else a ValueError naming the file"
     p, yaml_file = Path(path), Path(path).suffix.lower() in ('.yaml', '.yml')
     if p.stat().st_size > MAX_RECORD_BYTES:
         raise ValueError(f'{p}: a settings file of {p.stat().st_size:,} bytes, over {MAX_RECORD_BYTES:,}')
     import yaml
     try:
         text = p.read_bytes().decode('utf-8-sig')
-        return (yaml.safe_load(text) if text.strip() else None) if yaml_file else json.loads(text)
+        d = (yaml.safe_load(text) if text.strip() else None) if yaml_file else json.loads(text)
     except (ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
         raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} "
                          f"({' '.join(str(e).split())[:200]})") from None
+    if _too_deep(d, MAX_DEPTH): raise ValueError(f'{p}: JSON nested deeper than {MAX_DEPTH} levels')
+    return d
 
 # %% ../nbs/00_base.ipynb #18738511
 def nested_config(f)->type|None:
@@ -389,6 +392,27 @@ class Settings:
             ):
         "Settings from a file `save` wrote, or YAML; an unknown key or wrong value is a ValueError naming file and key"
         return load_config(cls, path, lambda d: cls.from_saved(d, trust_code))
+
+# %% ../nbs/00_base.ipynb #r4nge0cd
+SEED = '[0, 4294967295]'  # the seeds numpy, torch and vLLM all take
+_INTERVAL = re.compile(r'([\[(])\s*([^,\s]+)\s*,\s*([^\])\s]+)\s*([\])])( or None)?')
+
+def in_range(value, interval:str)->bool:
+    "Whether `value` is a number in `interval` ('[1, inf)', '(0, 1]', '[0, 1e9) or None': None too)"
+    if not (m := _INTERVAL.fullmatch(interval.strip())): raise ValueError(f'not an interval: {interval!r}')
+    left, lo, hi, right, none = m.groups()
+    if value is None: return bool(none)
+    if isinstance(value, bool) or not isinstance(value, (int, float)): return False
+    lo, hi = float(lo), float(hi)
+    return (lo <= value if left == '[' else lo < value) and (value <= hi if right == ']' else value < hi)
+
+def check_ranges(cfg, # a settings dataclass (called from its `__post_init__`)
+                 **intervals): # field name -> the interval its value must lie in, e.g. `save_steps='[1, inf)'`
+    "A ValueError naming the first field of `cfg` whose value lies outside its interval"
+    for name, interval in intervals.items():
+        if not in_range(v := getattr(cfg, name), interval):
+            raise ValueError(f'{type(cfg).__name__}.{name} must be in {interval}, got {_short(v)}')
+
 
 # %% ../nbs/00_base.ipynb #696b78ce
 import socket

@@ -4,15 +4,16 @@
 
 # %% ../nbs/03_checkpoints.ipynb #b8b44dcd
 from __future__ import annotations
-import json, warnings
+import json, os, re, warnings
 from pathlib import Path
 import torch
+from .base import read_config
 from .models import has_module
 
 # %% auto #0
-__all__ = ['TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'check_torch_file', 'check_safetensors',
-           'file_checks', 'check_json', 'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'trackers',
-           'need_tensorboard', 'in_notebook']
+__all__ = ['STALE_TEMP', 'TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'remove_stale_temps',
+           'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'flat_settings', 'config_changes',
+           'describe_changes', 'is_adapter', 'trackers', 'need_tensorboard', 'in_notebook']
 
 # %% ../nbs/03_checkpoints.ipynb #7d96bc1b
 def checkpoint_folders(output_dir)->list[Path]:
@@ -42,6 +43,16 @@ def newest_whole(output_dir, problem # folder -> why it would not load, or None
         warnings.warn(f'resume skips {d}: {why}', stacklevel=2)
     return None
 
+# %% ../nbs/03_checkpoints.ipynb #st4le0cd
+STALE_TEMP = re.compile(r'\..+\.[0-9a-f]{12}\.tmp')   # the temp file `base.atomic_open` writes through
+
+def remove_stale_temps(output_dir)->list[Path]:
+    "Delete the temp files killed writes left in `output_dir`'s checkpoint folders (subfolders too); the paths deleted"
+    stale = [Path(root)/n for d in checkpoint_folders(output_dir) for root, _, names in os.walk(d)
+             for n in names if STALE_TEMP.fullmatch(n)]
+    for p in stale: p.unlink(missing_ok=True)
+    return stale
+
 # %% ../nbs/03_checkpoints.ipynb #ae68289d
 def check_torch_file(path):
     "Load a torch file as resume does: tensors and numbers only (and numpy's, as the trainer allows), memory-mapped"
@@ -64,8 +75,8 @@ def file_checks(folder)->dict:
 
 # %% ../nbs/03_checkpoints.ipynb #91b073c7
 def check_json(path, *keys)->dict:
-    "A JSON object holding `keys`"
-    d = json.loads(Path(path).read_text())
+    "A JSON object holding `keys`, read as `base.read_config` reads (64 MB, 100 levels at most): else a ValueError"
+    d = read_config(path)
     if not isinstance(d, dict): raise ValueError(f'{Path(path).name} is not a JSON object')
     if missing := [k for k in keys if k not in d]: raise ValueError(f'{Path(path).name} lacks {missing}')
     return d

@@ -21,7 +21,8 @@ __all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV'
            'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'build', 'settings_of',
            'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions', 'read_corpus',
            'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval', 'run_igpo',
-           'stages', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries', 'error_line', 'main']
+           'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries',
+           'error_line', 'main']
 
 # %% ../nbs/40_cli.ipynb #7f06283c
 from .base import moved
@@ -50,13 +51,15 @@ def _load(path, fmt)->Loaded:
 
 # %% ../nbs/40_cli.ipynb #a61e2b97
 def cmd_clean(args):
+    loaded = _load(args.input, args.format)   # read first: an unreadable input makes no output folder
     judge, out = None if args.judge == 'none' else args.judge, writable_folder(args.out)
-    kept, files = step_clean(_load(args.input, args.format), out, judge)
+    kept, files = step_clean(loaded, out, judge)
     say('\n'.join(f'wrote {f}' for f in files))
 
 def cmd_resample(args):
     from venus_nb.resample import ResampleConfig, resample, resample_table
-    out, trajs = writable_file(args.out), _load(args.input, 'dr-venus').trajectories
+    trajs = _load(args.input, 'dr-venus').trajectories   # read first, as `cmd_clean`
+    out = writable_file(args.out)
     rows = resample(trajs, ResampleConfig(seed=args.seed))
     say(resample_table(trajs, rows).to_string())
     say(f'wrote {write_jsonl(rows, out)}')
@@ -367,9 +370,17 @@ def _add_demo(sub):
 # %% ../nbs/40_cli.ipynb #212e6da1
 FORMATS = ['dr-venus', 'webdancer', 'react']
 
+def positive_int(text:str)->int:
+    "An option's value as a whole number of at least 1 (argparse says which option when it is not)"
+    try: n = int(text)
+    except ValueError: n = 0
+    if n < 1: raise argparse.ArgumentTypeError(f'expected a positive whole number, got {text!r}')
+    return n
+
 def _add_stages(sub):
     s = sub.add_parser('synth', help='generate a research world: corpus, QA and expert trajectories')
-    s.add_argument('--n', type=int, default=1000, help='questions, one expert trajectory each (default: %(default)s)')
+    s.add_argument('--n', type=positive_int, default=1000,
+                   help='questions, one expert trajectory each (default: %(default)s)')
     s.add_argument('--seed', type=int, default=0, help='seed of the world and its trajectories (default: %(default)s)')
     s.add_argument('--out', type=Path, required=True, help='output folder: corpus.jsonl, qa.jsonl, trajectories.jsonl')
     c = sub.add_parser('clean', help='DR-Venus cleaning of a trajectory file, with a report')

@@ -322,6 +322,10 @@ class ExperimentConfig(Settings):
         if len(set(self.arms)) != len(self.arms): raise ValueError(f'arms repeat: {self.arms}')
         if self.eval_every is not None and self.eval_every < 1:
             raise ValueError(f'eval_every must be >= 1 or None, got {self.eval_every}')
+        from venus_nb.base import check_ranges, in_range
+        check_ranges(self, steps='[1, 1e9)', questions_per_step='[1, inf)', G='[1, inf)', eval_questions='[1, inf)')
+        if not self.ks or not all(in_range(k, f'[1, {self.G}]') for k in self.ks):
+            raise ValueError(f'ExperimentConfig.ks must be one or more k in [1, G = {self.G}], got {self.ks}')
         from venus_nb.igpo import IGPOConfig
         # checked now, not after the warm start: an unknown key, a wrong value, a judge that names code
         self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')
@@ -678,7 +682,8 @@ def _runs(cfg:ExperimentConfig)->list:
 def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
-    now, saved = json.loads(json.dumps(experiment_json(cfg))), json.loads((out/'config.json').read_text())
+    from venus_nb.checkpoints import check_json   # capped and bounded: a ValueError naming the file
+    now, saved = json.loads(json.dumps(experiment_json(cfg))), check_json(out/'config.json')
     # a folder saved before a field existed has that field's default
     saved = {f.name: json.loads(json.dumps(f.default)) for f in fields(ExperimentConfig)
              if f.default is not MISSING and f.name in now} | saved
@@ -828,16 +833,18 @@ def pass_at_k_bars(summary:pd.DataFrame):
     return px.bar(s, x='arm', y='mean', color='k', barmode='group', error_y='plus', error_y_minus='minus', height=340)
 
 # %% ../nbs/32_experiment.ipynb #5624916e
+from html import escape as html_escape
+
 def report_html(res:ExperimentResult)->str:
-    "One offline HTML page: the configuration, the summary table, the Pass@k bars and the learning curves"
+    "One offline HTML page: the configuration, the summary table, the Pass@k bars and the curves, every text escaped"
     figs = ([pass_at_k_bars(res.summary)] + ([heldout_figure(res.curve)] if len(res.curve) else [])
             + ([learning_curves(res.steps)] if len(res.steps) else []))
     registered = ('' if not res.cfg.hypotheses else '<h2>Registered hypotheses (test split, Holm-corrected)</h2>'
                   + res.hypotheses.round(4).to_html(index=False))
     body = ''.join(f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figs))
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>venus_nb experiment</title></head><body>'
-            f'<h1>IGPO against GRPO</h1><pre>{json.dumps(asdict(res.cfg), indent=1)}</pre>'
-            f'{registered}<h2>Validation (exploratory)</h2>{res.summary.round(4).to_html(index=False)}{body}</body></html>')
+            f'<h1>IGPO against GRPO</h1><pre>{html_escape(json.dumps(asdict(res.cfg), indent=1))}</pre>'
+            f'{registered}<h2>Validation (exploratory)</h2>{res.summary.round(4).to_html(index=False, escape=True)}{body}</body></html>')
 
 # %% ../nbs/32_experiment.ipynb #8cc6d1d3
 def strict_json(obj):

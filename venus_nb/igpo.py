@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 import torch
 from .models import Policy, load_policy
-from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine
-from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings
+from .rollout import RolloutConfig, rollout, engine_for, HFEngine, UnslothEngine, SEEDS
+from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings, check_ranges, SEED
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file,
-                                  config_changes, describe_changes, is_adapter, trackers, need_tensorboard, in_notebook)
+                                  config_changes, describe_changes, is_adapter, trackers, need_tensorboard, in_notebook,
+                                  remove_stale_temps)
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
 from .rewards import (RewardConfig, reward_details, token_advantages, gt_logprobs, Prefix, prefilled, crop_to,
                               prompt_groups, ig_from_logprobs)
@@ -98,9 +99,12 @@ class IGPOConfig(Settings):
             self.rewards = RewardConfig(**config_kwargs(RewardConfig, self.rewards, 'rewards.'))
         if isinstance(self.judge, dict): self.judge = judge_from_spec(self.judge)
         self.betas, self.target_modules = tuple(self.betas), tuple(self.target_modules)
-        if self.ppo_epochs < 1 or self.mini_batches < 1: raise ValueError('ppo_epochs and mini_batches must be >= 1')
-        if self.lora_r is not None and self.lora_r < 1:
-            raise ValueError('lora_r must be >= 1, or None for full fine-tuning')
+        # a negative grad_clip would turn descent into ascent; the rest fail late or train on nothing
+        check_ranges(self, steps='[1, 1e9)', questions_per_step='[1, inf)', lr='(0, inf) or None',
+                     weight_decay='[0, inf)', grad_clip='(0, inf)', clip_low='(0, 1]', clip_high='(0, inf)',
+                     dual_clip='[1, inf) or None', kl_coef='[0, inf)', tis_cap='(0, inf) or None',
+                     ppo_epochs='[1, inf)', mini_batches='[1, inf)', lora_r='[1, inf) or None', lora_alpha='(0, inf)',
+                     max_len='[1, inf) or None', save_steps='[1, inf)', seed=SEED)
         check_shares(self.kind_shares)
         if self.ig_dtype not in ('float32', 'train'):
             raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
@@ -672,7 +676,7 @@ def igpo_step(policy:Policy, opt, engine, questions:list, tools, cfg:IGPOConfig,
     "Rollouts → π_old scoring → advantages → update; returns the step's metrics and the scored rollouts"
     t0 = time.time()
     batch = draw_batch(questions, cfg, rng)
-    trajs = rollout(engine, batch, tools, replace(cfg.rollout, seed=cfg.seed * 100_003 + step))
+    trajs = rollout(engine, batch, tools, replace(cfg.rollout, seed=(cfg.seed * 100_003 + step) % SEEDS))
     t1 = time.time()
     scored = score_rollouts(policy.model, policy.tokenizer, trajs, cfg, judge)
     adv, details = advantages_of(scored)
@@ -790,6 +794,7 @@ def follow_config(opt, cfg:IGPOConfig):
 
 def _start(policy, cfg, apply_changes=False, allow_arithmetic_change=False):
     "The RL policy, its optimiser, (step, metrics, rng), the checkpoint resumed and the config changes applied"
+    remove_stale_temps(cfg.output_dir)   # what killed checkpoint writes left
     ckpt = last_igpo_checkpoint(cfg.output_dir)
     changes = resume_changes(ckpt, cfg, apply_changes) if ckpt else []   # before anything loads or is written
     pol = policy if getattr(getattr(policy, 'model', None), 'venus_rl', False) else rl_policy(policy, cfg)

@@ -12,10 +12,10 @@ import httpx
 from .base import config_kwargs
 
 # %% auto #0
-__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'JUDGES', 'aliases',
-           'normalize_answer', 'exact_match', 'f1_score', 'judge_reference', 'parse_verdict', 'LLMJudge', 'em_judge',
-           'f1_judge', 'judge_fn', 'outcomes', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec',
-           'trusted_judge']
+__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases',
+           'normalize_answer', 'exact_match', 'f1_score', 'judge_reference', 'defused', 'read_verdict', 'parse_verdict',
+           'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes', 'judge_spec', 'imported', 'untrusted',
+           'judge_from_spec', 'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
 ANSWER_SPLIT = '<|answer_split|>'
@@ -70,22 +70,40 @@ if there are meaningful differences between [correct_answer] and the extracted_f
 background to the problem, do not attempt to solve the problem, do not argue for any answer different than \
 [correct_answer], focus only on whether the answers match.
 
+confidence: The extracted confidence score between 0|%| and 100|%| from [response]. Put 100 if there
+is no confidence score available.
+
 correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin \
 of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, \
 non-equivalency, or if the extracted answer is incorrect.
 
-confidence: The extracted confidence score between 0|%| and 100|%| from [response]. Put 100 if there
-is no confidence score available.'''
+End your reply with your verdict on a line of its own, after everything else: `correct: yes` or `correct: no`.'''
 
 def judge_reference(gt)->str:
     "The `[correct_answer]` the judge sees: the answer, other aliases listed as also accepted"
     first, *rest = aliases(gt) or ['']
     return first + (f" (also accepted: {'; '.join(rest)})" if rest else '')
 
+_FIELDS = re.compile(r'\[(question|response|correct_answer|evidence)\]', flags=re.I)
+
+def defused(text)->str:
+    "Text quoted into a judge's prompt (an answer, evidence) with `correct:` and the prompt's `[field]`s made inert"
+    return _FIELDS.sub(r'(\1)', re.sub(r'\b(correct)\s*:', r'\1 -', str(text), flags=re.I))
+
+NO_VERDICT = 'no `correct: yes|no` line in the reply'
+
+def read_verdict(reply:str)->tuple[float|None, str|None]:
+    "`(1.0|0.0, None)` from the reply's last line that starts with `correct:`, else `(None, why)`"
+    lines = [l for l in (reply or '').splitlines() if re.match(r'\s*correct\s*:', l, flags=re.I)]
+    if not lines: return None, NO_VERDICT
+    m = re.match(r'\s*correct\s*:\s*(yes|no)\b(.*)', lines[-1], flags=re.I)
+    if not m or re.search(r'\b(yes|no)\b', m[2], flags=re.I):
+        return None, f'ambiguous verdict: {lines[-1].strip()[:200]}'
+    return float(m[1].lower() == 'yes'), None
+
 def parse_verdict(reply:str)->float|None:
-    "1.0 or 0.0 from the first `correct: yes|no` in the reply; None when there is none"
-    m = re.search(r'correct\s*:\s*(yes|no)\b', reply or '', flags=re.I)
-    return float(m[1].lower() == 'yes') if m else None
+    "1.0 or 0.0 from the reply's last `correct: yes|no` line (see `read_verdict`); None when it has no clear verdict"
+    return read_verdict(reply)[0]
 
 # %% ../nbs/04_judges.ipynb #781ab4bf
 @dataclass
@@ -113,7 +131,7 @@ class LLMJudge:
 
     def request(self, question:str, answer:str, gt)->dict:
         "The chat-completion body that asks about one answer"
-        prompt = JUDGE_PROMPT.format(question=question, response=answer, correct_answer=judge_reference(gt))
+        prompt = JUDGE_PROMPT.format(question=question, response=defused(answer), correct_answer=judge_reference(gt))
         body = dict(model=self.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL),
                     messages=[{'role': 'user', 'content': prompt}], temperature=self.temperature, top_p=self.top_p, n=1)
         if self.enable_thinking is not None: body['chat_template_kwargs'] = {'enable_thinking': self.enable_thinking}
@@ -151,9 +169,8 @@ class LLMJudge:
         self.url()  # a missing endpoint is a configuration error, raised rather than scored
         reply, why = self.ask(self.request(question, answer, gt))
         if reply is None: return self._no_verdict(question, answer, why)
-        verdict = parse_verdict(reply)
-        return (self._no_verdict(question, answer, 'no `correct: yes|no` in the reply', reply) if verdict is None
-                else verdict)
+        verdict, why = read_verdict(reply)
+        return self._no_verdict(question, answer, why, reply) if verdict is None else verdict
 
 # %% ../nbs/04_judges.ipynb #a3d4cb5f
 def em_judge(question:str, answer:str, gt)->float:

@@ -11,7 +11,7 @@ from typing import Callable, Literal
 from fastcore.basics import patch
 import numpy as np
 from .judges import aliases, exact_match
-from .base import summary_repr
+from .base import summary_repr, check_ranges
 
 # %% auto #0
 __all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
@@ -56,6 +56,8 @@ class RewardConfig:
         if not (self.visit_bonus >= 0 and math.isfinite(self.visit_bonus)):
             raise ValueError(f'RewardConfig.visit_bonus must be a finite number >= 0, got {self.visit_bonus!r}')
         estimator_fn(self.estimator)
+        check_ranges(self, gamma='[0, 1]', lambda_fmt='[0, inf)', eta='[0, inf)', s_max='(0, inf)', eps='(0, inf)',
+                     var_eps='[0, inf)', temperature='(0, inf)')
 
 # %% ../nbs/24_rewards.ipynb #f0a34768
 def igpo_advantages(slots:list, # per rollout, its `Slots`

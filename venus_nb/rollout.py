@@ -10,22 +10,24 @@ from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
                                  observation_message, thinking_opening, message_ids, literal_span, encode_around)
-from .base import Settings
+from .base import Settings, check_ranges, SEED
 from .tools import system_prompt, run_tool, tool_error, Toolbox
 
 # %% auto #0
-__all__ = ['LIMIT_MESSAGES', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
-           'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'plain_cache',
-           'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'Running',
-           'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round', 'agent_prompt',
-           'turn_cap', 'start_runs', 'finished', 'run_sync', 'kv_capacity', 'projected_tokens', 'typical_length',
-           'in_flight', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+__all__ = ['LIMIT_MESSAGES', 'SEEDS', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated',
+           'cut_generation', 'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache',
+           'plain_cache', 'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for',
+           'Running', 'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round',
+           'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync', 'kv_capacity', 'projected_tokens',
+           'typical_length', 'in_flight', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
     'turns': ("You've reached the maximum number of tool calls. "
               "Provide your final answer in <answer></answer> tags now."),
     'context': 'You have reached the maximum context length. Provide your final answer in <answer></answer> tags now.'}
+SEEDS = 2**62   # seeds made from a config's (a round's, a step's) are taken modulo this: with a rollout's index added
+                # they still fit the 64 bits an engine's generator takes
 
 @dataclass
 class RolloutConfig(Settings):
@@ -47,9 +49,10 @@ class RolloutConfig(Settings):
     progress: bool = True               # a progress bar over rollouts
 
     def __post_init__(self):
-        for k in ('G', 'max_turns', 'max_new_tokens', 'max_context', 'tool_concurrency', 'batch_size'):
-            if getattr(self, k) < 1: raise ValueError(f'RolloutConfig.{k} must be >= 1, got {getattr(self, k)!r}')
-        if self.turn_jitter < 0: raise ValueError(f'RolloutConfig.turn_jitter must be >= 0, got {self.turn_jitter!r}')
+        check_ranges(self, **dict.fromkeys(('G', 'max_turns', 'max_new_tokens', 'max_context', 'tool_concurrency',
+                                            'batch_size'), '[1, inf)'),
+                     turn_jitter='[0, inf)', min_answer_tokens='[0, inf)', temperature='[0, inf)', top_p='(0, 1]',
+                     top_k='[-1, inf)', seed=SEED)
         self.stop = tuple(self.stop)
 
 # %% ../nbs/23_rollout.ipynb #7749fbf7
@@ -663,7 +666,7 @@ async def _rollout(runs, engine, toolbox, cfg):
     limit, bar = asyncio.Semaphore(cfg.tool_concurrency), _progress(runs, cfg)
     capacity, waiting, live, k = kv_capacity(engine), list(runs), [], 0
     while live := in_flight(live, waiting, capacity, typical_length(runs, cfg), cfg):
-        await play_round(live, engine, toolbox, cfg, cfg.seed * 1_000_003 + k * 10_007, limit)
+        await play_round(live, engine, toolbox, cfg, (cfg.seed * 1_000_003 + k * 10_007) % SEEDS, limit)
         for r in live:
             if not r.done and r.turns >= r.cap: r.end('no_answer')   # the forced turn gave no answer
         _show(bar, runs)

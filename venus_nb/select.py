@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 import numpy as np, pandas as pd
 from .base import config_kwargs, summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl
-from .judges import LLMJudge, PLACEHOLDER, normalize_answer, parse_verdict
+from .judges import LLMJudge, PLACEHOLDER, defused, normalize_answer, read_verdict
 from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
                               each_prompt_once)
 from .eval import (KS, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids,
@@ -218,10 +218,12 @@ reasoning: Explain whether the [evidence] states or clearly implies the extracte
 [question], quoting the passage that does. Do not use knowledge beyond the evidence and do not attempt to solve the \
 problem another way.
 
+confidence: Your confidence score between 0|%| and 100|%| that the evidence supports the answer.
+
 correct: Answer 'yes' if the evidence supports the extracted_final_answer as the answer to [question]. Answer 'no' \
 otherwise, i.e. if the evidence is missing, does not mention it, contradicts it, or supports another answer.
 
-confidence: Your confidence score between 0|%| and 100|%| that the evidence supports the answer.'''
+End your reply with your verdict on a line of its own, after everything else: `correct: yes` or `correct: no`.'''
 
 def evidence_text(traj:Trajectory, max_chars:int=8000)->str:
     "The tool results a rollout saw, numbered with the call that fetched each, cut to share `max_chars` between them"
@@ -243,17 +245,17 @@ class LLMVerifier(LLMJudge):
         "The chat-completion body: the judge's model and sampling, the verifier's prompt"
         body = super().request(question, answer, '')
         body['messages'] = [{'role': 'user',
-                             'content': self.prompt.format(question=question, response=answer, evidence=evidence)}]
+                             'content': self.prompt.format(question=question, response=defused(answer),
+                                                           evidence=defused(evidence))}]
         return body
 
     def verify(self, question:str, answer:str, evidence:str)->tuple[float, int]:
         "(1.0 supported | 0.0 not | NaN no verdict, estimated tokens sent and received)"
         body = self.request(question, answer, evidence)
         reply, why = self.ask(body)
-        verdict, tokens = (parse_verdict(reply) if reply else None,
-                           (len(body['messages'][0]['content']) + len(reply or '')) // 4)
-        if verdict is None: self.errors.append(dict(question=question, answer=answer,
-                                                    reason=why or 'no `correct: yes|no` in the reply', reply=reply))
+        (verdict, unclear), tokens = (read_verdict(reply) if reply else (None, why),
+                                      (len(body['messages'][0]['content']) + len(reply or '')) // 4)
+        if verdict is None: self.errors.append(dict(question=question, answer=answer, reason=unclear, reply=reply))
         return (math.nan if verdict is None else verdict), tokens
 
     def __call__(self, question:str, answer:str, evidence:str)->float:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
-from .base import summary_repr, write_atomic, Settings
+from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
 from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
-                                  config_changes, describe_changes, is_adapter, in_notebook)
+                                  config_changes, describe_changes, is_adapter, in_notebook, remove_stale_temps)
 from .trajectory import as_trajectories
 
 # %% auto #0
@@ -65,6 +65,11 @@ class SFTConfig(Settings):
             raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
         self.betas, self.target_modules, self.report_to = (tuple(self.betas), tuple(self.target_modules),
                                                            trackers(self.report_to))
+        check_ranges(self, lr='(0, inf)', warmup='[0, 1]', epochs='(0, 1e6)', max_steps='[-1, 1e9)',
+                     batch_size='[1, inf)', grad_accum='[1, inf)', weight_decay='[0, inf)', max_grad_norm='[0, inf)',
+                     max_length='[1, inf) or None', lora_r='[1, inf) or None', lora_alpha='(0, inf)',
+                     lora_dropout='[0, 1)', save_steps='[1, inf)', save_total_limit='[1, inf)',
+                     logging_steps='[1, inf)', seed=SEED)
 
 
 # %% ../nbs/13_sft.ipynb #d6d58312
@@ -306,6 +311,7 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     "Stage-1 SFT of a policy on trajectories (assistant-only loss)"
     # a Dataset too; an unreadable row fails here, before a model loads
     cfg, trajectories = cfg or SFTConfig(), as_trajectories(trajectories)
+    remove_stale_temps(cfg.output_dir)   # what killed checkpoint writes left
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
     if 'tensorboard' in cfg.report_to: need_tensorboard()

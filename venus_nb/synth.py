@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
-from .base import summary_repr, atomic_open, moved
+from .base import summary_repr, atomic_open, moved, check_ranges
 from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
 from . import tools
 # renamed (the official formats keep these names in `tools`): the old names still work, with a DeprecationWarning
@@ -183,6 +183,11 @@ class SynthConfig:
     wrong_answer: float = 0.1         # ... whose final answer is wrong
     no_answer: float = 0.02           # ... that end without an answer
     max_hops: int = 4                 # the longest question chain (1 to 4 hops)
+
+    def __post_init__(self):
+        check_ranges(self, n='[1, inf)', entities='[1, inf)', max_hops='[1, 4]',
+                     **dict.fromkeys(('duplicate', 'other_tool', 'bad_json', 'missing_think_close', 'string_args',
+                                      'wrong_answer', 'no_answer'), '[0, 1]'))
 
 # %% ../nbs/10_synth.ipynb #22b2608e
 def _target_turns(cfg, rng):

@@ -10,8 +10,8 @@ from pathlib import Path
 from .base import write_atomic
 
 # %% auto #0
-__all__ = ['IGPO_COLUMNS', 'text_table', 'plain', 'say', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv',
-           'in_terminal', 'step_bar']
+__all__ = ['IGPO_COLUMNS', 'text_table', 'plain', 'say', 'CLIError', 'readable', 'utf8_path', 'writable_folder', 'writable_file',
+           'write_csv', 'in_terminal', 'step_bar']
 
 # %% ../nbs/44_terminal.ipynb #eb6da4f3
 def _cells(line:str)->list: return [c.strip() for c in line.strip().strip('|').split('|')]
@@ -60,9 +60,17 @@ def readable(path)->Path:
     return p
 
 # %% ../nbs/44_terminal.ipynb #403c767e
+def utf8_path(path)->Path:
+    "`path`, or a CLIError when its name is not UTF-8 text (it goes into settings files and logs as text)"
+    try: str(path).encode('utf-8')
+    except UnicodeEncodeError:
+        raise CLIError(f'{str(path)!r}: the path is not UTF-8 text (bytes such as 0xff in a name); '
+                       'choose a UTF-8 name') from None
+    return Path(path)
+
 def writable_folder(path)->Path:
-    "`path` as a folder to write into: made if need be, and writable"
-    p = Path(path)
+    "`path` as a folder to write into (a UTF-8 name): made if need be, and writable"
+    p = utf8_path(path)
     if p.exists() and not p.is_dir(): raise CLIError(f'{p}: is a file, not a folder')
     p.mkdir(parents=True, exist_ok=True)
     if not os.access(p, os.W_OK): raise CLIError(f'{p}: the folder is not writable')
@@ -70,7 +78,7 @@ def writable_folder(path)->Path:
 
 def writable_file(path)->Path:
     "`path` as a file to write: not a folder, in a folder that can be written"
-    p = Path(path)
+    p = utf8_path(path)
     if p.is_dir(): raise CLIError(f'{p}: is a folder; give a file name')
     writable_folder(p.parent)
     return p

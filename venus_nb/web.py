@@ -20,18 +20,33 @@ __getattr__ = moved(__name__, {'save_config': 'base', 'load_config': 'base', 're
                                'JSON5_MAX_CHARS': 'web.EXTRACTION_JSON5_MAX_CHARS'})
 
 # %% auto #0
-__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'EXTRACTION_JSON5_MAX_CHARS', 'SERPER_URL', 'ToolConfig', 'ToolError',
-           'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error', 'resolve_host',
-           'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff',
-           'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction', 'ChatSummariser',
-           'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache', 'ReplayMiss',
-           'exchange_key', 'Cassette']
+__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'EXTRACTION_JSON5_MAX_CHARS', 'SERPER_URL', 'allow_entry', 'ToolConfig',
+           'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error',
+           'resolve_host', 'allowed', 'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page',
+           'media_type', 'sniff', 'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction',
+           'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache',
+           'ReplayMiss', 'exchange_key', 'Cassette']
 
 # %% ../nbs/21_web.ipynb #645fc1a9
 TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
               'application/*+json', 'application/javascript', 'application/x-ndjson')
 
 def _host_key(h:str)->str: return str(h).strip().lower().strip('[]')
+
+_ENTRY = re.compile(r'\[(?P<v6>[^\]]+)\](?::(?P<p6>\d+))?|(?P<host>[^:\[\]]+)(?::(?P<port>\d+))?'
+                    r'|(?P<bare6>[0-9a-z.%]*:[0-9a-z.%]*:[0-9a-z:.%]*)')
+
+def allow_entry(entry:str)->tuple[str, int|None]:
+    "An `allow_hosts` entry as (host, port): `host` (or a bare IPv6 address) admits any port, `host:port` that one"
+    if not (m := _ENTRY.fullmatch(str(entry).strip().lower())):
+        raise ValueError(f'ToolConfig.allow_hosts: {entry!r} is not a host, host:port or [IPv6]:port')
+    host, port = m['v6'] or m['host'] or m['bare6'], m['p6'] or m['port']
+    if port is not None and not 0 < int(port) < 65536:
+        raise ValueError(f'ToolConfig.allow_hosts: the port of {entry!r} is not in [1, 65535]')
+    return host, None if port is None else int(port)
+
+def _entry_text(host:str, port:int|None)->str:
+    return host if port is None else f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 @dataclass
 class ToolConfig(Settings):
@@ -49,7 +64,7 @@ class ToolConfig(Settings):
     max_redirects: int = 5            # redirects followed by hand, each one checked
     max_queries: int = 20             # queries in one search call
     max_urls: int = 20                # URLs in one visit call
-    allow_hosts: tuple = ()           # hosts exempt from the address check, e.g. ('127.0.0.1',) for a test server
+    allow_hosts: tuple = ()           # hosts (any port) or host:port exempt from the address check, e.g. ('127.0.0.1',)
     text_types: tuple = TEXT_TYPES    # content types visit reads (glob patterns)
     search_api: str = 'serper'        # 'serper' (Serper-compatible JSON) | 'searxng'
     search_url: str|None = None       # None: $VENUS_SEARCH_URL, else Serper's endpoint
@@ -61,8 +76,8 @@ class ToolConfig(Settings):
     user_agent: str = 'venus-nb (research agent; +https://github.com/venus-nb/venus_nb)'
 
     def __post_init__(self):
-        self.allow_hosts = tuple(_host_key(h) for h in ((self.allow_hosts,) if isinstance(self.allow_hosts, str)
-                                                        else self.allow_hosts))
+        self.allow_hosts = tuple(_entry_text(*allow_entry(h)) for h in
+                                 ((self.allow_hosts,) if isinstance(self.allow_hosts, str) else self.allow_hosts))
         self.text_types = tuple(self.text_types)
         if self.search_api not in ('serper', 'searxng'):
             raise ValueError(f"ToolConfig.search_api must be 'serper' or 'searxng', got {self.search_api!r}")
@@ -141,11 +156,16 @@ async def resolve_host(host:str, port:int, timeout:float=10.0)->list[str]:
     infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
     return sorted(dict.fromkeys(i[4][0] for i in infos), key=lambda a: ':' in a)
 
+def allowed(url:httpx.URL, cfg:ToolConfig)->bool:
+    "Whether `url`'s host and port match an entry of `cfg.allow_hosts` (an entry without a port admits any port)"
+    port = url.port or (443 if url.scheme == 'https' else 80)
+    return any(h == _host_key(url.host) and p in (None, port) for h, p in map(allow_entry, cfg.allow_hosts))
+
 async def safe_address(url:str, cfg:ToolConfig)->str|None:
     "The checked address to connect to for `url` (None for an allowed host); a `ToolError` says why one is refused"
     if err := url_error(url): raise ToolError(f'refused: {err}')
     u = httpx.URL(url.strip())
-    if _host_key(u.host) in cfg.allow_hosts: return None
+    if allowed(u, cfg): return None
     try: addrs = await resolve_host(u.host, u.port or (443 if u.scheme == 'https' else 80), cfg.request_timeout)
     except (OSError, UnicodeError, asyncio.TimeoutError) as e:
         raise ToolError(f'cannot resolve {u.host}: {e or "timed out"}') from None
