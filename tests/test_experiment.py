@@ -440,10 +440,12 @@ def test_evaluation_seeds_differ_across_arm_and_seed(monkeypatch):
     assert seen == [eval_seed(a, s) for a in ('IGPO (DR-Venus)', 'GRPO') for s in (0, 1)]
 
 def test_the_confirmatory_configuration_freezes_cpu_learn():
+    from types import SimpleNamespace
     from venus_nb.experiment import VISIT_BONUS
-    from venus_nb.igpo import ablation_grid
+    from venus_nb.rollout import RolloutConfig
     c, learn = ExperimentConfig.confirm(), ExperimentConfig.cpu_learn()
-    for f in ('steps', 'questions_per_step', 'G', 'igpo', 'warm', 'eval_questions'): assert getattr(c, f) == getattr(learn, f)
+    for f in ('steps', 'questions_per_step', 'G', 'igpo', 'warm', 'eval_questions'):
+        assert getattr(c, f) == getattr(learn, f)
     assert (c.igpo['lr'], c.igpo['dtype'], c.igpo['kl_coef'], c.igpo['kind_shares']) == (
         6e-6, 'float32', 0.001, {'2-hop': 3, '1-hop': 1})
     assert c.seeds == (0, 1, 2) and c.test_questions >= 128 and c.G >= 4 and c.start_samples >= 8
@@ -451,7 +453,13 @@ def test_the_confirmatory_configuration_freezes_cpu_learn():
     assert h['H1'] == dict(name='H1', a='IGPO (DR-Venus)', b='start', metric='Pass@1', subset='all', direction='>',
                            primary=True)
     assert (h['H2']['b'], h['H2']['subset'], h['H2']['primary']) == ('GRPO + format penalty', '2-hop', False)
-    assert ('H3' in h) == (VISIT_BONUS in ablation_grid()) == (VISIT_BONUS in c.arms)
+    assert (h['H3']['b'], h['H3']['subset']) == (VISIT_BONUS, '2-hop') and VISIT_BONUS in c.arms
+    # the control is GRPO + format penalty with the calibrated visit bonus, nothing else changed
+    from venus_nb.experiment import arm_config, CONFIRM_VISIT_BONUS
+    start = SimpleNamespace(rollout=RolloutConfig())
+    ctrl, fmt = (arm_config(c, start, a, 0) for a in (VISIT_BONUS, 'GRPO + format penalty'))
+    assert CONFIRM_VISIT_BONUS > 0 and ctrl.rewards == replace(fmt.rewards, visit_bonus=CONFIRM_VISIT_BONUS)
+    assert replace(ctrl, rewards=fmt.rewards, output_dir='', run_name='') == replace(fmt, output_dir='', run_name='')
 
 def test_cli_experiment_prints_the_registered_hypotheses(tmp_path, monkeypatch, capsys):
     import venus_nb.experiment as ex

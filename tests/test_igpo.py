@@ -560,7 +560,8 @@ def test_resume_is_refused_where_the_machine_computes_otherwise(tmp_path, monkey
     pol = rl_policy(tiny_model('llama'), cfg)
     save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [], random.Random(0))
     here = lib.fast_bf16()
-    assert lib.read_state(tmp_path/'checkpoint-1')['arithmetic'] == dict(dtype='bfloat16', device='cpu', bf16_kernels=here)
+    saved = lib.read_state(tmp_path/'checkpoint-1')['arithmetic']
+    assert saved == dict(dtype='bfloat16', device='cpu', bf16_kernels=here)
     lib._start(pol, cfg)   # the same machine resumes
     monkeypatch.setattr(lib, 'fast_bf16', lambda: not here)
     with pytest.raises(ValueError, match=f'bf16_kernels {here} there, {not here} here'): lib._start(pol, cfg)

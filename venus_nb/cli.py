@@ -463,7 +463,8 @@ def cmd_experiment(args):
     say(f'## Validation Pass@k, exploratory ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
          + res.summary.round(3).to_string(index=False))
     if cfg.hypotheses:
-        cols = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'p_value', 'p_holm', 'verdict']
+        cols = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'p_value', 'p_holm',
+                'verdict']
         say('## Registered hypotheses (test split, Holm-corrected across the set)\n'
             + res.hypotheses.reindex(columns=cols).round(4).to_string(index=False))
     say(f"   report: {res.output_dir/'report.html'}")

@@ -187,7 +187,8 @@ def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
         res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,
                    live=False)
     write_csv(res.metrics, out/'igpo_metrics.csv')
-    say(f'## 9. IGPO: {res._repr_markdown_()}\n' + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
+    shown = res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]]
+    say(f'## 9. IGPO: {res._repr_markdown_()}\n' + shown.round(4).to_string(index=False))
     for row in res.metrics.to_dict('records'): say(step_meaning(row))
     return res, [out/'igpo_metrics.csv', res.output_dir]
 

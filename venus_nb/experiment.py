@@ -17,25 +17,26 @@ from .stats import (TIE, MIN_SEEDS, bootstrap_mean, paired_stats, sign_test, ver
                     resampled, seed_note, seed_tests)
 
 # %% auto #0
-__all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION',
-           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'CLAIMS', 'advantages_under',
-           'signal_density', 'warm_signal', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table',
-           'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start',
-           'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_json', 'experiment_pairs',
-           'config_hash', 'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed',
-           'split_questions', 'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config',
-           'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume',
-           'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html',
-           'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows',
-           'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
+__all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES',
+           'REGISTRATION', 'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'CLAIMS',
+           'advantages_under', 'signal_density', 'warm_signal', 'without_ig', 'visit_share', 'calibrate_visit_bonus',
+           'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
+           'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied',
+           'ExperimentConfig', 'experiment_json', 'experiment_pairs', 'config_hash', 'Registration',
+           'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
+           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
+           'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment', 'heldout_curve',
+           'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
+           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
+           'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
-def advantages_under(scored, # a `rewards.Scored` batch
+def advantages_under(batch, # a `rewards.Scored` batch
                      **changes # `RewardConfig` fields to change, e.g. estimator='grpo'
                     )->list:
-    "Per rollout, per turn advantages of `scored` under its reward config with `changes`"
+    "Per rollout, per turn advantages of `batch` under its reward config with `changes`"
     from venus_nb.igpo import advantages_of
-    return advantages_of(replace(scored, cfg=replace(scored.cfg, **changes)))[0]
+    return advantages_of(replace(batch, cfg=replace(batch.cfg, **changes)))[0]
 
 def _share(flags:list)->float: return float(np.mean(flags)) if len(flags) else math.nan
 
@@ -85,6 +86,38 @@ def warm_signal(warm=None, # a `WarmStart`, or `WarmConfig` fields (a dict); def
                          'make it anew with warm_start(force=True)')
     scored = score_rollouts(pol.model, pol.tokenizer, trajs, cfg or IGPOConfig())
     return signal_density(scored), scored
+
+# %% ../nbs/32_experiment.ipynb #7cc38bfa
+def without_ig(batch)->'Scored':
+    "The batch as GRPO + format penalty scores it: no IG slot anywhere, each malformed turn −λ for that turn"
+    return replace(batch, ig=[[None] * len(row) for row in batch.ig],
+                   cfg=replace(batch.cfg, scored='none', penalty='replace'))
+
+def visit_share(batch, # a `rewards.Scored` batch
+                **changes # `RewardConfig` fields to change (as `advantages_under`)
+               )->float:
+    "Advantage on visit turns, summed with its sign, over the batch's summed absolute advantage (NaN: none)"
+    adv = advantages_under(batch, **changes)
+    visits = sum(a for tr, row in zip(batch.trajs, adv) for t, a in zip(tr.turns, row) if t.kind == 'visit')
+    total = sum(abs(a) for row in adv for a in row)
+    return visits / total if total > TIE else math.nan
+
+def calibrate_visit_bonus(batch, # the warm start's scored rollouts (`warm_signal`)
+                          hi:float=8.0, # the largest β tried
+                          tol:float=1e-4)->dict:
+    "β for which the visit-bonus control's `visit_share` meets IGPO's on `scored`; both shares and the β found"
+    target = visit_share(batch, estimator='igpo')
+    control = without_ig(batch)
+    share = lambda b: visit_share(control, visit_bonus=b)
+    lo_share, hi_share = share(0.0), share(hi)
+    if not lo_share < target <= hi_share:
+        raise ValueError(f"IGPO's visit share {target:.4f} is not between the control's at β = 0 ({lo_share:.4f}) "
+                         f'and at β = {hi} ({hi_share:.4f}): no β in [0, {hi}] matches it')
+    lo = 0.0
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if share(mid) < target else (lo, mid)
+    return dict(beta=round(hi, 4), igpo_share=target, control_share=share(round(hi, 4)), share_at_0=lo_share)
 
 # %% ../nbs/32_experiment.ipynb #eac6a30a
 def score_matrix(evals:pd.DataFrame, # one row per arm, seed and question: n samples, c correct
@@ -149,7 +182,7 @@ def metric_k(metric:str)->int:
     return int(m.group(1))
 
 def hypothesis(h:dict)->dict:
-    "A registered comparison with every field: its name, the difference a − b, metric, question subset, direction, primary"
+    "A registered comparison with every field: name, the difference a − b, metric, question subset, direction, primary"
     if not isinstance(h, dict): raise ValueError(f'a hypothesis is a dict of {list(HYPOTHESIS_FIELDS)}, got {h!r}')
     if unknown := sorted(set(h) - set(HYPOTHESIS_FIELDS)):
         raise ValueError(f"hypothesis {h.get('name')!r}: unknown fields {unknown}; valid: {list(HYPOTHESIS_FIELDS)}")
@@ -168,7 +201,8 @@ def check_hypotheses(hyps, # dicts of `HYPOTHESIS_FIELDS`
     "The hypotheses with every field, checked as a set: distinct names, exactly one primary, sides that are arms"
     hyps = tuple(hypothesis(h) for h in hyps)
     if not hyps: return hyps
-    if len({h['name'] for h in hyps}) != len(hyps): raise ValueError(f"hypothesis names repeat: {[h['name'] for h in hyps]}")
+    if len({h['name'] for h in hyps}) != len(hyps):
+        raise ValueError(f"hypothesis names repeat: {[h['name'] for h in hyps]}")
     if (n := sum(h['primary'] for h in hyps)) != 1:
         raise ValueError(f'exactly one hypothesis is primary; {n} are')
     for h in hyps:
@@ -215,7 +249,8 @@ def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
         if not _measured(evals, h): continue
         e, k = _subset(evals, h['subset']), metric_k(h['metric'])
         d, seeds = paired_difference(e, h['a'], h['b'], k), score_matrix(e, h['a'], k).index
-        rows += [dict(hypothesis=h['name'], seed=int(seeds[r.pop('seed')]), **r) for r in seed_tests(d, _alternative(h))]
+        rows += [dict(hypothesis=h['name'], seed=int(seeds[r.pop('seed')]), **r)
+                 for r in seed_tests(d, _alternative(h))]
     return pd.DataFrame(rows)
 
 # %% ../nbs/32_experiment.ipynb #712794c9
@@ -245,12 +280,13 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
                      eval_questions:int=16, # validation questions
                      test_questions:int=0 # test questions, from the test world (0: none)
                     )->Start:
-    "The `Start` of the embedded model: its warm start (made or cached), the warm world's RL, validation, test questions"
+    "The `Start` of the embedded model: its warm start (made or cached), the warm world's RL, validation and test"
     from venus_nb.warm_start import WarmConfig, warm_start, warm_world, engine_for_folder, rollout_config
     from venus_nb.rollout import HFEngine
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
     # see igpo's sync
-    world, engine = warm_world(w.config, test_questions), engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype,
+    world = warm_world(w.config, test_questions)
+    engine = engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype,
                                                                             enable_lora=w.config.dtype != 'float32')
     engine = None if isinstance(engine, HFEngine) else engine
     return Start(w.policy, world.rl, world.validation[:eval_questions], world.corpus, rollout_config(w.config), engine,
@@ -288,7 +324,9 @@ CPU_LEARN = dict(steps=12, eval_every=None,
                  # bf16 machine would otherwise start from another warm start, sampled by a bf16 engine
                  warm=dict(entities=80, held_out=64, rl=96, bf16=False))
 
-VISIT_BONUS = 'GRPO + visit bonus'   # the visit-bonus control of the confirmatory run, once `ablation_grid` has it
+VISIT_BONUS = 'GRPO + visit bonus'   # the visit-bonus control of the confirmatory run
+# its β: `calibrate_visit_bonus` on the cpu_learn warm start's scored check rollouts, fixed before registration
+CONFIRM_VISIT_BONUS = 0.0907
 # the confirmatory run's hypotheses, registered before any test evaluation
 CONFIRM_HYPOTHESES = (
     dict(name='H1', a=TREATMENT, b='start', metric='Pass@1', subset='all', direction='>', primary=True),
@@ -367,13 +405,10 @@ class ExperimentConfig(Settings):
     @classmethod
     def confirm(cls, **kw):
         "The confirmatory run: cpu_learn's training frozen, 3 seeds, 128 test questions × 4, H1-H3 registered"
-        from venus_nb.igpo import ablation_grid
-        # the visit-bonus control and its hypothesis join once the arm exists
-        control = VISIT_BONUS in ablation_grid()
-        arms = (TREATMENT, 'GRPO + format penalty') + ((VISIT_BONUS,) if control else ())
-        hyps = tuple(h for h in CONFIRM_HYPOTHESES if control or h['b'] != VISIT_BONUS)
-        return cls.cpu_learn(**dict(dict(arms=arms, seeds=(0, 1, 2), test_questions=128, start_samples=8,
-                                         hypotheses=hyps, output_dir='out/experiment-confirm'), **kw))
+        control = {VISIT_BONUS: dict(arm='GRPO + format penalty', rewards=dict(visit_bonus=CONFIRM_VISIT_BONUS))}
+        return cls.cpu_learn(**dict(dict(arms=(TREATMENT, 'GRPO + format penalty', VISIT_BONUS), variants=control,
+                                         seeds=(0, 1, 2), test_questions=128, start_samples=8,
+                                         hypotheses=CONFIRM_HYPOTHESES, output_dir='out/experiment-confirm'), **kw))
 
     @classmethod
     def gpu(cls, model:str, **kw):
@@ -552,7 +587,7 @@ def eval_steps(cfg:ExperimentConfig)->list:
 def _slug(label:str)->str: return ''.join(ch if ch.isalnum() else '-' for ch in label).strip('-').lower()
 
 def eval_rollouts_path(cfg:ExperimentConfig, arm:str, seed:int, step:int, split:str='validation')->Path:
-    "A run's evaluation rollouts: `rollouts/<arm>-seed<seed>-step<step>.jsonl`; on test `rollouts/test/<arm>-seed<seed>`"
+    "A run's evaluation rollouts: `rollouts/<arm>-seed<seed>-step<step>.jsonl`; test: `rollouts/test/<arm>-seed<seed>`"
     if _split(split) == 'test': return Path(cfg.output_dir)/'rollouts'/'test'/f'{_slug(arm)}-seed{seed}.jsonl'
     return Path(cfg.output_dir)/'rollouts'/f'{_slug(arm)}-seed{seed}-step{step}.jsonl'
 
@@ -576,7 +611,7 @@ def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
             until:int|None=None, # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
             split:str='validation' # 'test': the finished run (its last checkpoint) on the test questions
            )->tuple[pd.DataFrame, pd.DataFrame]:
-    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step metrics, evaluation rows"
+    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step rows, evaluation rows"
     from venus_nb.igpo import igpo
     until = until or cfg.steps
     if _split(split) == 'test' and until != cfg.steps:
@@ -584,7 +619,8 @@ def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
     start.reset()
     res = igpo(start.make_policy(), start.train, start.corpus, replace(arm_config(cfg, start, arm, seed), steps=until),
                engine=start.engine, live=False)
-    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G, eval_rollouts_path(cfg, arm, seed, until, split),
+    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G,
+                      eval_rollouts_path(cfg, arm, seed, until, split),
                       split)
     return (res.metrics.assign(arm=arm, seed=seed),
             evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G))
@@ -609,7 +645,7 @@ class ExperimentResult:
 
     @property
     def curve(self)->pd.DataFrame:
-        "Validation Pass@1 (with interval), turns and visits per rollout of each arm at each evaluation, overall, by kind"
+        "Validation Pass@1 (with interval), turns and visits per rollout of each arm at each evaluation, by kind too"
         return heldout_curve(self.evals)
 
     @property
@@ -639,7 +675,8 @@ class ExperimentResult:
     def _repr_markdown_(self):
         from venus_nb.eval import markdown_table
         note = seed_note(len(self.cfg.seeds))
-        registered = ('' if not self.cfg.hypotheses else '\n\n**Registered hypotheses** (test split, Holm-corrected):\n\n'
+        registered = ('' if not self.cfg.hypotheses
+                      else '\n\n**Registered hypotheses** (test split, Holm-corrected):\n\n'
                       + markdown_table(self.hypotheses.round(4), index=False))
         return (f'**Experiment**: {len(self.cfg.arms)} arms × {len(self.cfg.seeds)} seeds, '
                 f'{self.cfg.rollouts_per_run} training rollouts per run, '
@@ -844,7 +881,8 @@ def report_html(res:ExperimentResult)->str:
     body = ''.join(f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figs))
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>venus_nb experiment</title></head><body>'
             f'<h1>IGPO against GRPO</h1><pre>{html_escape(json.dumps(asdict(res.cfg), indent=1))}</pre>'
-            f'{registered}<h2>Validation (exploratory)</h2>{res.summary.round(4).to_html(index=False, escape=True)}{body}</body></html>')
+            f'{registered}<h2>Validation (exploratory)</h2>{res.summary.round(4).to_html(index=False, escape=True)}'
+            f'{body}</body></html>')
 
 # %% ../nbs/32_experiment.ipynb #8cc6d1d3
 def strict_json(obj):

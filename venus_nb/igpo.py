@@ -455,12 +455,13 @@ def arithmetic(model)->dict:
     return d if dt == torch.float32 else d | dict(bf16_kernels=fast_bf16())
 
 def check_arithmetic(ckpt:Path, saved:dict|None, now:dict, allow:bool=False):
-    "A ValueError where the checkpoint computed otherwise than this machine would (None: an older checkpoint, unchecked)"
+    "A ValueError where the checkpoint computed otherwise than this machine would (None: an old checkpoint, unchecked)"
     if saved is None or saved == now or allow: return
     said = ', '.join(f'{k} {saved.get(k)!r} there, {now.get(k)!r} here' for k in sorted({*saved, *now})
                      if saved.get(k) != now.get(k))
     raise ValueError(f'{ckpt} was trained computing otherwise than this machine would ({said}): resume on a machine '
-                     'that computes the same way, or pass allow_arithmetic_change=True to go on (the run then mixes two '
+                     'that computes the same way, or pass allow_arithmetic_change=True to go on (the run then mixes '
+                     'two '
                      'arithmetics; say so where you report it)')
 
 # %% ../nbs/26_igpo.ipynb #6ed276d7

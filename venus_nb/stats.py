@@ -70,7 +70,8 @@ def sign_test(d, # differences, one per question (ties are left out)
               alternative:str='two-sided' # or 'greater' (the first side better) or 'less'
              )->float:
     "Exact sign test on the non-zero entries of `d`: how likely so lopsided a split if neither side is better"
-    if alternative not in ALTERNATIVES: raise ValueError(f'alternative must be one of {ALTERNATIVES}, got {alternative!r}')
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f'alternative must be one of {ALTERNATIVES}, got {alternative!r}')
     d = np.asarray(d, dtype=float)
     up, down = int((d > TIE).sum()), int((d < -TIE).sum())
     n = up + down
