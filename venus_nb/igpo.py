@@ -101,7 +101,7 @@ class IGPOConfig(Settings):
         self.betas, self.target_modules = tuple(self.betas), tuple(self.target_modules)
         # a negative grad_clip would turn descent into ascent; the rest fail late or train on nothing
         check_ranges(self, steps='[1, 1e9)', questions_per_step='[1, inf)', lr='(0, inf) or None',
-                     weight_decay='[0, inf)', grad_clip='(0, inf)', clip_low='(0, 1]', clip_high='(0, inf)',
+                     weight_decay='[0, inf)', grad_clip='(0, inf)', clip_low='(0, inf)', clip_high='(0, inf)',
                      dual_clip='[1, inf) or None', kl_coef='[0, inf)', tis_cap='(0, inf) or None',
                      ppo_epochs='[1, inf)', mini_batches='[1, inf)', lora_r='[1, inf) or None', lora_alpha='(0, inf)',
                      max_len='[1, inf) or None', save_steps='[1, inf)', seed=SEED)
