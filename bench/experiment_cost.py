@@ -68,7 +68,7 @@ def evaluate(engine, start, arm, G):
     from venus_nb.rollout import rollout
     trajs = []
     def run():
-        trajs.extend(rollout(engine, start.held_out, start.corpus, replace(start.rollout, G=G, progress=False,
+        trajs.extend(rollout(engine, start.validation, start.corpus, replace(start.rollout, G=G, progress=False,
                                                                            seed=experiment.EVAL_SEED)))
     secs = timed(run)[0]
     return secs, len(trajs), sum(t.meta['gen_tokens'] for t in trajs), sum(len(t.tokens.ids) for t in trajs)
