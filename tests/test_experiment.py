@@ -492,3 +492,66 @@ def test_report_xss_payload_is_escaped():
     import html
     page = xss_report()
     assert XSS not in page and '<img' not in page and html.escape(XSS) in page
+
+# run-folder readers: a table the run did not write as it is is an error naming the file, never a quietly wrong summary
+def _folder_with(tmp_path, evals:pd.DataFrame):
+    from venus_nb.experiment import _save_rows, TABLES, EVAL_COLUMNS
+    _save_rows(tmp_path, pd.DataFrame(columns=TABLES['steps']), evals, pd.DataFrame(columns=TABLES['runs']),
+               pd.DataFrame(columns=EVAL_COLUMNS))
+    return tmp_path
+
+def _evals():
+    return pd.DataFrame([dict(arm=a, seed=0, step=4, rollouts=64, question=f'q{q}', kind='1-hop', n=4, c=q % 5,
+                              turns=3.0, visits=1.0) for a in ('start', 'GRPO') for q in range(5)])
+
+def test_run_folder_readers_refuse_counts_outside_0_n(tmp_path):
+    from venus_nb.experiment import _done
+    for c, n in ((2.5, 4), (5, 4), (-1, 4), (0, 0), ('x', 4)):
+        e = _evals().astype({'c': object, 'n': object})
+        e.loc[3, ['c', 'n']] = [c, n]
+        _folder_with(tmp_path, e)
+        with pytest.raises(ValueError, match=r'evals\.csv: row 5 has n=.*counts are whole numbers'): _done(tmp_path)
+
+def test_run_folder_readers_refuse_an_incomplete_question_set(tmp_path):
+    from venus_nb.experiment import _done, _done_at
+    e = _evals()
+    _folder_with(tmp_path, e.drop(index=7))   # GRPO lacks one question: resume must not take the run as done
+    with pytest.raises(ValueError, match=r'evals\.csv: arm GRPO, seed 0, step 4 has 4 of the 5 questions'):
+        _done(tmp_path)
+    _folder_with(tmp_path, pd.concat([e, e[:1]]))
+    with pytest.raises(ValueError, match="arm start, seed 0, step 4 has question 'q0' twice"): _done(tmp_path)
+    _folder_with(tmp_path, e)
+    assert _done_at(_done(tmp_path)[1], 'GRPO', 0, 4)   # the whole table reads back as written
+
+def test_run_folder_readers_name_the_file(tmp_path):
+    from venus_nb.experiment import _done, read_experiment
+    _folder_with(tmp_path, _evals())
+    for text, why in ((b'', 'not a readable CSV table'), (b'arm\nGRPO\n', "no column"),
+                      (b'arm,seed\n\xff\xfe,0\n', 'UnicodeDecodeError')):
+        (tmp_path/'runs.csv').write_bytes(text)
+        with pytest.raises(ValueError, match=rf'runs\.csv: .*{why}'): _done(tmp_path)
+    with pytest.raises(FileNotFoundError, match='not an experiment folder'): read_experiment(tmp_path)
+
+def test_run_folder_readers_follow_no_link_out_of_the_folder(tmp_path):
+    from venus_nb.experiment import _done
+    folder = tmp_path/'run'
+    folder.mkdir()
+    _folder_with(folder, _evals())
+    (folder/'evals.csv').unlink()
+    (tmp_path/'elsewhere.csv').write_text(_evals().to_csv(index=False))
+    (folder/'evals.csv').symlink_to(tmp_path/'elsewhere.csv')
+    with pytest.raises(ValueError, match='outside'): _done(folder)
+
+def test_run_folder_readers_read_every_committed_folder_back():
+    from pathlib import Path
+    from venus_nb.experiment import read_experiment
+    folders = sorted(p.parent for p in Path(__file__).parents[1].glob('examples/experiment/*/evals.csv'))
+    assert folders
+    for f in folders: assert len(read_experiment(f).summary), f
+
+def test_step_batches_reads_a_bounded_config(tmp_path):
+    from venus_nb.experiment import step_batches
+    (tmp_path/'igpo_config.json').write_text('[' * 10**5 + ']' * 10**5)
+    with pytest.raises(ValueError, match='igpo_config.json: not valid JSON'): step_batches(tmp_path)
+    (tmp_path/'igpo_config.json').write_text('{}')
+    with pytest.raises(ValueError, match=r"lacks \['rewards'\]"): step_batches(tmp_path)

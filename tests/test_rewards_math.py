@@ -199,3 +199,21 @@ def test_visit_bonus_ranks_rollouts_by_well_formed_visits_before_normalisation()
     assert plain[2][-1] > 0 > plain[0][-1] == plain[1][-1]
     for bad in (-0.1, float('nan'), float('inf')):
         with pytest.raises(ValueError, match='visit_bonus'): RewardConfig(visit_bonus=bad)
+
+# run-folder readers: saved scores no run writes are errors naming the file and rollout, never NaN advantages
+def test_scored_load_refuses_scores_no_run_writes(tmp_path):
+    import json
+    from venus_nb.rewards import Scored
+    from venus_nb.trajectory import Trajectory, write_jsonl
+    msgs = [dict(role='user', content='Q?'), dict(role='assistant', content='<think>a</think>\n<answer>y</answer>')]
+    t = Trajectory.from_messages(msgs, gt='y')
+    good = Scored([t, t], [0, 0], [[None], [None]], [1.0, 0.0])
+    assert Scored.load(good.save(tmp_path/'ok.jsonl')).outcome == [1.0, 0.0]
+    for change, why in ((dict(ig=[1e308]), 'has ig'), (dict(outcome=float('nan')), 'has outcome'),
+                        (dict(outcome='1'), 'has outcome'), (dict(group=True), 'has group'),
+                        (dict(group='0'), 'whole numbers in some rollouts and texts in others')):
+        p = good.save(tmp_path/'bad.jsonl')
+        rows = [json.loads(l) for l in p.read_text().splitlines()]
+        rows[1]['meta']['scored'] |= change
+        p.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+        with pytest.raises(ValueError, match=rf'bad\.jsonl: .*{why}'): Scored.load(p)

@@ -339,3 +339,13 @@ def test_cli_eval_select_writes_the_selection(server, sent, monkeypatch, tmp_pat
     with pytest.raises(CLIError, match='VENUS_NB_JUDGE_URL'):
         cli.eval_selectors(dict(select='verifier', verifier=None))
     assert cli.eval_selectors(dict(select=None)) == ({}, None)
+
+# run-folder readers: a selection folder with junk tables is an error naming the file, not a crash in `figure()`
+def test_read_selection_names_the_file_and_needs_its_columns(tmp_path):
+    from venus_nb.select import read_selection, SELECTION_FILES
+    src = Path(__file__).parents[1]/'examples/select/warm_start'
+    for f in SELECTION_FILES.values():
+        if (src/f).exists(): (tmp_path/f).write_bytes((src/f).read_bytes())
+    assert read_selection(tmp_path).table.questions.max() == 64
+    (tmp_path/SELECTION_FILES['table']).write_text('junk,columns\n1,2\n')
+    with pytest.raises(ValueError, match=r"selection\.csv: no column \['selector'"): read_selection(tmp_path)

@@ -11,9 +11,10 @@ from .base import read_config
 from .models import has_module
 
 # %% auto #0
-__all__ = ['STALE_TEMP', 'TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'remove_stale_temps',
-           'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'flat_settings', 'config_changes',
-           'describe_changes', 'is_adapter', 'trackers', 'need_tensorboard', 'in_notebook']
+__all__ = ['STALE_TEMP', 'MAX_TABLE_BYTES', 'TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole',
+           'remove_stale_temps', 'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'check_csv',
+           'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'trackers', 'need_tensorboard',
+           'in_notebook']
 
 # %% ../nbs/03_checkpoints.ipynb #7d96bc1b
 def checkpoint_folders(output_dir)->list[Path]:
@@ -80,6 +81,24 @@ def check_json(path, *keys)->dict:
     if not isinstance(d, dict): raise ValueError(f'{Path(path).name} is not a JSON object')
     if missing := [k for k in keys if k not in d]: raise ValueError(f'{Path(path).name} lacks {missing}')
     return d
+
+# %% ../nbs/03_checkpoints.ipynb #04d0a220
+MAX_TABLE_BYTES = 256 * 2**20   # a run folder's CSV table; larger is not one the kit wrote
+
+def check_csv(path, columns=(), # the columns the reader needs
+              folder=None        # the folder the file must lie in: a link pointing out of it is refused
+             )->pd.DataFrame:
+    "A run folder's CSV table holding `columns`, 256 MB at most, inside `folder`: else a ValueError naming the file"
+    import pandas as pd
+    p = Path(path)
+    if folder is not None and not p.resolve().is_relative_to(Path(folder).resolve()):
+        raise ValueError(f'{p}: a link to {p.resolve()}, outside {folder}: a run folder\'s tables are its own files')
+    if (size := p.stat().st_size) > MAX_TABLE_BYTES: raise ValueError(f'{p}: {size:,} bytes, over {MAX_TABLE_BYTES:,}')
+    try: df = pd.read_csv(p, encoding='utf-8')
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as e:   # EmptyDataError is a ValueError
+        raise ValueError(f'{p}: not a readable CSV table ({one_line(e, 160)})') from None
+    if missing := [c for c in columns if c not in df]: raise ValueError(f'{p}: no column {missing}')
+    return df
 
 # %% ../nbs/03_checkpoints.ipynb #9c762452
 def flat_settings(d:dict, prefix:str='')->dict:

@@ -18,17 +18,17 @@ from .stats import (TIE, MIN_SEEDS, bootstrap_mean, paired_stats, sign_test, ver
 
 # %% auto #0
 __all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES',
-           'REGISTRATION', 'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'RUN_COLUMNS', 'TABLES', 'CURVES', 'CLAIMS',
+           'REGISTRATION', 'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'RUN_COLUMNS', 'TABLES', 'NEEDED', 'CURVES', 'CLAIMS',
            'advantages_under', 'signal_density', 'warm_signal', 'without_ig', 'visit_share', 'calibrate_visit_bonus',
            'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
            'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied',
            'ExperimentConfig', 'experiment_json', 'experiment_pairs', 'config_hash', 'Registration',
            'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
            'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
-           'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment', 'heldout_curve',
-           'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results',
-           'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
-           'setting_evals', 'rollouts_to_reach']
+           'check_counts', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment',
+           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
+           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
+           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -686,13 +686,41 @@ class ExperimentResult:
 
 # %% ../nbs/32_experiment.ipynb #9f8d952a
 RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split']
-# the CSV files an experiment's folder keeps, one row added per finished run
+# the CSV files an experiment's folder keeps, one row added per finished run, and the columns a reader needs
 TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS, test=EVAL_COLUMNS)
+NEEDED = dict(steps=['arm', 'seed'], evals=['arm', 'seed', 'question', 'n', 'c'],
+              runs=['arm', 'seed', 'step', 'seconds'], test=['arm', 'seed', 'step', 'question', 'n', 'c'])
+
+def check_counts(e:pd.DataFrame, path)->pd.DataFrame:
+    "Evaluation rows with whole counts 0 <= c <= n, n >= 1, each question once per run and every run's questions whole"
+    n, c = (pd.to_numeric(e[k], errors='coerce') for k in ('n', 'c'))
+    if (bad := ~((n >= 1) & (c >= 0) & (c <= n) & (n % 1 == 0) & (c % 1 == 0))).any():
+        i = int(bad.to_numpy().argmax())
+        raise ValueError(f'{path}: row {i + 2} has n={e.n.iloc[i]}, c={e.c.iloc[i]}: counts are whole numbers '
+                         'with 0 <= c <= n and n >= 1')
+    run = [k for k in ('arm', 'seed', 'step') if k in e]   # a folder written before steps were recorded has none
+    which = lambda key: ', '.join(f'{k} {v}' for k, v in zip(run, key if isinstance(key, tuple) else (key,)))
+    if (dup := e.duplicated(run + ['question'])).any():
+        r = e[dup].iloc[0]
+        raise ValueError(f'{path}: {which(tuple(r[run]))} has question {str(r.question)!r} twice')
+    asked = e.groupby(run).question.nunique()
+    if len(short := asked[asked < e.question.nunique()]):
+        raise ValueError(f'{path}: {which(short.index[0])} has {short.iloc[0]} of the '
+                         f'{e.question.nunique()} questions: a table cut short or edited by hand '
+                         "(delete that run's rows to run it again)")
+    return e.assign(n=n.astype(int), c=c.astype(int))
+
+def _read_table(out:Path, name:str)->pd.DataFrame:
+    "One of the folder's tables, checked (`checkpoints.check_csv`; `check_counts` for evaluation rows); empty if absent"
+    from venus_nb.checkpoints import check_csv
+    path = out/f'{name}.csv'
+    if not path.exists(): return pd.DataFrame(columns=TABLES[name])
+    df = check_csv(path, NEEDED[name], folder=out)
+    return check_counts(df, path) if name in ('evals', 'test') else df
 
 def _done(out:Path)->list:
     "The steps, validation rows, run times and test rows an earlier call finished (empty tables where none did)"
-    read = lambda f, cols: pd.read_csv(out/f'{f}.csv') if (out/f'{f}.csv').exists() else pd.DataFrame(columns=cols)
-    return [read(f, cols) for f, cols in TABLES.items()]
+    return [_read_table(out, name) for name in TABLES]
 
 def _save_rows(out:Path, *tables:pd.DataFrame):
     "Write each table; test.csv only once there are test rows"
@@ -943,7 +971,9 @@ def stopping_table(batches:list, # `Scored` batches, e.g. each step's (`step_bat
 def step_batches(run:Path)->list:
     "The scored rollouts an IGPO run kept, one `Scored` per step in step order, under the run's own reward settings"
     from venus_nb.rewards import Scored, RewardConfig
-    cfg = RewardConfig(**config_kwargs(RewardConfig, json.loads((Path(run)/'igpo_config.json').read_text())['rewards']))
+    from venus_nb.checkpoints import check_json   # capped and bounded: a ValueError naming the file
+    saved = check_json(Path(run)/'igpo_config.json', 'rewards')['rewards']
+    cfg = RewardConfig(**config_kwargs(RewardConfig, saved))
     steps = sorted(Path(run).glob('rollouts/step-*.jsonl'), key=lambda f: int(f.stem.split('-')[1]))
     return [Scored.load(f, cfg) for f in steps]
 

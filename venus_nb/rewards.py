@@ -14,12 +14,13 @@ from .judges import aliases, exact_match
 from .base import summary_repr, check_ranges
 
 # %% auto #0
-__all__ = ['ESTIMATORS', 'REPLY', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
-           'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
-           'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'Probe', 'answer_probe',
-           'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued', 'prompt_groups',
-           'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs', 'gt_logprobs',
-           'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored']
+__all__ = ['ESTIMATORS', 'REPLY', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite',
+           'Slots', 'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread',
+           'RewardDetails', 'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'Probe',
+           'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued',
+           'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs',
+           'gt_logprobs', 'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored',
+           'scores_problem']
 
 # %% ../nbs/24_rewards.ipynb #325f5656
 from .base import moved
@@ -518,12 +519,33 @@ def save(self:Scored, path)->Path:
     return write_jsonl([replace(t, meta={**t.meta, 'scored': dict(group=g, ig=i, outcome=float(o), logp=lp)})
                         for t, g, i, o, lp in zip(self.trajs, self.groups, self.ig, self.outcome, logp)], path)
 
+MAX_SCORE = 1e4   # past this no IG (a difference of mean log-probs) or judge score is real: a file corrupted
+
+def _number(x, none_ok=False)->bool:
+    "A finite real number within ±`MAX_SCORE` (bools and texts are not), or None where `none_ok`"
+    if x is None: return none_ok
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= MAX_SCORE
+
+def scores_problem(x)->str|None:
+    "What is wrong with one rollout's saved scores (`meta['scored']`), or None"
+    if not isinstance(x, dict): return 'has no scores'
+    if not (isinstance(x.get('group'), (int, str)) and not isinstance(x.get('group'), bool)):
+        return f"has group {x.get('group')!r}: a whole number or a text"
+    if not _number(x.get('outcome')): return f"has outcome {x.get('outcome')!r}: a finite number within ±{MAX_SCORE:g}"
+    for k in ('ig', 'logp'):
+        v = x.get(k)
+        if not (k == 'logp' and v is None) and not (isinstance(v, list) and all(_number(y, True) for y in v)):
+            return f'has {k} {str(v)[:80]}: a list of finite numbers within ±{MAX_SCORE:g} (null where not scored)'
+
 @patch(cls_method=True)
 def load(cls:Scored, path, cfg:RewardConfig=RewardConfig())->Scored:
-    "Scored rollouts written by `Scored.save`; an unreadable or unscored record is an error naming the file and line"
+    "Scored rollouts written by `Scored.save`; an unreadable or wrongly scored record is an error naming file and line"
     from venus_nb.trajectory import read_jsonl
     trajs, errors = read_jsonl(path)
-    bad = errors + [f'{path}: rollout {i} has no scores' for i, t in enumerate(trajs) if 'scored' not in t.meta]
+    bad = errors + [f'{path}: rollout {i} {why}' for i, t in enumerate(trajs)
+                    if (why := scores_problem(t.meta.get('scored')))]
+    if not bad and len({type(t.meta['scored']['group']) for t in trajs}) > 1:   # '0' beside 0 would split one group in two
+        bad.append(f'{path}: groups are whole numbers in some rollouts and texts in others')
     if bad: raise ValueError(f'{path}: not scored rollouts: {bad[0]}'
                              + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''))
     s = [t.meta['scored'] for t in trajs]

@@ -22,14 +22,14 @@ from .stats import TIE, bootstrap_mean, paired_stats
 
 # %% auto #0
 __all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS',
-           'ROLLOUT_COLUMNS', 'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'answer_key', 'Candidate', 'vote',
-           'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified', 'Selector', 'selectors_of',
-           'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens', 'as_policy', 'policy_scores',
-           'evidence_text', 'LLMVerifier', 'as_verifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
-           'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
-           'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row', 'selection_table', 'Measurement',
-           'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'run_selection',
-           'read_selection']
+           'ROLLOUT_COLUMNS', 'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'SELECTION_COLUMNS', 'answer_key',
+           'Candidate', 'vote', 'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified',
+           'Selector', 'selectors_of', 'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens',
+           'as_policy', 'policy_scores', 'evidence_text', 'LLMVerifier', 'as_verifier', 'verifier_scores', 'blind',
+           'answer_rows', 'candidate_table', 'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets',
+           'selected_accuracy', 'gap_share', 'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row',
+           'selection_table', 'Measurement', 'selection_figure', 'measure', 'write_selection', 'usable',
+           'measure_selection', 'run_selection', 'read_selection']
 
 # %% ../nbs/33_select.ipynb #c610264f
 def answer_key(answer)->str:
@@ -576,10 +576,19 @@ def run_selection(rollouts, # saved rollouts (JSONL, or `Trajectory` list) with 
     return m
 
 # %% ../nbs/33_select.ipynb #e97cc065
+# the columns `Measurement` reads back: its summary, difference and figure
+SELECTION_COLUMNS = dict(per_question=['group', 'g', 'selector', 'selected'],
+                         table=['selector', 'g', 'questions', 'accuracy', 'lo', 'hi', 'pass_at_1', 'pass_at_g',
+                                'gap_share'])
+
 def read_selection(folder, # where `write_selection` wrote
                    label:str|None=None # the measurement's name; default the folder's
                   )->Measurement:
     "The `Measurement` in `folder`: its per-question rows and summary (the candidates and picks stay in their CSVs)"
+    from venus_nb.checkpoints import check_csv   # bounded, inside the folder, the columns there: else naming the file
     folder = Path(folder)
-    per_q, table = (pd.read_csv(folder/SELECTION_FILES[k]) for k in ('per_question', 'table'))
+    per_q, table = (check_csv(folder/SELECTION_FILES[k], SELECTION_COLUMNS[k], folder)
+                    for k in ('per_question', 'table'))
+    if not len(table) or not pd.api.types.is_integer_dtype(table.g):
+        raise ValueError(f"{folder/SELECTION_FILES['table']}: no rows, or a column g that is not whole numbers")
     return Measurement(per_q, table, None, label or folder.name)
