@@ -29,7 +29,7 @@ __all__ = ['log', 'SLOT_CODES', 'UNSCORED', 'NO_PLAN', 'WORD_JOINER', 'IG_FIELDS
            'random_rollouts', 'turn_texts', 'rollout_turns', 'rollout_turn_rewards', 'agent_judge', 'rollout_question',
            'generation_ids', 'verl_tokens', 'ig_plan', 'plan_slots', 'ig_from_plan', 'fill_ig', 'balanced_shards',
            'unshard', 'ig_trouble', 'information_gain_rows', 'limit_reason', 'escape_specials', 'unescape_specials',
-           'neutral_message', 'sft_chat_template', 'message_groups', 'turn_starts', 'chatml_message',
+           'neutral_message', 'sft_chat_template', 'message_groups', 'turn_starts', 'chatml_message', 'template_added',
            'verl_sft_messages', 'escaped_count', 'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame', 'plain_text_ids',
            'register_estimator', 'VenusAgentLoopOutput', 'VenusToolAgentLoop', 'text_stays_text',
            'no_sequence_parallel', 'autocast', 'attention', 'VenusActorRolloutRefWorker', 'tq_rollouts',
@@ -421,17 +421,23 @@ def chatml_message(text:str, assistant:bool # whether the trajectory has a reply
     return {'role': role, 'content': content}
 
 # %% ../nbs/41_verl.ipynb #f38ccc0f
+def template_added(tokenizer, first:list, **template_kw)->int:
+    "Messages the chat template puts before the conversation's first chat message itself (SmolLM2's default system one)"
+    return len(turn_starts(tokenizer.apply_chat_template(first, tokenize=False, **template_kw))) - len(first)
+
 def verl_sft_messages(traj, tokenizer, **template_kw)->list[dict]:
     "The trajectory's chat messages, each as the template renders it in the conversation; questions and pages as text"
     groups = message_groups([neutral_message(tokenizer, m) for m in traj.to_messages()])
     full = tokenizer.apply_chat_template([m for g in groups for m in g], tokenize=False, **template_kw)
-    at = turn_starts(full)
-    if at[:1] != [0] or len(at) != len(groups):
+    at, added = turn_starts(full), template_added(tokenizer, groups[0], **template_kw) if groups else 0
+    # the template's own leading messages are kept (the policy was trained and sampled with them); any other extra
+    # turn marker is a reply holding one, refused
+    if at[:1] != [0] or len(at) != added + len(groups):
         raise ValueError(f'the chat template renders {len(at)} turn markers for the trajectory\'s {len(groups)} '
-                         'chat messages (a template that adds messages, or a reply holding a turn marker): '
+                         f'chat messages and the {added} it adds in front itself (a reply holding a turn marker?): '
                          'the export needs one message per chat message')
-    return [chatml_message(full[a:b], g[0].get('role') == 'assistant')
-            for g, a, b in zip(groups, at, at[1:] + [len(full)])]
+    ends, replies = at[1:] + [len(full)], [False] * added + [g[0].get('role') == 'assistant' for g in groups]
+    return [chatml_message(full[a:b], r) for a, b, r in zip(at, ends, replies)]
 
 # %% ../nbs/41_verl.ipynb #1d1b78a5
 def escaped_count(messages:list, tokenizer)->int:
