@@ -500,21 +500,21 @@ def _folder_with(tmp_path, evals:pd.DataFrame):
                pd.DataFrame(columns=EVAL_COLUMNS))
     return tmp_path
 
-def _evals():
+def _eval_rows():
     return pd.DataFrame([dict(arm=a, seed=0, step=4, rollouts=64, question=f'q{q}', kind='1-hop', n=4, c=q % 5,
                               turns=3.0, visits=1.0) for a in ('start', 'GRPO') for q in range(5)])
 
 def test_run_folder_readers_refuse_counts_outside_0_n(tmp_path):
     from venus_nb.experiment import _done
     for c, n in ((2.5, 4), (5, 4), (-1, 4), (0, 0), ('x', 4)):
-        e = _evals().astype({'c': object, 'n': object})
+        e = _eval_rows().astype({'c': object, 'n': object})
         e.loc[3, ['c', 'n']] = [c, n]
         _folder_with(tmp_path, e)
         with pytest.raises(ValueError, match=r'evals\.csv: row 5 has n=.*counts are whole numbers'): _done(tmp_path)
 
 def test_run_folder_readers_refuse_an_incomplete_question_set(tmp_path):
     from venus_nb.experiment import _done, _done_at
-    e = _evals()
+    e = _eval_rows()
     _folder_with(tmp_path, e.drop(index=7))   # GRPO lacks one question: resume must not take the run as done
     with pytest.raises(ValueError, match=r'evals\.csv: arm GRPO, seed 0, step 4 has 4 of the 5 questions'):
         _done(tmp_path)
@@ -525,7 +525,7 @@ def test_run_folder_readers_refuse_an_incomplete_question_set(tmp_path):
 
 def test_run_folder_readers_name_the_file(tmp_path):
     from venus_nb.experiment import _done, read_experiment
-    _folder_with(tmp_path, _evals())
+    _folder_with(tmp_path, _eval_rows())
     for text, why in ((b'', 'not a readable CSV table'), (b'arm\nGRPO\n', "no column"),
                       (b'arm,seed\n\xff\xfe,0\n', 'UnicodeDecodeError')):
         (tmp_path/'runs.csv').write_bytes(text)
@@ -536,9 +536,9 @@ def test_run_folder_readers_follow_no_link_out_of_the_folder(tmp_path):
     from venus_nb.experiment import _done
     folder = tmp_path/'run'
     folder.mkdir()
-    _folder_with(folder, _evals())
+    _folder_with(folder, _eval_rows())
     (folder/'evals.csv').unlink()
-    (tmp_path/'elsewhere.csv').write_text(_evals().to_csv(index=False))
+    (tmp_path/'elsewhere.csv').write_text(_eval_rows().to_csv(index=False))
     (folder/'evals.csv').symlink_to(tmp_path/'elsewhere.csv')
     with pytest.raises(ValueError, match='outside'): _done(folder)
 
