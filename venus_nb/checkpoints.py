@@ -87,8 +87,8 @@ MAX_TABLE_BYTES = 256 * 2**20   # a run folder's CSV table; larger is not one th
 
 def check_csv(path, columns=(), # the columns the reader needs
               folder=None        # the folder the file must lie in: a link pointing out of it is refused
-             )->pd.DataFrame:
-    "A run folder's CSV table holding `columns`, 256 MB at most, inside `folder`: else a ValueError naming the file"
+             ):
+    "A run folder's CSV table as a DataFrame: `columns` there, 256 MB at most, inside `folder`; else a ValueError"
     import pandas as pd
     p = Path(path)
     if folder is not None and not p.resolve().is_relative_to(Path(folder).resolve()):
