@@ -15,10 +15,11 @@ forward+backward over each of the step's final sequences, one at a time (a padde
 tokens needs more than the 24 GB of a 2-core machine for its activations); IG scoring's and π_ref's are each one
 no-grad forward over the same sequences; an evaluation's is its generated tokens at the rollout floor's rate.
 
-The projection: `--full-steps` steps at the median step, plus the test evaluation (`--test-questions` × G rollouts at
-the median seconds per evaluation rollout) per arm-seed; the confirmatory run is `--arms` × `--seeds` arm-seeds plus
-the start's evaluation (`--start-samples` per test question). Medians with min-max over `--repeats`; the CPU and the
-load average are printed (other jobs on a shared machine move every figure).
+The projection, as the experiment runner evaluates: per arm-seed `--full-steps` steps at the median step, plus
+`--validation-questions` and `--test-questions` × G rollouts at the median seconds per evaluation rollout; the
+confirmatory run is `--arms` × `--seeds` arm-seeds plus the start (validation for every seed but the first, whose
+rows are the warm start's check rollouts, and `--start-samples` per test question for every seed). Medians with
+min-max over `--repeats`; the CPU and the load average are printed (other jobs on a shared machine move every figure).
 Run: .venv/bin/python bench/experiment_cost.py [--steps 1] [--eval-questions 12] [--repeats 3] [--arm 'IGPO (DR-Venus)']
      [--kv-gib 2] [--threads N] [--compare-dtype bfloat16]
 """
@@ -159,13 +160,16 @@ def summary(rs, a):
                       f'{a.compare_dtype} {spread([dict(v=r["other"][c]) for r in rs], "v", "{:.4g}")}')
     print(f'  a training rollout: {spread([dict(v=r["rollout"] / r["rollouts"]) for r in rs], "v", "{:.2f}")}s')
     step, per = med('step'), med('eval_pooled_per')
-    arm_seed = a.full_steps * step + a.test_questions * a.G * per
-    start = a.test_questions * a.start_samples * per
+    # what the runner evaluates: each arm-seed on validation after its last step and on test once; the start on
+    # validation for every seed but the first (whose rows are the warm start's check rollouts) and on test per seed
+    train, val, test = a.full_steps * step, a.validation_questions * a.G * per, a.test_questions * a.G * per
+    arm_seed = train + val + test
+    start = ((a.seeds - 1) * a.validation_questions * a.G + a.seeds * a.test_questions * a.start_samples) * per
     total = a.arms * a.seeds * arm_seed + start
-    print(f'  projected arm-seed ({a.full_steps} steps + {a.test_questions} x {a.G} test rollouts): '
-          f'{arm_seed / 60:.0f} min ({a.full_steps * step / 60:.0f} training, {a.test_questions * a.G * per / 60:.0f} '
-          f'evaluation); confirmatory run ({a.arms} arms x {a.seeds} seeds + the start at {a.start_samples} samples): '
-          f'{total / 3600:.1f} h')
+    print(f'  projected arm-seed ({a.full_steps} steps, {a.validation_questions} x {a.G} validation and '
+          f'{a.test_questions} x {a.G} test rollouts): {arm_seed / 60:.0f} min ({train / 60:.0f} training, '
+          f'{val / 60:.0f} validation, {test / 60:.0f} test); confirmatory run ({a.arms} arms x {a.seeds} seeds, the '
+          f'start at {a.start_samples} test samples a seed: {start / 3600:.1f} h): {total / 3600:.1f} h')
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -174,6 +178,7 @@ def main():
     p.add_argument('--eval-questions', type=int, default=12, help='validation questions a repeat evaluates, x G')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--full-steps', type=int, default=12)
+    p.add_argument('--validation-questions', type=int, default=64)
     p.add_argument('--test-questions', type=int, default=128)
     p.add_argument('--start-samples', type=int, default=8)
     p.add_argument('--arms', type=int, default=3)
