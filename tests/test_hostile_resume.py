@@ -337,3 +337,40 @@ def test_clean_report_counts_unreadable_records(tmp_path, capsys):
     report = pd.read_csv(tmp_path/'c'/'clean_report.csv')
     assert len(report) == 8 and (report.step == 'load').sum() == 3
     assert f'{f}:3:' in out and f'{f}:4:' in out and f'{f}:8:' in out
+
+def test_replay_without_ground_truth_is_refused_or_given_one(tmp_path, capsys, tiny_dir):
+    "No IG against a ground truth that is not there (the word 'None' was scored before): one error naming --gt"
+    t = read_jsonl(WORLD/'trajectories.jsonl').trajectories[0]
+    rec = to_record(t)
+    rec.pop('gt', None)
+    rec.pop('answer', None)
+    f = tmp_path/'no_gt.jsonl'
+    f.write_text(json.dumps(rec) + '\n')
+    assert read_jsonl(f).trajectories[0].gt is None
+    _one_error(*_cli(['replay', f, '--model', tiny_dir, '--out', tmp_path/'r.html'], capsys)[::2], 'no_gt.jsonl',
+               'no ground truth', '--gt')
+    assert not (tmp_path/'r.html').exists()
+    code, out, err = _cli(['replay', f, '--model', tiny_dir, '--out', tmp_path/'r.html', '--gt', t.gt], capsys)
+    assert code == 0 and (tmp_path/'r.html').exists() and 'wrote' in out
+    from venus_nb.rewards import gt_logprobs
+    m, tok = tiny_model('llama')
+    with pytest.raises(ValueError, match='has no ground truth'): gt_logprobs(m, tok, read_jsonl(f).trajectories[0])
+
+def test_replay_says_which_turns_lie_past_the_context(tmp_path, capsys):
+    "Visits past the model's positions are counted in the command's output, with the fix"
+    from venus_nb.cli import unscored_note
+    from venus_nb.rewards import GTLogProbs
+    m, tok = tiny_model('llama')
+    note = unscored_note(GTLogProbs(-3.0, [None, -2.0, None, None], cut=2), None, m, 'tiny')
+    assert note.startswith('2 of the 3 scored turns have no IG') and '--max-chars' in note
+    assert unscored_note(GTLogProbs(-3.0, [None, -2.0], cut=0), None, m, 'tiny') is None
+    t = next(t for t in read_jsonl(WORLD/'trajectories.jsonl').trajectories
+             if sum(u.kind == 'visit' for u in t.turns) >= 2)
+    m.config.max_position_embeddings = len(t.tokenize(tok).ids) // 2   # the later visits lie past it
+    m.save_pretrained(tmp_path/'short')
+    tok.save_pretrained(tmp_path/'short')
+    f = tmp_path/'one.jsonl'
+    f.write_text(json.dumps(to_record(t)) + '\n')
+    code, out, err = _cli(['replay', f, '--model', tmp_path/'short', '--out', tmp_path/'r.html', '--max-chars', 10**5],
+                          capsys)
+    assert code == 0 and 'scored turns have no IG' in out and 'wrote' in out, (out, err)

@@ -18,11 +18,11 @@ from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 
 # %% auto #0
 __all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'cmd_clean', 'cmd_resample',
-           'pick', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'build', 'settings_of',
-           'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions', 'read_corpus',
-           'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval', 'run_igpo',
-           'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries',
-           'error_line', 'main']
+           'pick', 'with_gt', 'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings',
+           'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
+           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
+           'run_eval', 'run_igpo', 'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
+           'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/40_cli.ipynb #7f06283c
 from .base import moved
@@ -74,6 +74,22 @@ def pick(trajs:list, index:int, path)->Trajectory:
     if not trajs[index].turns: raise CLIError(f'trajectory {index} of {path} has no assistant turn to replay')
     return trajs[index]
 
+def with_gt(traj:Trajectory, gt:str|None, where:str)->Trajectory:
+    "The trajectory with `--gt` as its ground truth; without either, an error: IG is the rise of log p(gt)"
+    from venus_nb.judges import aliases
+    traj = replace(traj, gt=gt) if gt is not None else traj
+    if not aliases(traj.gt):
+        raise CLIError(f'{where} has no ground truth to score information gain against: give it with --gt TEXT')
+    return traj
+
+def unscored_note(lp, traj:Trajectory, model, name:str)->str|None:
+    "What the replay could not score and why (boundaries past the model's context), with the fix; None if all were"
+    if not lp.cut: return None
+    scored = lp.cut + sum(v is not None for v in lp.per_turn)
+    return (f'{lp.cut} of the {scored} scored turns have no IG (shown as –): their boundaries lie past the '
+            f'{model.config.max_position_embeddings:,} positions of {name}; a model with a longer context '
+            '(--model) or shorter pages (--max-chars) scores them')
+
 def cmd_replay(args):
     "Score one trajectory of a file with a model and write its replay page"
     from venus_nb.models import load_policy
@@ -82,8 +98,11 @@ def cmd_replay(args):
     from venus_nb.replay import write_replay
     out = writable_file(args.out)   # checked before the model loads
     traj = pick(_load(args.input, args.format).trajectories, args.index, args.input).shorten(args.max_chars)
+    traj = with_gt(traj, args.gt, f'trajectory {args.index} of {args.input}')   # before the model loads, too
     pol = load_policy(args.model, dtype='float32')
-    page = write_replay(out, traj, Scored.from_logprobs([traj], [gt_logprobs(pol.model, pol.tokenizer, traj)]))
+    lp = gt_logprobs(pol.model, pol.tokenizer, traj)
+    page = write_replay(out, traj, Scored.from_logprobs([traj], [lp]))
+    if note := unscored_note(lp, traj, pol.model, args.model): say(note)
     say(f'wrote {page}')
 
 # %% ../nbs/40_cli.ipynb #e04b6a5f
@@ -401,6 +420,8 @@ def _add_stages(sub):
                    help='the file\'s trajectory format (default: %(default)s)')
     p.add_argument('--model', default='smollm2-135m',
                    help='embedded name, local folder or Hub name that scores it (default: %(default)s)')
+    p.add_argument('--gt', default=None,
+                   help="the ground truth to score IG against, where the trajectory has none or to override its own")
     p.add_argument('--max-chars', type=int, default=300,
                    help='cut tool responses to fit a small window (default: %(default)s)')
     e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, '

@@ -21,7 +21,8 @@ __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDG
 ANSWER_SPLIT = '<|answer_split|>'
 
 def aliases(gt)->list[str]:
-    "Ground-truth alternatives (a list, or a string joined by `<|answer_split|>`)"
+    "Ground-truth alternatives (a list, or a string joined by `<|answer_split|>`); none for a missing one (None)"
+    if gt is None: return []
     items = gt if isinstance(gt, (list, tuple)) else str(gt).split(ANSWER_SPLIT)
     return [str(a).strip() for a in items if str(a).strip()]
 

@@ -256,7 +256,8 @@ def _literal_probe(tok, text:str, a:int, b:int)->Probe:
 
 def answer_probe(tokenizer, gt)->Probe:
     "The fake final reply (generation prompt + answer) that IG teacher-forces"
-    gt = (aliases(gt) or [''])[0]
+    if not (golds := aliases(gt)): raise ValueError(f'no ground truth to score log p(gt) against (gt={gt!r})')
+    gt = golds[0]
     gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
     text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + REPLY.format(gt=gt)
     start = text.rindex('<answer>\n') + len('<answer>\n')
@@ -421,7 +422,10 @@ def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig()
                 prefix:Prefix|None=None # the rollout's prompt already in a cache (`prefilled`), shared with its group
                )->GTLogProbs:
     "Mean log-prob of the ground truth at every scored boundary of `traj`"
-    probe = answer_probe(tokenizer, traj.gt if gt is None else gt)
+    if not aliases(gt := traj.gt if gt is None else gt):   # IG is the rise of log p(gt): without one, no number
+        raise ValueError(f'trajectory {traj.meta.get("id", traj.question[:60])!r} has no ground truth (gt={gt!r}): '
+                         'information gain needs one: pass gt=..., or `venus-nb replay --gt TEXT`')
+    probe = answer_probe(tokenizer, gt)
     limit = (max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)) - len(probe.ids)
     tokens = traj.tokens or traj.tokenize(tokenizer)
     every = _points(traj, tokens, cfg)
@@ -544,7 +548,8 @@ def load(cls:Scored, path, cfg:RewardConfig=RewardConfig())->Scored:
     trajs, errors = read_jsonl(path)
     bad = errors + [f'{path}: rollout {i} {why}' for i, t in enumerate(trajs)
                     if (why := scores_problem(t.meta.get('scored')))]
-    if not bad and len({type(t.meta['scored']['group']) for t in trajs}) > 1:   # '0' beside 0 would split one group in two
+    # '0' beside 0 would split one group in two
+    if not bad and len({type(t.meta['scored']['group']) for t in trajs}) > 1:
         bad.append(f'{path}: groups are whole numbers in some rollouts and texts in others')
     if bad: raise ValueError(f'{path}: not scored rollouts: {bad[0]}'
                              + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''))
