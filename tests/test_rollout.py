@@ -364,3 +364,19 @@ def test_vllm_rollout_stays_within_the_engine_context(world):
     try: trajs = rollout(engine, [long_q], world, c)
     except Exception as e: raise AssertionError(f'rollout raised {type(e).__name__}: {e}') from e
     assert all(len(t.tokens) <= 1024 for t in trajs)
+
+def test_evaluation_and_training_rollouts_are_one_engine_call_per_round(world, qa, doc, tmp_path):
+    "The experiment's evaluation and an IGPO step send each round's live rollouts to the engine in one call"
+    from venus_nb.experiment import Start, _evaluate
+    from venus_nb.igpo import IGPOConfig, igpo
+    from venus_nb.models import tiny_model
+    pol = tiny_model('llama')
+    script = [search_turn(doc.title), visit_turn(doc.link), ANSWER]
+    start = Start(lambda: pol, qa[:2], qa[2:4], world, cfg(max_turns=4))
+    eng = ScriptedEngine(pol.tokenizer, script)
+    rows = _evaluate(eng, start, 'IGPO (DR-Venus)', 0, G=2)
+    assert eng.calls == [4, 4, 4] and list(rows.n) == [2, 2]   # 2 questions x 2 samples, every round in one call
+    eng = ScriptedEngine(pol.tokenizer, script)
+    igpo(pol, qa[:2], world, IGPOConfig(steps=1, questions_per_step=2, rollout=cfg(G=2, max_turns=4), save_steps=1,
+                                        output_dir=str(tmp_path), report_to=()), engine=eng, live=False)
+    assert eng.calls == [4, 4, 4]
