@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 import httpx
 from fastcore.basics import patch
-from .base import free_port
+from .base import BodyTooLarge, MAX_ANSWER_BYTES, bounded_send, free_port
 from .trajectory import end_of_turn
 from .rollout import RolloutConfig, Generated, cut_generation, stop_token_ids, _encode
 
@@ -87,14 +87,16 @@ def _url(client:httpx.Client, path:str)->str: return f'{client.base_url}{path}'
 
 def post_json(client:httpx.Client, path:str, body:dict,
               retries:int=3, # more tries after the first, on dropped connections, timeouts, 408/409/429 and 5xx
-              backoff:float=0.5 # seconds to the first retry, doubling after each (jittered; a Retry-After header wins)
+              backoff:float=0.5, # seconds to the first retry, doubling after each (jittered; a Retry-After header wins)
+              max_bytes:int=MAX_ANSWER_BYTES # a longer answer is an error (not retried)
              )->dict:
     "POST `body` and return the JSON answer, retrying passing failures; else a `ServedError` with the server's message"
     from venus_nb.web import ToolConfig, backoff_delay, retry_after
     for k in range(retries + 1):
         wait = None
-        try: r = client.post(path, json=body)
+        try: r = bounded_send(client, 'POST', path, max_bytes=max_bytes, json=body)   # within the client's timeout
         except httpx.TransportError as e: why = f'{type(e).__name__}: {e}'
+        except BodyTooLarge as e: raise ServedError(str(e)) from None
         else:
             if r.status_code not in RETRY_STATUS: break
             why, wait = f'HTTP {r.status_code}: {_reason(r)}', retry_after(r.headers.get('retry-after'))
@@ -107,9 +109,10 @@ def post_json(client:httpx.Client, path:str, body:dict,
 # %% ../nbs/42_served.ipynb #83faac57
 def served_models(client:httpx.Client)->dict:
     "`{model id: max_model_len or None}` from the server's /v1/models (`{}` where it has no such list)"
-    try: r = client.get('models')
+    try: r = bounded_send(client, 'GET', 'models')
     except httpx.TransportError as e:
         raise ServedError(f'no server answers at {client.base_url} ({type(e).__name__}: {e})') from e
+    except BodyTooLarge as e: raise ServedError(str(e)) from None
     if r.status_code == 404: return {}
     if r.is_error: raise ServedError(f'{_url(client, "models")} answered HTTP {r.status_code}: {_reason(r)}')
     return {m['id']: m.get('max_model_len') for m in r.json().get('data', [])}
@@ -119,9 +122,9 @@ TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_c
 
 def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=TOKENIZER_PROBE)->bool|None:
     "Whether the server's /tokenize (vLLM's) encodes `text` as `tok` does; None where the server has no /tokenize"
-    try: r = client.post(client.base_url.copy_with(path='/tokenize'),
-                         json=dict(model=model, prompt=text, add_special_tokens=False))
-    except httpx.TransportError: return None
+    try: r = bounded_send(client, 'POST', client.base_url.copy_with(path='/tokenize'),
+                          json=dict(model=model, prompt=text, add_special_tokens=False))
+    except (httpx.TransportError, BodyTooLarge): return None
     try: ids = None if r.is_error else r.json().get('tokens')
     except (ValueError, AttributeError): ids = None
     return None if ids is None else ids == _encode(tok, text)
@@ -142,9 +145,9 @@ class ServedEngine:
     "Rollout engine for a model behind an OpenAI-compatible /v1/completions endpoint (`vllm serve` or any other)"
     name = 'served'
     def __init__(self, client:httpx.Client, model:ServedModel, tokenizer, concurrency:int=16, retries:int=3,
-                 vllm_fields:bool=True, extra_body:dict|None=None):
+                 vllm_fields:bool=True, extra_body:dict|None=None, max_bytes:int=MAX_ANSWER_BYTES):
         (self.client, self.model, self.tok,
-         self.concurrency, self.retries) = client, model, tokenizer, concurrency, retries
+         self.concurrency, self.retries, self.max_bytes) = client, model, tokenizer, concurrency, retries, max_bytes
         self.vllm_fields, self.extra_body = vllm_fields, dict(extra_body or {})
         self.stop_ids, self.retokenised = stop_token_ids(tokenizer), 0   # outputs whose ids came from re-tokenised text
 
@@ -163,7 +166,8 @@ def _choice(answer:dict, url)->dict:
 def generate_one(self:ServedEngine, prompt:list, limit:int, cfg:RolloutConfig, seed:int)->ServedGenerated:
     "One completion request for one prompt"
     body = completion_body(self.model.name, prompt, limit, cfg, seed, self.stop_ids, self.vllm_fields) | self.extra_body
-    choice = _choice(post_json(self.client, 'completions', body, self.retries), _url(self.client, 'completions'))
+    answer = post_json(self.client, 'completions', body, self.retries, max_bytes=self.max_bytes)
+    choice = _choice(answer, _url(self.client, 'completions'))
     return generated_from(self.tok, choice, self.stop_ids, cfg.stop, limit)
 
 # %% ../nbs/42_served.ipynb #27e47ffc
@@ -198,11 +202,12 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
                   api_key:str|None=None, # default: $OPENAI_API_KEY, else none
                   tokenizer=None, # the server's tokenizer (object, embedded name, folder, Hub name); default: `model`'s
                   concurrency:int=16, # requests in flight at once
-                  timeout:float=600, # seconds per request
+                  timeout:float=600, # seconds per request, its whole answer included
                   retries:int=3, # retries of a dropped connection, a timeout, 408/409/429 or a 5xx
                   max_model_len:int|None=None, # the context length; default: /v1/models' `max_model_len`
                   vllm_fields:bool=True, # send vLLM fields (token ids back, stop ids, top-k); False for strict servers
                   extra_body:dict|None=None, # more fields for every request (they win over the engine's)
+                  max_bytes:int=MAX_ANSWER_BYTES, # a longer answer is an error
                   transport:httpx.BaseTransport|None=None # another transport, e.g. `scripted_server`'s
                  )->ServedEngine:
     "A rollout engine for a model behind an OpenAI-compatible completions endpoint"
@@ -216,7 +221,7 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
     if tokenizer_agrees(client, model, tok) is False:
         raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer '
                           f'{getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
-    return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body)
+    return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body, max_bytes)
 
 # %% ../nbs/42_served.ipynb #f5b9a7dc
 def _vllm_cut(tok, ids:list, body:dict)->tuple:

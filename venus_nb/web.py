@@ -196,48 +196,17 @@ class Fetched:
 
 _CUT = 'venus_nb.truncated'   # response extension of a cassette's response whose body was cut when it was recorded
 
-# %% ../nbs/21_web.ipynb #0346c7ae
-def _inflater(headers, head:bytes):
-    "A zlib decompressor for the Content-Encoding (gzip, or deflate with or without its zlib header), or None for none"
-    codings = [c.strip().lower() for c in headers.get('content-encoding', '').split(',')
-               if c.strip().lower() not in ('', 'identity')]
-    if not codings: return None
-    if codings not in (['gzip'], ['x-gzip'], ['deflate']):
-        raise httpx.DecodingError(f'content encoding {", ".join(codings)!r} is not supported (gzip or deflate)')
-    zlib_header = len(head) > 1 and head[0] & 0x0f == 8 and (head[0] << 8 | head[1]) % 31 == 0
-    return zlib.decompressobj(31 if 'gzip' in codings[0] else 15 if zlib_header else -15)
-
-def _inflate(d, data:bytes, piece:int):
-    "What decompressor `d` makes of `data`, at most `piece` bytes at a time"
-    try:
-        while data:
-            out = d.decompress(data, piece)
-            data = d.unconsumed_tail
-            if out: yield out
-    except zlib.error as e: raise httpx.DecodingError(f'the compressed body is damaged: {e}') from None
-
-# %% ../nbs/21_web.ipynb #94e5df02
-async def _decoded(resp, piece:int=1 << 16):
-    "The body of a streamed response, decoded (gzip, deflate) a piece of at most `piece` bytes at a time"
-    try:
-        yield resp.content
-        return   # a response made in memory (a cassette's, a mock's) is whole already
-    except httpx.ResponseNotRead: pass
-    d = False
-    async for raw in resp.aiter_raw():
-        if d is False: d = _inflater(resp.headers, raw)
-        if d is None: yield raw
-        else:
-            for out in _inflate(d, raw, piece): yield out
-    if d: yield d.flush()
+# %% ../nbs/21_web.ipynb #b7786109
+from .base import BodyReader
 
 async def _read_capped(resp, max_bytes):
     "Body of a streamed response, at most `max_bytes` decoded bytes, and whether it was cut (here, or when recorded)"
-    buf = bytearray()
-    async for piece in _decoded(resp):
-        buf += piece
-        if len(buf) > max_bytes: return bytes(buf[:max_bytes]), True
-    return bytes(buf), bool(resp.extensions.get(_CUT))
+    r = BodyReader(resp.headers, max_bytes)
+    try: r.add(resp.content)   # a response made in memory (a cassette's, a mock's) is whole already
+    except httpx.ResponseNotRead:
+        async for raw in resp.aiter_raw():
+            if r.feed(raw): break
+    return r.body(), r.cut or bool(resp.extensions.get(_CUT))
 
 # %% ../nbs/21_web.ipynb #9fe9867c
 async def _once(client, method, url, cfg, kw)->Fetched:
