@@ -329,3 +329,44 @@ def test_openai_clients_have_a_body_cap(api, client):
     (out, _), peak = peak_mb(lambda: within(15, lambda: CLIENTS[client](f'{api}/big')))
     _failed(out, f'{api}/big/v1/', 'sent more than 16,777,216 bytes')
     assert peak < 48, f'{peak:.0f} MiB held to refuse a {BIG // MB} MiB answer'
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the served engine counts returned token ids as exact only when they are ids of the tokenizer; any other answer is a
+# ValueError naming the URL and the field
+
+def _completion(choice)->bytes: return json.dumps({'choices': [choice]}).encode()
+
+HOSTILE = {  # name -> (the raw body of /v1/completions, the field the error must name)
+    'out-of-vocabulary': (_completion({'text': 'x', 'token_ids': [12, 1_000_000_000]}), 'token_ids[1] = 1000000000'),
+    'float': (_completion({'text': 'x', 'token_ids': [3.7]}), 'token_ids[0] = 3.7'),
+    'string': (_completion({'text': 'x', 'token_ids': ['7']}), 'token_ids[0] = "7"'),
+    'bool': (_completion({'text': 'x', 'token_ids': [True]}), 'token_ids[0] = true'),
+    'negative': (_completion({'text': 'x', 'token_ids': [-5]}), 'token_ids[0] = -5'),
+    'nan-id': (b'{"choices": [{"text": "x", "token_ids": [NaN]}]}', 'token_ids[0] = NaN'),
+    'nan-logprob': (b'{"choices": [{"text": "x", "logprobs": {"tokens": ["token_id:12"], "token_logprobs": [NaN]}}]}',
+                    'logprobs.token_logprobs[0] = NaN'),
+    'bad-token-string': (_completion({'text': 'x', 'logprobs': {'tokens': ['token_id:1e3']}}),
+                         'logprobs.tokens[0] = "token_id:1e3"'),
+    'malformed-json': (b'{"choices": [{"text": "x", "token_ids": [12', 'not JSON'),
+    'null-choice': (b'{"choices": [null]}', 'choices[0] = null'),
+    'text-not-a-string': (_completion({'text': 5}), 'text = 5'),
+}
+ANSWERS.update({k: body for k, (body, _) in HOSTILE.items()})
+ANSWERS['good'] = _completion({'text': 'x', 'token_ids': [12, 2]})
+
+def _turn(api, name, tok):
+    from venus_nb.served import openai_engine
+    from venus_nb.rollout import RolloutConfig
+    engine = openai_engine(f'{api}/answer/{name}/v1', 'm', tokenizer=tok, timeout=5, retries=0)
+    return engine.generate_one([1, 2, 3], 8, RolloutConfig(), 0)
+
+@pytest.mark.parametrize('name', list(HOSTILE))
+def test_served_engine_takes_only_vocabulary_token_ids_as_exact(api, smol_tok, name):
+    from venus_nb.served import ServedError
+    with pytest.raises(ValueError) as e: _turn(api, name, smol_tok)
+    assert isinstance(e.value, ServedError), repr(e.value)
+    assert f'{api}/answer/{name}/v1/completions' in str(e.value) and HOSTILE[name][1] in str(e.value), str(e.value)
+
+def test_served_engine_keeps_good_token_ids_exact(api, smol_tok):
+    g = _turn(api, 'good', smol_tok)
+    assert (g.ids, g.exact) == ([12, 2], True)
