@@ -1,6 +1,7 @@
 """The tools under hostile input: gzip bombs and endless bodies in record mode, damaged caches, the SSRF guard in front
 of the cache, IPv6 forms that embed private IPv4, credentials in URLs, cut cassettes, binary bodies sent as text,
-atomic writes, line breaks that `str.splitlines` invents, and fuzzed loaders and parsers that stay linear.
+atomic writes, line breaks that `str.splitlines` invents, fuzzed loaders and parsers that stay linear, and a page that
+trafilatura would take minutes over, stopped at its time limit.
 
 Every server here listens on 127.0.0.1; nothing reaches any other address.
 """
@@ -28,6 +29,9 @@ def gzip_bomb(n:int)->bytes:
     return b''.join(z.compress(words) for _ in range(n // len(words))) + z.flush()
 
 BOMB = gzip_bomb(32 * MB)
+# one table row of 50,000 cells (0.75 MB): trafilatura takes about 9 s over it (quadratic in a row's cells)
+WIDE = ('<html><head><title>Wide</title></head><body><table><tr>' + ''.join(f'<td>c{j}</td>' for j in range(50_000))
+        + '</tr></table></body></html>').encode()
 ENDLESS = 64 * MB   # "endless": the server gives up after this much, so a broken client cannot eat the machine
 
 class Handler(ReplyHandler):
@@ -47,6 +51,7 @@ class Handler(ReplyHandler):
             return self.reply(body=b'<html><body>\x00\x00\x00 secret binary</body></html>', ctype='text/html')
         if path == '/utf16':
             return self.reply(body='caf\xe9 au lait'.encode('utf-16'), ctype='text/plain; charset=utf-16')
+        if path == '/wide': return self.reply(body=WIDE)
         if path == '/to-creds':
             return self.reply(302, b'', None, [('Location', f'http://user:s3cret@127.0.0.1:{s.server_port}/page')])
         self.reply(404, b'not found', 'text/plain')
@@ -443,3 +448,52 @@ def test_corpus_with_no_readable_record_says_why(tmp_path):
 def test_replaying_a_missing_cassette_warns(tmp_path):
     with pytest.warns(RuntimeWarning, match='no such cassette'): cas = Cassette(tmp_path/'typo.jsonl')
     assert cas.replies == {} and cas.errors == []
+
+# --- 5. one page cannot tie up the CPU: trafilatura runs in a worker process, killed at `extract_timeout` ---
+
+def children_cpu()->float:
+    "CPU seconds of this process's live child processes (Linux /proc)"
+    tick, total = os.sysconf('SC_CLK_TCK'), 0.0
+    for d in os.listdir('/proc'):
+        if not d.isdigit(): continue
+        try: f = open(f'/proc/{d}/stat').read().rsplit(')', 1)[1].split()
+        except OSError: continue
+        if int(f[1]) == os.getpid(): total += (int(f[11]) + int(f[12])) / tick
+    return total
+
+@pytest.mark.skipif(not os.path.exists('/proc/self/stat'), reason="reads the children's CPU from /proc (Linux)")
+def test_one_page_cannot_tie_up_the_cpu(server):
+    c = cfg(extract_timeout=2)
+    async def go():
+        async with Toolbox.web(c, make_client(c)) as tb: return await tb.page(f'{server.base}/wide')
+    t0 = time.monotonic()
+    page = run(go())
+    took = time.monotonic() - t0
+    assert took < 10, f'{took:.1f} s for a page with a 2 s extraction limit'
+    assert 'trafilatura took over 2 s' in page.note and 'c0' in page.text and 'c49999' in page.text, page.note
+    cpu, kids = time.process_time(), children_cpu()
+    time.sleep(1)   # nothing goes on computing the page: not a thread here, not a worker process
+    assert time.process_time() - cpu < 0.3 and children_cpu() - kids < 0.3
+
+def test_ordinary_pages_read_the_same_in_the_extraction_process():
+    rng = random.Random(0)
+    words = 'tower river town merchant founded century lake bridge museum station railway harbour'.split()
+    paras = ''.join(f'<h2>Part {k}</h2><p>' + ' '.join(rng.choices(words, k=60)) + '.</p>' for k in range(200))
+    table = '<table><tr><th>a</th><th>b</th></tr>' + '<tr><td>1</td><td>2</td></tr>' * 50 + '</table>'
+    for html in (HTML.decode(), f'<html><body><article><h1>Long</h1>{paras}{table}</article></body></html>'):
+        assert W.main_text(html, 20) == (W._main_text(html), '') == W.main_text(html)
+
+@pytest.mark.skipif(not os.path.exists('/proc/self/stat'), reason="reads the children's CPU from /proc (Linux)")
+def test_a_visit_that_times_out_stops_its_page_extraction(server):
+    "The tool's 2 s timeout ends the visit, and the page's worker with it (its own 20 s limit is not waited for)"
+    c = cfg(timeout=2)
+    async def go():
+        async with Toolbox.web(c, make_client(c)) as tb:
+            return await tb.run(ToolCall('visit', {'url': f'{server.base}/wide', 'goal': 'the cells'}))
+    t0 = time.monotonic()
+    out = run(go())   # asyncio.run also waits for the worker thread that reads the page
+    took = time.monotonic() - t0
+    assert 'timed out after 2 s' in out and took < 6, (out, f'{took:.1f} s')
+    kids = children_cpu()
+    time.sleep(1)
+    assert children_cpu() - kids < 0.3

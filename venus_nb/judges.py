@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Callable
 import httpx
-from .base import config_kwargs
+from .base import MAX_ANSWER_BYTES, bounded_send, config_kwargs, parse_json
 
 # %% auto #0
 __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases',
@@ -118,9 +118,10 @@ class LLMJudge:
     enable_thinking: bool|None = None  # send `chat_template_kwargs.enable_thinking` (Qwen on vLLM); None: leave it out
     attempts: int = 3  # requests per answer before it counts as a judge error
     backoff: float = 1.0  # seconds before the second attempt, doubling after
-    timeout: float = 300.0  # seconds per request
+    timeout: float = 300.0  # seconds per request, its whole answer included
     transport: object = None  # an httpx transport (e.g. `httpx.MockTransport`)
     extra_body: dict|None = None  # more fields for every request (they win over the judge's), e.g. `VERDICT_CHOICE`
+    max_bytes: int = MAX_ANSWER_BYTES  # an answer longer than this is a failed attempt
     errors: list = field(default_factory=list, repr=False, compare=False)  # a dict per answer scored 0 with no verdict
 
     def url(self)->str:
@@ -146,11 +147,11 @@ class LLMJudge:
             for i in range(self.attempts):
                 if i: time.sleep(self.backoff * 2 ** (i - 1))
                 try:
-                    r = c.post(url, json=body)
+                    r = bounded_send(c, 'POST', url, self.timeout, self.max_bytes, json=body)
                     if r.is_error:
                         why = f'HTTP {r.status_code} {r.text[:200]}'.strip()
                         continue
-                    reply = r.json()['choices'][0]['message']['content']
+                    reply = parse_json(r.text)['choices'][0]['message']['content']
                     if reply and reply.strip(): return reply.strip(), None
                     why = 'empty reply'
                 except Exception as e: why = f'{type(e).__name__}: {e}'

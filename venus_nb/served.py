@@ -4,25 +4,32 @@
 
 # %% ../nbs/42_served.ipynb #f5a7826b
 from __future__ import annotations
-import concurrent.futures, json, os, signal, subprocess, sys, tempfile, time, warnings
+import concurrent.futures, json, math, os, re, signal, subprocess, sys, tempfile, time, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 import httpx
 from fastcore.basics import patch
-from .base import free_port
+from .base import BadRecord, BodyTooLarge, MAX_ANSWER_BYTES, bounded_send, free_port, parse_json
 from .trajectory import end_of_turn
 from .rollout import RolloutConfig, Generated, cut_generation, stop_token_ids, _encode
 
 # %% auto #0
-__all__ = ['RETRY_STATUS', 'TOKENIZER_PROBE', 'INEXACT', 'ServedError', 'ServedGenerated', 'completion_body', 'returned_ids',
-           'retokenised', 'generated_from', 'post_json', 'served_models', 'tokenizer_agrees', 'ServedModel',
-           'ServedEngine', 'openai_engine', 'scripted_server', 'vllm_serve_command', 'wait_healthy', 'vllm_server']
+__all__ = ['RETRY_STATUS', 'TOKENIZER_PROBE', 'INEXACT', 'ServedError', 'ServedAnswerError', 'ServedGenerated', 'completion_body',
+           'checked_id', 'returned_ids', 'retokenised', 'generated_from', 'post_json', 'served_models',
+           'tokenizer_agrees', 'ServedModel', 'ServedEngine', 'openai_engine', 'scripted_server', 'vllm_serve_command',
+           'wait_healthy', 'vllm_server']
 
 # %% ../nbs/42_served.ipynb #77be2ef3
 class ServedError(RuntimeError):
     "A served model's endpoint failed, or answered something that is not a completion"
+
+class ServedAnswerError(ServedError, ValueError):
+    "An answer that is not a completion (not JSON, no choice, an id outside the vocabulary); the URL and field named"
+
+def _bad(url, field:str, value, want:str)->ServedAnswerError:
+    return ServedAnswerError(f'{url} answered {field} = {json.dumps(value)[:60]}: {want}')
 
 @dataclass
 class ServedGenerated(Generated):
@@ -47,12 +54,34 @@ def completion_body(model:str, # the served model name
     return body | dict(top_k=cfg.top_k) if cfg.top_k > 0 else body
 
 # %% ../nbs/42_served.ipynb #9e0e7c0f
-def returned_ids(choice:dict)->list|None:
-    "The sampled token ids a server sent back: vLLM's `token_ids`, or `token_id:N` logprob tokens; None if neither"
-    if (ids := choice.get('token_ids')) is not None: return [int(i) for i in ids]
-    toks = (choice.get('logprobs') or {}).get('tokens') or []
-    if toks and all(isinstance(t, str) and t.startswith('token_id:') for t in toks): return [int(t[9:]) for t in toks]
-    return None
+_TOKEN_ID = re.compile(r'token_id:(-?[0-9]+)')
+
+def checked_id(v, vocab:int, # the tokenizer's vocabulary size, `len(tok)`
+               url, field:str)->int:
+    "`v` if it is a token id: a whole number (not a bool, not 3.0) in [0, vocab); else a `ServedAnswerError`"
+    if type(v) is int and 0 <= v < vocab: return v
+    raise _bad(url, field, v, f'not a token id (a whole number in [0, {vocab}))')
+
+def _checked_logprobs(lp, url)->dict:
+    "The choice's `logprobs`, an object whose `token_logprobs` are finite numbers"
+    if not isinstance(lp, dict): raise _bad(url, 'logprobs', lp, 'not an object')
+    for k, v in enumerate(lp.get('token_logprobs') or []):
+        if type(v) not in (int, float) or not math.isfinite(v): raise _bad(url, f'logprobs.token_logprobs[{k}]', v,
+                                                                             'not a finite log-prob')
+    return lp
+
+def returned_ids(choice:dict, vocab:int, # the tokenizer's vocabulary size, `len(tok)`
+                 url='the server')->list|None:
+    "The sampled ids a server sent back (vLLM's `token_ids`, or `token_id:N` logprob tokens), checked; None if neither"
+    lp = {} if choice.get('logprobs') is None else _checked_logprobs(choice['logprobs'], url)
+    if (ids := choice.get('token_ids')) is not None:
+        if not isinstance(ids, list): raise _bad(url, 'token_ids', ids, 'not a list')
+        return [checked_id(i, vocab, url, f'token_ids[{k}]') for k, i in enumerate(ids)]
+    toks = lp.get('tokens') or []
+    if not (isinstance(toks, list) and toks and all(isinstance(t, str) and t.startswith('token_id:') for t in toks)):
+        return None
+    return [checked_id(int(m[1]) if (m := _TOKEN_ID.fullmatch(t)) else t, vocab, url, f'logprobs.tokens[{k}]')
+            for k, t in enumerate(toks)]
 
 # %% ../nbs/42_served.ipynb #21bade02
 def retokenised(tok, choice:dict, stop_ids:set)->list:
@@ -65,10 +94,21 @@ def retokenised(tok, choice:dict, stop_ids:set)->list:
     return ids
 
 # %% ../nbs/42_served.ipynb #63e8540e
+def _checked_fields(choice:dict, vocab:int, url):
+    "A choice's text and reasons of the types a completion has: strings, a stop reason that is a string or a token id"
+    for k in ('text', 'finish_reason'):
+        if choice.get(k) is not None and not isinstance(choice[k], str): raise _bad(url, k, choice[k], 'not a string')
+    if (r := choice.get('stop_reason')) is not None and not isinstance(r, str): checked_id(r, vocab, url, 'stop_reason')
+
 def generated_from(tok, choice:dict, # one choice of a completions answer
-                   stop_ids:set, stops:tuple, limit:int)->ServedGenerated:
+                   stop_ids:set, stops:tuple, limit:int,
+                   vocab:int|None=None, # the tokenizer's vocabulary size; None: `len(tok)`
+                   url='the server' # named in errors
+                  )->ServedGenerated:
     "A completion choice as an engine output: the returned ids when there are any, else the re-tokenised text"
-    ids = returned_ids(choice)
+    vocab = len(tok) if vocab is None else vocab
+    _checked_fields(choice, vocab, url)
+    ids = returned_ids(choice, vocab, url)
     g = cut_generation(tok, ids if ids is not None else retokenised(tok, choice, stop_ids), stop_ids, stops, limit)
     return ServedGenerated(g.ids, g.finish, g.dropped, exact=ids is not None)
 
@@ -87,14 +127,16 @@ def _url(client:httpx.Client, path:str)->str: return f'{client.base_url}{path}'
 
 def post_json(client:httpx.Client, path:str, body:dict,
               retries:int=3, # more tries after the first, on dropped connections, timeouts, 408/409/429 and 5xx
-              backoff:float=0.5 # seconds to the first retry, doubling after each (jittered; a Retry-After header wins)
+              backoff:float=0.5, # seconds to the first retry, doubling after each (jittered; a Retry-After header wins)
+              max_bytes:int=MAX_ANSWER_BYTES # a longer answer is an error (not retried)
              )->dict:
     "POST `body` and return the JSON answer, retrying passing failures; else a `ServedError` with the server's message"
     from venus_nb.web import ToolConfig, backoff_delay, retry_after
     for k in range(retries + 1):
         wait = None
-        try: r = client.post(path, json=body)
+        try: r = bounded_send(client, 'POST', path, max_bytes=max_bytes, json=body)   # within the client's timeout
         except httpx.TransportError as e: why = f'{type(e).__name__}: {e}'
+        except BodyTooLarge as e: raise ServedError(str(e)) from None
         else:
             if r.status_code not in RETRY_STATUS: break
             why, wait = f'HTTP {r.status_code}: {_reason(r)}', retry_after(r.headers.get('retry-after'))
@@ -102,26 +144,35 @@ def post_json(client:httpx.Client, path:str, body:dict,
         # the tools' backoff: jittered, capped, Retry-After first
         time.sleep(backoff_delay(k, ToolConfig(backoff=backoff), wait))
     if r.is_error: raise ServedError(f'{_url(client, path)} answered HTTP {r.status_code}: {_reason(r)}')
-    return r.json()
+    try: return parse_json(r.text)
+    except BadRecord as e: raise ServedAnswerError(f'{_url(client, path)} answered {e}') from None
 
 # %% ../nbs/42_served.ipynb #83faac57
 def served_models(client:httpx.Client)->dict:
     "`{model id: max_model_len or None}` from the server's /v1/models (`{}` where it has no such list)"
-    try: r = client.get('models')
+    try: r = bounded_send(client, 'GET', 'models')
     except httpx.TransportError as e:
         raise ServedError(f'no server answers at {client.base_url} ({type(e).__name__}: {e})') from e
+    except BodyTooLarge as e: raise ServedError(str(e)) from None
     if r.status_code == 404: return {}
     if r.is_error: raise ServedError(f'{_url(client, "models")} answered HTTP {r.status_code}: {_reason(r)}')
-    return {m['id']: m.get('max_model_len') for m in r.json().get('data', [])}
+    url = _url(client, 'models')
+    try: listed = {m['id']: m.get('max_model_len') for m in parse_json(r.text).get('data', [])}
+    except (BadRecord, AttributeError, KeyError, TypeError) as e:
+        raise ServedAnswerError(f'{url} answered no list of models ({type(e).__name__}: {e})') from None
+    for m, n in listed.items():
+        if n is not None and not (type(n) is int and n > 0):
+            raise _bad(url, f'{m}.max_model_len', n, 'not a context length (a whole number > 0)')
+    return listed
 
 # %% ../nbs/42_served.ipynb #0620f087
 TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_call> {"name": "search"}'
 
 def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=TOKENIZER_PROBE)->bool|None:
     "Whether the server's /tokenize (vLLM's) encodes `text` as `tok` does; None where the server has no /tokenize"
-    try: r = client.post(client.base_url.copy_with(path='/tokenize'),
-                         json=dict(model=model, prompt=text, add_special_tokens=False))
-    except httpx.TransportError: return None
+    try: r = bounded_send(client, 'POST', client.base_url.copy_with(path='/tokenize'),
+                          json=dict(model=model, prompt=text, add_special_tokens=False))
+    except (httpx.TransportError, BodyTooLarge): return None
     try: ids = None if r.is_error else r.json().get('tokens')
     except (ValueError, AttributeError): ids = None
     return None if ids is None else ids == _encode(tok, text)
@@ -142,11 +193,12 @@ class ServedEngine:
     "Rollout engine for a model behind an OpenAI-compatible /v1/completions endpoint (`vllm serve` or any other)"
     name = 'served'
     def __init__(self, client:httpx.Client, model:ServedModel, tokenizer, concurrency:int=16, retries:int=3,
-                 vllm_fields:bool=True, extra_body:dict|None=None):
+                 vllm_fields:bool=True, extra_body:dict|None=None, max_bytes:int=MAX_ANSWER_BYTES):
         (self.client, self.model, self.tok,
-         self.concurrency, self.retries) = client, model, tokenizer, concurrency, retries
+         self.concurrency, self.retries, self.max_bytes) = client, model, tokenizer, concurrency, retries, max_bytes
         self.vllm_fields, self.extra_body = vllm_fields, dict(extra_body or {})
         self.stop_ids, self.retokenised = stop_token_ids(tokenizer), 0   # outputs whose ids came from re-tokenised text
+        self.vocab = len(tokenizer)   # a returned id must be below it
 
     def __repr__(self):
         return f'ServedEngine({self.model.name!r} at {self.client.base_url}, max_model_len={self.model.max_model_len})'
@@ -155,16 +207,19 @@ class ServedEngine:
 
 # %% ../nbs/42_served.ipynb #6472579a
 def _choice(answer:dict, url)->dict:
-    try: return answer['choices'][0]
+    try: choice = answer['choices'][0]
     except (KeyError, IndexError, TypeError):
-        raise ServedError(f'{url} sent no completion choice: {json.dumps(answer)[:300]}') from None
+        raise ServedAnswerError(f'{url} sent no completion choice: {json.dumps(answer)[:300]}') from None
+    if not isinstance(choice, dict): raise _bad(url, 'choices[0]', choice, 'not a completion choice (an object)')
+    return choice
 
 @patch
 def generate_one(self:ServedEngine, prompt:list, limit:int, cfg:RolloutConfig, seed:int)->ServedGenerated:
     "One completion request for one prompt"
     body = completion_body(self.model.name, prompt, limit, cfg, seed, self.stop_ids, self.vllm_fields) | self.extra_body
-    choice = _choice(post_json(self.client, 'completions', body, self.retries), _url(self.client, 'completions'))
-    return generated_from(self.tok, choice, self.stop_ids, cfg.stop, limit)
+    answer = post_json(self.client, 'completions', body, self.retries, max_bytes=self.max_bytes)
+    url = _url(self.client, 'completions')
+    return generated_from(self.tok, _choice(answer, url), self.stop_ids, cfg.stop, limit, self.vocab, url)
 
 # %% ../nbs/42_served.ipynb #27e47ffc
 INEXACT = ('{model}: the server returned no token ids, so outputs are re-tokenised from their text. The ids may differ '
@@ -198,11 +253,12 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
                   api_key:str|None=None, # default: $OPENAI_API_KEY, else none
                   tokenizer=None, # the server's tokenizer (object, embedded name, folder, Hub name); default: `model`'s
                   concurrency:int=16, # requests in flight at once
-                  timeout:float=600, # seconds per request
+                  timeout:float=600, # seconds per request, its whole answer included
                   retries:int=3, # retries of a dropped connection, a timeout, 408/409/429 or a 5xx
                   max_model_len:int|None=None, # the context length; default: /v1/models' `max_model_len`
                   vllm_fields:bool=True, # send vLLM fields (token ids back, stop ids, top-k); False for strict servers
                   extra_body:dict|None=None, # more fields for every request (they win over the engine's)
+                  max_bytes:int=MAX_ANSWER_BYTES, # a longer answer is an error
                   transport:httpx.BaseTransport|None=None # another transport, e.g. `scripted_server`'s
                  )->ServedEngine:
     "A rollout engine for a model behind an OpenAI-compatible completions endpoint"
@@ -216,7 +272,7 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
     if tokenizer_agrees(client, model, tok) is False:
         raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer '
                           f'{getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
-    return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body)
+    return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body, max_bytes)
 
 # %% ../nbs/42_served.ipynb #f5b9a7dc
 def _vllm_cut(tok, ids:list, body:dict)->tuple:

@@ -23,9 +23,9 @@ __getattr__ = moved(__name__, {'save_config': 'base', 'load_config': 'base', 're
 __all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'EXTRACTION_JSON5_MAX_CHARS', 'SERPER_URL', 'allow_entry', 'ToolConfig',
            'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error',
            'resolve_host', 'allowed', 'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page',
-           'media_type', 'sniff', 'decode', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction',
-           'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache',
-           'ReplayMiss', 'exchange_key', 'Cassette']
+           'media_type', 'sniff', 'decode', 'extracted', 'main_text', 'html_to_text', 'page_of', 'extractor_messages',
+           'parse_extraction', 'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader',
+           'Cache', 'ReplayMiss', 'exchange_key', 'Cassette']
 
 # %% ../nbs/21_web.ipynb #645fc1a9
 TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
@@ -74,6 +74,7 @@ class ToolConfig(Settings):
     summary_key_env: str = 'OPENAI_API_KEY'
     cache_path: str|None = None       # sqlite file of results; None: no cache
     user_agent: str = 'venus-nb (research agent; +https://github.com/venus-nb/venus_nb)'
+    extract_timeout: float|None = 20.0  # trafilatura's seconds on one page (killed past them); None: no limit
 
     def __post_init__(self):
         self.allow_hosts = tuple(_entry_text(*allow_entry(h)) for h in
@@ -86,6 +87,8 @@ class ToolConfig(Settings):
             if not getattr(self, k) > 0: raise ValueError(f'ToolConfig.{k} must be positive, got {getattr(self, k)!r}')
         for k in ('retries', 'max_redirects', 'backoff', 'backoff_max'):
             if getattr(self, k) < 0: raise ValueError(f'ToolConfig.{k} must be >= 0, got {getattr(self, k)!r}')
+        if self.extract_timeout is not None and not self.extract_timeout > 0:
+            raise ValueError(f'ToolConfig.extract_timeout must be positive or None, got {self.extract_timeout!r}')
 
 # %% ../nbs/21_web.ipynb #f3e3ac10
 class ToolError(Exception):
@@ -196,48 +199,17 @@ class Fetched:
 
 _CUT = 'venus_nb.truncated'   # response extension of a cassette's response whose body was cut when it was recorded
 
-# %% ../nbs/21_web.ipynb #0346c7ae
-def _inflater(headers, head:bytes):
-    "A zlib decompressor for the Content-Encoding (gzip, or deflate with or without its zlib header), or None for none"
-    codings = [c.strip().lower() for c in headers.get('content-encoding', '').split(',')
-               if c.strip().lower() not in ('', 'identity')]
-    if not codings: return None
-    if codings not in (['gzip'], ['x-gzip'], ['deflate']):
-        raise httpx.DecodingError(f'content encoding {", ".join(codings)!r} is not supported (gzip or deflate)')
-    zlib_header = len(head) > 1 and head[0] & 0x0f == 8 and (head[0] << 8 | head[1]) % 31 == 0
-    return zlib.decompressobj(31 if 'gzip' in codings[0] else 15 if zlib_header else -15)
-
-def _inflate(d, data:bytes, piece:int):
-    "What decompressor `d` makes of `data`, at most `piece` bytes at a time"
-    try:
-        while data:
-            out = d.decompress(data, piece)
-            data = d.unconsumed_tail
-            if out: yield out
-    except zlib.error as e: raise httpx.DecodingError(f'the compressed body is damaged: {e}') from None
-
-# %% ../nbs/21_web.ipynb #94e5df02
-async def _decoded(resp, piece:int=1 << 16):
-    "The body of a streamed response, decoded (gzip, deflate) a piece of at most `piece` bytes at a time"
-    try:
-        yield resp.content
-        return   # a response made in memory (a cassette's, a mock's) is whole already
-    except httpx.ResponseNotRead: pass
-    d = False
-    async for raw in resp.aiter_raw():
-        if d is False: d = _inflater(resp.headers, raw)
-        if d is None: yield raw
-        else:
-            for out in _inflate(d, raw, piece): yield out
-    if d: yield d.flush()
+# %% ../nbs/21_web.ipynb #b7786109
+from .base import BodyReader
 
 async def _read_capped(resp, max_bytes):
     "Body of a streamed response, at most `max_bytes` decoded bytes, and whether it was cut (here, or when recorded)"
-    buf = bytearray()
-    async for piece in _decoded(resp):
-        buf += piece
-        if len(buf) > max_bytes: return bytes(buf[:max_bytes]), True
-    return bytes(buf), bool(resp.extensions.get(_CUT))
+    r = BodyReader(resp.headers, max_bytes)
+    try: r.add(resp.content)   # a response made in memory (a cassette's, a mock's) is whole already
+    except httpx.ResponseNotRead:
+        async for raw in resp.aiter_raw():
+            if r.feed(raw): break
+    return r.body(), r.cut or bool(resp.extensions.get(_CUT))
 
 # %% ../nbs/21_web.ipynb #9fe9867c
 async def _once(client, method, url, cfg, kw)->Fetched:
@@ -312,6 +284,7 @@ class Page:
     title: str
     text: str
     truncated: bool = False  # the body or the text was cut at a cap
+    note: str = ''           # why the text is not trafilatura's main text of the page ('' when it is)
 
 def media_type(headers)->tuple[str, str|None]:
     "MIME type (lower case, no parameters) and charset of a response's Content-Type"
@@ -342,24 +315,133 @@ def _wide(charset:str|None)->bool:
     "Whether `charset` is UTF-16 or UTF-32, whose text has NUL bytes"
     return bool(charset) and re.sub(r'[-_]', '', charset.lower()).startswith(('utf16', 'utf32', 'ucs2', 'ucs4'))
 
-# %% ../nbs/21_web.ipynb #91be7472
-def html_to_text(html:str)->tuple[str, str]:
-    "Title and main text (Markdown) of an HTML page, by trafilatura; all visible text when it finds no main content"
-    import trafilatura
-    text = (trafilatura.extract(html, output_format='markdown', include_tables=True, favor_recall=True)
-            or trafilatura.html2txt(html) or '')
-    return _title(html[:200_000]), text
+# %% ../nbs/21_web.ipynb #278ecf28
+import atexit, select, subprocess, sys
 
-def page_of(f:Fetched, cfg:ToolConfig)->Page:
-    "The text of a fetched page: text-like types only, HTML through trafilatura, cut at `max_chars`"
+_IDLE_WORKERS = 4   # extraction processes kept for the next pages
+
+def _main_text(html:str)->str:
+    "trafilatura's main text (Markdown) of an HTML page; all its visible text when it finds no main content"
+    import trafilatura
+    return (trafilatura.extract(html, output_format='markdown', include_tables=True, favor_recall=True)
+            or trafilatura.html2txt(html) or '')
+
+def _frame(data:bytes)->bytes: return len(data).to_bytes(8, 'big') + data
+
+def _orphaned(parent:int):
+    "End this worker once the process that started it is gone, even in the middle of a page"
+    while os.getppid() == parent: time.sleep(1)
+    os._exit(0)
+
+def _extract_worker():
+    "An extraction process: a framed UTF-8 page in on stdin, b'1' and its framed text (b'0' and the error) out"
+    import trafilatura  # imported before the first page's clock starts
+    threading.Thread(target=_orphaned, args=(os.getppid(),), daemon=True).start()
+    out, src = os.fdopen(os.dup(1), 'wb'), sys.stdin.buffer
+    os.dup2(2, 1)   # whatever trafilatura prints goes to stderr, never into the answers
+    while len(head := src.read(8)) == 8:
+        html = src.read(int.from_bytes(head, 'big')).decode('utf-8', 'surrogatepass')
+        try: ok, text = b'1', _main_text(html)
+        except Exception as e: ok, text = b'0', f'{type(e).__name__}: {e}'
+        out.write(ok + _frame(text.encode('utf-8', 'surrogatepass')))
+        out.flush()
+
+# %% ../nbs/21_web.ipynb #f16780aa
+def _worker_command()->list:
+    "This Python, importing the copy of venus_nb this process runs (its folder first where it is not on the path)"
+    import venus_nb
+    root = str(Path(venus_nb.__file__).resolve().parents[1])
+    return [sys.executable, '-c', f'import sys; r = {root!r}; r in sys.path or sys.path.insert(0, r)\n'
+                                  'from venus_nb.web import _extract_worker; _extract_worker()']
+
+class _Extractor:
+    "One extraction process, and one page at a time through it"
+    def __init__(self): self.proc = subprocess.Popen(_worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def _read(self, n:int, deadline:float, stop:threading.Event|None)->bytes|None:
+        "`n` bytes from the worker, or None at the deadline or once `stop` is set"
+        fd, buf = self.proc.stdout.fileno(), bytearray()
+        while len(buf) < n:
+            if (left := deadline - time.monotonic()) <= 0 or stop is not None and stop.is_set(): return None
+            if not select.select([fd], [], [], min(left, 0.05))[0]: continue
+            if not (piece := os.read(fd, n - len(buf))): raise ToolError('the extraction process died')
+            buf += piece
+        return bytes(buf)
+
+    def text(self, html:str, seconds:float, stop:threading.Event|None=None)->str|None:
+        "The page's text, or None when the worker takes longer than `seconds` or `stop` is set"
+        self.proc.stdin.write(_frame(html.encode('utf-8', 'surrogatepass')))
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + seconds
+        if (head := self._read(9, deadline, stop)) is None: return None
+        if (body := self._read(int.from_bytes(head[1:], 'big'), deadline, stop)) is None: return None
+        if head[:1] != b'1': raise ToolError(f'the page could not be extracted ({body.decode()[:300]})')
+        return body.decode('utf-8', 'surrogatepass')
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+_idle, _idle_lock = [], threading.Lock()
+
+def _take()->_Extractor:
+    with _idle_lock:
+        while _idle:
+            if (w := _idle.pop()).proc.poll() is None: return w
+    return _Extractor()
+
+def _give(w:_Extractor):
+    with _idle_lock:
+        if len(_idle) < _IDLE_WORKERS: return _idle.append(w)
+    w.kill()
+
+@atexit.register
+def _close_idle():
+    with _idle_lock:
+        while _idle: _idle.pop().kill()
+
+def extracted(html:str, seconds:float,
+              stop:threading.Event|None=None # set by the caller that no longer waits (a visit that timed out)
+             )->str|None:
+    "trafilatura's main text of `html` from a worker process; None, the worker killed, past `seconds` or at `stop`"
+    w = _take()
+    try: text = w.text(html, seconds, stop)
+    except BaseException:
+        w.kill()
+        raise
+    if text is None: w.kill()
+    else: _give(w)
+    return text
+
+# %% ../nbs/21_web.ipynb #397b908a
+def main_text(html:str, seconds:float|None=None, # trafilatura's time, in a worker process; None: here, no limit
+              stop:threading.Event|None=None # see `extracted`
+             )->tuple[str, str]:
+    "The main text (Markdown) of an HTML page, and a note on why it is its visible text instead ('' when it is not)"
+    if seconds is None or os.name == 'nt': return _main_text(html), ''   # (a worker is read with `select`: POSIX)
+    if (text := extracted(html, seconds, stop)) is not None: return text, ''
+    if stop is not None and stop.is_set(): raise ToolError('stopped: the visit no longer waits for this page')
+    import trafilatura
+    return (trafilatura.html2txt(html) or '',
+            f'trafilatura took over {seconds:g} s on this page and was stopped: its visible text instead')
+
+def html_to_text(html:str, seconds:float|None=None # see `main_text`
+                )->tuple[str, str]:
+    "Title and main text (Markdown) of an HTML page, by trafilatura; all visible text when it finds no main content"
+    return _title(html[:200_000]), main_text(html, seconds)[0]
+
+def page_of(f:Fetched, cfg:ToolConfig, stop:threading.Event|None=None # see `extracted`
+           )->Page:
+    "The text of a fetched page: text-like types only, HTML through trafilatura (`extract_timeout`), cut at `max_chars`"
     if not 200 <= f.status < 300: raise ToolError(f'HTTP {f.status}')
     mime, charset = media_type(f.headers)
     mime = mime or sniff(f.body)
     if not any(fnmatchcase(mime, p) for p in cfg.text_types): raise ToolError(f'content type {mime} is not text')
     if b'\x00' in f.body and not _wide(charset): raise ToolError('the body is binary (it has NUL bytes), not text')
-    title, text = html_to_text(decode(f.body, charset)) if 'html' in mime else ('', decode(f.body, charset))
+    title, text, note = '', decode(f.body, charset), ''
+    if 'html' in mime: title, (text, note) = _title(text[:200_000]), main_text(text, cfg.extract_timeout, stop)
     if not text.strip(): raise ToolError('the page has no readable text')
-    return Page(f.url, title, text[:cfg.max_chars], f.truncated or len(text) > cfg.max_chars)
+    return Page(f.url, title, text[:cfg.max_chars], f.truncated or len(text) > cfg.max_chars, note)
 
 # %% ../nbs/21_web.ipynb #8bac50b5
 EXTRACTOR_PROMPT = """Please process the following webpage content and user goal to extract relevant information:
@@ -500,7 +582,9 @@ class WebReader:
     async def read(self, url:str)->Page:
         "The text of the page at `url`"
         f = await fetch_page(url, self.cfg, self.client, self.limit)
-        return await asyncio.to_thread(page_of, f, self.cfg)
+        stop = threading.Event()
+        try: return await asyncio.to_thread(page_of, f, self.cfg, stop)
+        finally: stop.set()   # a visit that timed out (cancelled here) stops its page's extraction
 
 # %% ../nbs/21_web.ipynb #fc616e2d
 def _damaged(e:sqlite3.DatabaseError)->bool:
