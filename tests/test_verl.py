@@ -701,7 +701,7 @@ def test_sft_export_keeps_the_system_message_the_template_adds(smol_tok, tmp_pat
     import pandas as pd, yaml
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
     from venus_nb.trajectory import render_turn_text
-    t = _hostile_traj('tool')
+    t = _hostile_traj('user')
     plain = Trajectory.from_messages(t.to_messages()[1:], gt=t.gt)   # no system message of its own
     out = vv.write_verl_sft([plain], tmp_path, smol_tok)
     msgs = [dict(m) for m in pd.read_parquet(out/'train.parquet').messages[0]]
