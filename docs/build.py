@@ -132,6 +132,27 @@ def resolve_links(md, here, names):
     parts = re.split(r'(```.*?```)', md, flags=re.S)  # leave fenced code alone
     return ''.join(p if p.startswith('```') else re.sub(r'(?<![\[\w])`((?:nbs/)?[\w/]+?(?:\.ipynb)?)`(?!\])', tick, p) for p in parts)
 
+LINK = re.compile(r'(!?)\[((?:[^\]`]|`[^`]*`)*)\]\(([^)\s]+)\)')
+
+def home_links(md, stage, cfg):
+    """The home page's markdown with README.md's links (relative to the repository root) made the site's: a notebook
+    becomes its page, an image is copied beside the page, any other file or folder links to it in the repository"""
+    def fix(m):
+        bang, text, target = m.groups()
+        if re.match(r'^([a-z]+:|#|//)', target): return m.group(0)
+        path = target.split('#', 1)[0]
+        if path.startswith('nbs/') and path.endswith('.ipynb'):
+            return f'{bang}[{text}]({target.removeprefix("nbs/")})'
+        if not (ROOT/path).exists(): raise SystemExit(f'docs/build.py: nbs/index.ipynb links {target}: no such path')
+        if bang:
+            (stage/path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT/path, stage/path)
+            return m.group(0)
+        kind = 'tree' if (ROOT/path).is_dir() else 'blob'
+        return f'[{text}]({cfg["git_url"]}/{kind}/{cfg["branch"]}/{target.strip("/")})'
+    parts = re.split(r'(```.*?```)', md, flags=re.S)  # leave fenced code alone
+    return ''.join(p if p.startswith('```') else LINK.sub(fix, p) for p in parts)
+
 def prepare(nb, name, module_names, cfg, counter):
     "The notebook as its page shows it"
     cells, module = [], None
@@ -203,7 +224,11 @@ def build(out=ROOT/'_docs', quiet=True):
         counter = [0]
         for _, ns in sections:
             for n in ns:
-                nb = prepare(json.loads((NBS/f'{n}.ipynb').read_text()), n, names, cfg, counter)
+                raw = json.loads((NBS/f'{n}.ipynb').read_text())
+                if n == 'index':  # README.md's source: its links are relative to the repository root
+                    for c in raw['cells']:
+                        if c['cell_type'] == 'markdown': c['source'] = home_links(''.join(c['source']), stage, cfg)
+                nb = prepare(raw, n, names, cfg, counter)
                 if n == 'index': nb['cells'].append(dict(cell_type='markdown', metadata={}, source=toctrees(sections[1:])))
                 (stage/n).parent.mkdir(parents=True, exist_ok=True)
                 (stage/f'{n}.ipynb').write_text(json.dumps(nb))
