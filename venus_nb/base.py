@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'SEED', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json', 'jsonl_records',
            'LoadError', 'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config', 'read_config',
            'nested_config', 'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings', 'in_range',
-           'check_ranges', 'free_port', 'moved', 'summary_repr']
+           'check_ranges', 'free_port', 'summary_repr']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
@@ -422,22 +422,6 @@ def free_port()->int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
-
-# %% ../nbs/00_base.ipynb #6f5331be
-import importlib, warnings
-
-def moved(module:str, # the old home, `__name__` of the module that calls this
-          homes:dict # name -> the `venus_nb` module it lives in now, or `module.new_name` if it was renamed too
-         )->Callable:
-    "A module `__getattr__` that answers each moved name from its new home, with a DeprecationWarning naming that home"
-    def __getattr__(name:str):
-        if name not in homes: raise AttributeError(f'module {module!r} has no attribute {name!r}')
-        home, _, new = homes[name].partition('.')
-        warnings.warn(f'{module}.{name} was renamed: use venus_nb.{home}.{new}' if new else
-                      f'{module}.{name} moved: import it from venus_nb.{home}', DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(f'venus_nb.{home}'), new or name)
-    __getattr__.homes = homes
-    return __getattr__
 
 # %% ../nbs/00_base.ipynb #b77c7a9c
 def summary_repr(self)->str:
