@@ -140,7 +140,7 @@ def test_token_advantages_only_on_trained_tokens():
     tk = Tokenized(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [(2, 4), (6, 9)], [(4, 6), None], 2)
     assert token_advantages(tk, [0.5, -1.0]) == [0, 0, 0.5, 0.5, 0, 0, -1.0, -1.0, -1.0, 0]
 
-# --- one answer normaliser: judges.normalize_answer (str.translate) is SQuAD's; eval.norm_text is the same function ---
+# --- one answer normaliser: judges.normalize_answer (str.translate) is SQuAD's ---
 
 def squad_normalize(s):
     "The official SQuAD v1.1 `normalize_answer`, as written in its evaluation script (character by character)"
@@ -178,11 +178,6 @@ def test_exact_match_and_f1_are_unchanged():
             assert exact_match(pred, gt) == float(any(squad_normalize(pred) == squad_normalize(a)
                                                       for a in aliases(gt))), (pred, gt)
             assert f1_score(pred, gt) == pytest.approx(max((f1(pred, a) for a in aliases(gt)), default=0.0)), (pred, gt)
-
-def test_eval_norm_text_is_the_one_normaliser():
-    from venus_nb.eval import norm_text
-    from venus_nb.judges import normalize_answer
-    assert norm_text is normalize_answer
 
 def test_visit_bonus_ranks_rollouts_by_well_formed_visits_before_normalisation():
     from venus_nb.rewards import with_visit_bonus

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'SEED', 'MAX_ANSWER_BYTES', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json',
            'jsonl_records', 'LoadError', 'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config',
            'read_config', 'nested_config', 'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings',
-           'in_range', 'check_ranges', 'free_port', 'BodyTooLarge', 'BodyReader', 'read_body', 'bounded_send', 'moved',
+           'in_range', 'check_ranges', 'free_port', 'BodyTooLarge', 'BodyReader', 'read_body', 'bounded_send',
            'summary_repr']
 
 # %% ../nbs/00_base.ipynb #43da2838
@@ -519,22 +519,6 @@ def bounded_send(client:httpx.Client, method:str, url, # a path joins the client
     if cut: raise BodyTooLarge(f'{req.url} sent more than {max_bytes:,} bytes')
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _NOT_KEPT]
     return httpx.Response(resp.status_code, headers=headers, content=body, request=req)
-
-# %% ../nbs/00_base.ipynb #6f5331be
-import importlib, warnings
-
-def moved(module:str, # the old home, `__name__` of the module that calls this
-          homes:dict # name -> the `venus_nb` module it lives in now, or `module.new_name` if it was renamed too
-         )->Callable:
-    "A module `__getattr__` that answers each moved name from its new home, with a DeprecationWarning naming that home"
-    def __getattr__(name:str):
-        if name not in homes: raise AttributeError(f'module {module!r} has no attribute {name!r}')
-        home, _, new = homes[name].partition('.')
-        warnings.warn(f'{module}.{name} was renamed: use venus_nb.{home}.{new}' if new else
-                      f'{module}.{name} moved: import it from venus_nb.{home}', DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(f'venus_nb.{home}'), new or name)
-    __getattr__.homes = homes
-    return __getattr__
 
 # %% ../nbs/00_base.ipynb #b77c7a9c
 def summary_repr(self)->str:

@@ -24,15 +24,6 @@ __all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV'
            'run_eval', 'run_igpo', 'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
            'quiet_libraries', 'error_line', 'main']
 
-# %% ../nbs/40_cli.ipynb #7f06283c
-from .base import moved
-# names that lived here before moving to demo, terminal, base: their old import path still works, with a warning
-__getattr__ = moved(__name__, {**dict.fromkeys('plain text_table'.split(), 'terminal'),
-    **dict.fromkeys('''change_line demo_igpo_config error_rule rule_counts stage_one stage_two stage_two_engine
-    step_check step_eval step_igpo step_load step_meaning step_resample step_rewards step_rollouts step_tokenize
-    turn_rewards_page'''.split(), 'demo'),
-    'typed': 'base'})
-
 # %% ../nbs/40_cli.ipynb #96790ac9
 def cmd_synth(args):
     from venus_nb.synth import generate, write_world, SynthConfig

@@ -10,20 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .base import summary_repr, BadRecord, read_records, moved
+from .base import summary_repr, BadRecord, read_records
 from .trajectory import Trajectory, Turn, ToolCall, between
 from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
 from .corpus import r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
-# R1-Searcher's passages are read in `corpus`, and `TOOL_KINDS` was renamed: the old import paths still work, with a
-# DeprecationWarning
-__getattr__ = moved(__name__, {'parse_r1_passage': 'corpus', 'TOOL_KINDS': 'eval.CALL_KINDS'})
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'CALL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
-           'norm_text', 'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row',
-           'score_trajectories', 'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table',
-           'EvalReport', 'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
-           'static_svg', 'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
+           'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
+           'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table', 'EvalReport',
+           'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts', 'static_svg',
+           'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
            'r1_searcher_trajectories']
 
 # %% ../nbs/31_eval.ipynb #67372624
@@ -460,8 +457,6 @@ def r1_searcher_eval(sets=('bamboogle', 'hotpotqa'), # 'bamboogle', 'hotpotqa' o
     return qs, LocalCorpus(passage_docs(passages), name='r1-searcher:' + '+'.join(_names(sets)))
 
 # %% ../nbs/31_eval.ipynb #bca21c0e
-norm_text = normalize_answer   # the name this module gave it before: one SQuAD normalisation, `judges.normalize_answer`
-
 def _has_answer(texts:list, gt)->bool:
     golds = [f' {g} ' for g in map(normalize_answer, aliases(gt)) if g]
     return any(g in f' {t} ' for t in texts for g in golds)

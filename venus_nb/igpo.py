@@ -38,13 +38,6 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'MISMATCH_OVER', 
            'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
            'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
-# %% ../nbs/26_igpo.ipynb #aaefcead
-from .base import moved
-# names that moved to judges or rollout, and `adapter_base` (renamed `rl_adapter_base`): their old import paths
-# still work, with a DeprecationWarning
-__getattr__ = moved(__name__, {'imported': 'judges', 'untrusted': 'judges',
-                               'adapter_base': 'igpo.rl_adapter_base'})
-
 # %% ../nbs/26_igpo.ipynb #4ae88f52
 from .data import check_shares
 

@@ -22,13 +22,6 @@ __all__ = ['ESTIMATORS', 'REPLY', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages'
            'gt_logprobs', 'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored',
            'scores_problem']
 
-# %% ../nbs/24_rewards.ipynb #325f5656
-from .base import moved
-# names that lived here before moving to judges: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys(
-    '''ANSWER_SPLIT JUDGES JUDGE_MODEL JUDGE_PROMPT LLMJudge PLACEHOLDER em_judge f1_judge f1_score judge_fn
-    judge_reference normalize_answer outcomes parse_verdict'''.split(), 'judges'))
-
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
 class RewardConfig:

@@ -20,12 +20,6 @@ __all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_d
            'with_lora', 'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base', 'sft_card',
            'follow_tensorboard', 'SFTResult', 'sft_checkpoint_problem', 'last_checkpoint', 'sft']
 
-# %% ../nbs/13_sft.ipynb #6a5d3b8c
-from .base import moved
-# names that lived here before moving to checkpoints: their old import path still works, with a DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys(
-    'TRACKERS check_safetensors check_torch_file checkpoint_folders one_line'.split(), 'checkpoints'))
-
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
 class SFTConfig(Settings):

@@ -7,12 +7,9 @@ from __future__ import annotations
 import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
-from .base import summary_repr, atomic_open, moved, check_ranges
+from .base import summary_repr, atomic_open, check_ranges
 from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
 from . import tools
-# renamed (the official formats keep these names in `tools`): the old names still work, with a DeprecationWarning
-__getattr__ = moved(__name__, {'search_observation': 'synth.synthetic_search_observation',
-                               'visit_observation': 'synth.synthetic_visit_observation'})
 
 # %% auto #0
 __all__ = ['SYLLABLES', 'KINDS', 'SENTENCES', 'FILLER', 'CHAINS', 'TOPICS', 'REL_WORDS', 'SAMPLE', 'make_name', 'Entity',

@@ -9,7 +9,6 @@ from dataclasses import asdict
 from typing import Awaitable, Callable
 import httpx
 from fastcore.basics import patch
-from .base import moved
 from .trajectory import ToolCall
 from .web import (ToolConfig, ToolError, Page, Cache, WebSearch, WebReader, ChatSummariser, openai_chat,
                           make_client, redact_url, _why)
@@ -19,20 +18,6 @@ from .corpus import extractive_summary
 __all__ = ['SEARCH_SCHEMA', 'VISIT_SCHEMA', 'TOOL_SCHEMAS', 'PAGE_SEPARATOR', 'tools_block', 'system_prompt',
            'search_observation', 'visit_observation', 'tool_error', 'parse_visit_observation', 'search_args',
            'visit_args', 'search_results', 'Toolbox', 'run_tool', 'visit', 'search']
-
-# %% ../nbs/20_tools.ipynb #d1f39eb5
-# every name of `web` and `corpus` (and a few of `base`) was importable from here: that still works, with a
-# DeprecationWarning naming its home
-__getattr__ = moved(__name__, {
-    **dict.fromkeys('''TEXT_TYPES REDIRECTS EXTRACTOR_PROMPT SERPER_URL retry_after backoff_delay embedded_ipv4
-        address_error url_error safe_address pinned Fetched send fetch_page media_type sniff decode html_to_text
-        page_of extractor_messages parse_extraction serper_hits searxng_hits ReplayMiss exchange_key
-        Cassette'''.split(), 'web'),
-    **dict.fromkeys('''DOC_FORMATS BM25 passages Doc url_key snippet LocalCorpus title_id wiki_url
-        jsonl_doc hipporag_doc search_r1_doc kilt_doc detect_format read_docs load_corpus write_docs parse_r1_passage
-        r1_passages passage_docs'''.split(), 'corpus'),
-    **dict.fromkeys('''LoadError atomic_open write_atomic save_config load_config'''.split(), 'base'),
-    'resolve': 'web.resolve_host', 'JSON5_MAX_CHARS': 'web.EXTRACTION_JSON5_MAX_CHARS'})
 
 # %% ../nbs/20_tools.ipynb #862e4685
 SEARCH_SCHEMA = {'name': 'search',

@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 import json5
 from fastcore.basics import patch
-from .base import summary_repr, MAX_RECORD_BYTES, parse_json, load_records, read_records, atomic_open, moved
-# the file and record pieces that were importable from here live in `base`: their old import path still works, with a
-# DeprecationWarning
-__getattr__ = moved(__name__, dict.fromkeys(
-    'MAX_DEPTH BadRecord LoadError must_exist decode_utf8 jsonl_records write_atomic'.split(), 'base'))
+from .base import summary_repr, MAX_RECORD_BYTES, parse_json, load_records, read_records, atomic_open
 
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',

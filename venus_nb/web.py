@@ -13,11 +13,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
 from fastcore.basics import patch
-from .base import BadRecord, read_records, _skipped, Settings, moved
-# the settings files of every config live in `base`, and two names here were renamed: the old import paths still work,
-# with a DeprecationWarning
-__getattr__ = moved(__name__, {'save_config': 'base', 'load_config': 'base', 'resolve': 'web.resolve_host',
-                               'JSON5_MAX_CHARS': 'web.EXTRACTION_JSON5_MAX_CHARS'})
+from .base import BadRecord, read_records, _skipped, Settings
 
 # %% auto #0
 __all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'EXTRACTION_JSON5_MAX_CHARS', 'SERPER_URL', 'allow_entry', 'ToolConfig',
