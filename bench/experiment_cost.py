@@ -23,19 +23,15 @@ min-max over `--repeats`; the CPU and the load average are printed (other jobs o
 Run: .venv/bin/python bench/experiment_cost.py [--steps 1] [--eval-questions 12] [--repeats 3] [--arm 'IGPO (DR-Venus)']
      [--kv-gib 2] [--threads N] [--compare-dtype bfloat16]
 """
-import argparse, os, platform, statistics, sys, tempfile
+import argparse, os, statistics, sys, tempfile
 from dataclasses import replace
 from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from igpo_step import timed, each_forward_backward   # noqa: E402
+from venus_nb.models import cpu_name   # noqa: E402
 
-
-def cpu_name()->str:
-    "The CPU model as /proc/cpuinfo names it"
-    try: return next(l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name'))
-    except (OSError, StopIteration): return platform.processor() or 'unknown CPU'
 
 class AllAtOnce:
     "The same engine with its KV pool hidden: `rollout` sends every rollout in every round, as it did before"

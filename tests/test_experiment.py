@@ -413,7 +413,7 @@ def test_evaluating_test_with_another_configuration_is_refused_naming_the_fields
     assert calls == []                                        # refused before anything ran
     with pytest.raises(ValueError, match='no registration.json'): check_registration(tmp_path/'none', cfg)
     with pytest.raises(ValueError, match='after the last step'):
-        run_arm(_protocol_start(), cfg, 'GRPO', 0, until=1, split='test')
+        run_arm(_protocol_start(), cfg, 'GRPO', 0, until=1, splits=('test',))
 
 def test_hypotheses_are_checked_when_the_config_is_made():
     for bad, said in [(dict(hypotheses=H), 'set test_questions'),
@@ -556,3 +556,77 @@ def test_step_batches_reads_a_bounded_config(tmp_path):
     with pytest.raises(ValueError, match='igpo_config.json: not valid JSON'): step_batches(tmp_path)
     (tmp_path/'igpo_config.json').write_text('{}')
     with pytest.raises(ValueError, match=r"lacks \['rewards'\]"): step_batches(tmp_path)
+
+def _writing_trainer(monkeypatch):
+    "The fake trainer, writing what `igpo` leaves in a run folder: checkpoints and final/ (weights that name the run)"
+    import venus_nb.igpo as ig
+    import torch
+    from pathlib import Path
+    from safetensors.torch import save_file
+    faked = ig.igpo
+    def fake_igpo(policy, questions, tools, cfg, engine=None, live=None):
+        out = Path(cfg.output_dir)
+        for d in [out/f'checkpoint-{s}'/'model' for s in range(1, cfg.steps + 1)] + [out/'final']:
+            d.mkdir(parents=True, exist_ok=True)
+            save_file({'w': torch.full((4,), float(cfg.seed) + len(cfg.run_name))}, str(d/'model.safetensors'))
+        return faked(policy, questions, tools, cfg, engine, live)
+    monkeypatch.setattr(ig, 'igpo', fake_igpo)
+
+def _start_with_weights(folder, value=1.0):
+    import torch
+    from safetensors.torch import save_file
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({'w': torch.full((4,), value)}, str(folder/'model.safetensors'))
+    return replace(_protocol_start(), folder=str(folder))
+
+def test_a_registered_run_goes_a_seed_at_a_time_and_tests_each_run_as_it_ends(tmp_path, monkeypatch):
+    "The stops in order: per seed the start then each arm, each on validation then test; every stop saved as it ends"
+    from venus_nb.checkpoints import weights_sha256
+    calls = _faked(monkeypatch)
+    _writing_trainer(monkeypatch)
+    out = tmp_path/'run'
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0, 1), steps=2, G=4, test_questions=24,
+                           hypotheses=H, output_dir=str(out))
+    start = _start_with_weights(tmp_path/'start')
+    seen = []
+    def say(line):   # what is on disk when each stop is told
+        seen.append((line, len(pd.read_csv(out/'runs.csv')), json.loads((out/'summary.json').read_text())))
+    res = experiment(cfg, start, say=say, prune=True)
+    assert [(c['label'], c['seed'], c['split']) for c in calls] == [
+        (a, s, sp) for s in (0, 1) for a in ('start', 'IGPO (DR-Venus)', 'GRPO') for sp in ('validation', 'test')]
+    # one runs.csv row per stop, written before it is told; the summary of the run so far beside it
+    assert [n for _, n, _ in seen] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]
+    after_seed0 = seen[5][2]['hypotheses']
+    assert [h['verdict'].split(':')[0] for h in after_seed0] == ['interim, 1 of 2 seeds'] * 2
+    assert [h['verdict'] for h in res.hypotheses.to_dict('records')] == ['higher', 'higher']
+    runs = res.runs
+    assert set(runs.start_sha256) == {weights_sha256(tmp_path/'start')} and runs.machine.notna().all()
+    assert list(runs.split) == ['validation+test'] * 6
+    # each run ended with its own weights, their hash kept; its checkpoints deleted, final/ kept
+    ended = runs[runs.arm != 'start']
+    assert ended.weights_sha256.notna().all() and ended.weights_sha256.nunique() == 4
+    for arm, seed in (('igpo--dr-venus', 0), ('grpo', 1)):
+        d = out/'runs'/arm/f'seed{seed}'
+        assert (d/'final'/'model.safetensors').exists() and not list(d.glob('checkpoint-*'))
+
+def test_a_seed_is_not_continued_from_other_starting_weights(tmp_path, monkeypatch):
+    "A stop, then the start made again with other weights: the seed it began is refused, naming both hashes"
+    import venus_nb.experiment as ex
+    calls = _faked(monkeypatch)
+    out = tmp_path/'run'
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0, 1), steps=2, G=4, test_questions=24,
+                           hypotheses=H, output_dir=str(out))
+    real = ex._evaluated
+    def stop_after_igpo(start, cfg, label, seed, *a):
+        if label == 'GRPO': raise KeyboardInterrupt
+        return real(start, cfg, label, seed, *a)
+    monkeypatch.setattr(ex, '_evaluated', stop_after_igpo)
+    with pytest.raises(KeyboardInterrupt): experiment(cfg, _start_with_weights(tmp_path/'a', 1.0), say=lambda *a: None)
+    assert len(pd.read_csv(out/'test.csv').groupby(['arm', 'seed'])) == 2     # the start and IGPO of seed 0 kept
+    monkeypatch.setattr(ex, '_evaluated', real)
+    calls.clear()
+    with pytest.raises(ValueError, match='seed 0 began from other starting weights'):
+        experiment(cfg, _start_with_weights(tmp_path/'b', 2.0), say=lambda *a: None)
+    assert calls == []
+    res = experiment(cfg, _start_with_weights(tmp_path/'c', 1.0), say=lambda *a: None)   # the same weights: on it goes
+    assert [(c['label'], c['seed']) for c in calls][:2] == [('GRPO', 0), ('GRPO', 0)] and len(res.runs) == 6

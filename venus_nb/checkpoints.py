@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_checkpoints.ipynb #b8b44dcd
 from __future__ import annotations
-import json, os, re, warnings
+import hashlib, json, os, re, shutil, warnings
 from pathlib import Path
 import torch
 from .base import read_config
@@ -12,9 +12,9 @@ from .models import has_module
 
 # %% auto #0
 __all__ = ['STALE_TEMP', 'MAX_TABLE_BYTES', 'TRACKERS', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole',
-           'remove_stale_temps', 'check_torch_file', 'check_safetensors', 'file_checks', 'check_json', 'check_csv',
-           'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'trackers', 'need_tensorboard',
-           'in_notebook']
+           'remove_stale_temps', 'check_torch_file', 'check_safetensors', 'file_checks', 'weights_sha256',
+           'prune_checkpoints', 'check_json', 'check_csv', 'flat_settings', 'config_changes', 'describe_changes',
+           'is_adapter', 'trackers', 'need_tensorboard', 'in_notebook']
 
 # %% ../nbs/03_checkpoints.ipynb #7d96bc1b
 def checkpoint_folders(output_dir)->list[Path]:
@@ -73,6 +73,25 @@ def file_checks(folder)->dict:
     found = sorted(Path(folder).glob('*.safetensors'))
     checks = {p.name: (lambda p=p: check_safetensors(p)) for p in found} or {'weights': lambda: _no_weights(folder)}
     return checks | {p.name: (lambda p=p: check_torch_file(p)) for p in sorted(Path(folder).glob('*.pt*'))}
+
+# %% ../nbs/03_checkpoints.ipynb #318f59c7
+def weights_sha256(folder)->str|None:
+    "SHA-256 of a model folder's weights (its .safetensors files in name order); None where there is no such folder"
+    if folder is None or not Path(folder).is_dir(): return None
+    files = sorted(Path(folder).glob('*.safetensors'))
+    if not files: _no_weights(folder)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b'\0')
+        with open(f, 'rb') as fh:
+            for piece in iter(lambda: fh.read(1 << 24), b''): h.update(piece)
+    return h.hexdigest()
+
+def prune_checkpoints(output_dir)->list[Path]:
+    "Delete the `checkpoint-N` folders of a finished run, keeping everything else in `output_dir`; those deleted"
+    gone = checkpoint_folders(output_dir)
+    for d in gone: shutil.rmtree(d)
+    return gone
 
 # %% ../nbs/03_checkpoints.ipynb #91b073c7
 def check_json(path, *keys)->dict:

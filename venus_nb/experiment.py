@@ -12,7 +12,8 @@ import numpy as np, pandas as pd
 from .base import summary_repr, write_atomic, config_kwargs, Settings
 from .eval import pass_at_k, tool_counts
 from .data import as_questions, question_kind
-from .models import fast_dtype
+from .models import fast_dtype, cpu_name
+from .checkpoints import weights_sha256, prune_checkpoints
 from .stats import (TIE, MIN_SEEDS, bootstrap_mean, paired_stats, sign_test, verdict, directed_verdict, holm,
                     resampled, seed_note, seed_tests)
 
@@ -24,11 +25,12 @@ __all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS'
            'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied',
            'ExperimentConfig', 'experiment_json', 'experiment_pairs', 'config_hash', 'Registration',
            'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
-           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_arm', 'ExperimentResult',
-           'check_counts', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'experiment',
-           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
-           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
-           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
+           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_dir', 'run_arm', 'ExperimentResult',
+           'check_counts', 'read_experiment', 'result_of', 'saved_config_changes', 'grows', 'check_resume',
+           'check_start', 'check_test_split', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
+           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table',
+           'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals',
+           'rollouts_to_reach']
 
 # %% ../nbs/32_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -142,9 +144,10 @@ def _row(label, k, m):
 
 # %% ../nbs/32_experiment.ipynb #a8cc07f6
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
-    "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question"
+    "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question, on the seeds both sides have"
     ma, mb = score_matrix(evals, a, k), score_matrix(evals, b, k)
-    return (ma - mb.loc[ma.index, ma.columns]).to_numpy()
+    seeds = ma.index.intersection(mb.index)
+    return (ma.loc[seeds] - mb.loc[seeds, ma.columns]).to_numpy()
 
 def _diff_row(evals, a, b, k):
     d = paired_difference(evals, a, b, k)
@@ -217,10 +220,9 @@ def _subset(evals:pd.DataFrame, subset:str)->pd.DataFrame:
 def _alternative(h:dict)->str: return 'greater' if h['direction'] == '>' else 'less'
 
 def _measured(evals:pd.DataFrame, h:dict)->bool:
-    "Whether both sides have test rows, for the same seeds (an interrupted test pass: not yet)"
+    "Whether both sides have test rows for at least one seed in common"
     e = _subset(evals, h['subset'])
-    seeds = [set(e.seed[e.arm == side]) for side in (h['a'], h['b'])]
-    return bool(seeds[0]) and seeds[0] == seeds[1]
+    return bool(set(e.seed[e.arm == h['a']]) & set(e.seed[e.arm == h['b']]))
 
 def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
     row = dict(hypothesis=h['name'], primary=h['primary'], difference=f"{h['a']} − {h['b']}", metric=h['metric'],
@@ -231,15 +233,21 @@ def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
     return row | {k: s[k] for k in ('mean', 'lo', 'hi', 'better', 'worse', 'discordant', 'p_value')} | dict(
         seeds=d.shape[0], questions=d.shape[1], resampled=resampled(d.shape[0]))
 
+def _verdict(r, alpha:float, seeds:int|None)->str:
+    if math.isnan(r.p_value): return 'not measured yet: its two sides have no test rows for the same seed'
+    said = directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha)
+    return said if seeds is None or r.seeds >= seeds else f'interim, {r.seeds} of {seeds} seeds: {said}'
+
 def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and question
                      hypotheses, # the registered set (`check_hypotheses`)
-                     alpha:float=0.05, level:float=0.95)->pd.DataFrame:
+                     alpha:float=0.05, level:float=0.95,
+                     seeds:int|None=None # the registered number of training seeds: fewer measured is an interim verdict
+                    )->pd.DataFrame:
     "Each registered hypothesis: paired difference, interval, one-sided exact test, Holm's p across the set, verdict"
     if not hypotheses: return pd.DataFrame()
     t = pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses])
     t['p_holm'] = holm(t.p_value.fillna(1.0))
-    t['verdict'] = [directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha) if not math.isnan(r.p_value)
-                    else 'not measured yet: its two sides have no test rows for the same seeds' for r in t.itertuples()]
+    t['verdict'] = [_verdict(r, alpha, seeds) for r in t.itertuples()]
     return t
 
 def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
@@ -604,26 +612,29 @@ def arm_config(cfg:ExperimentConfig, start:Start, arm:str, seed:int)->'IGPOConfi
     slug = _slug(arm)
     # one TensorBoard run per arm and seed, side by side; one saved base for every run (they share a start)
     out = Path(cfg.output_dir)
-    return replace(grid[arm], seed=seed, output_dir=str(out/'runs'/slug/f'seed{seed}'), logging_dir=str(out/'tb'),
+    return replace(grid[arm], seed=seed, output_dir=str(run_dir(cfg, arm, seed)), logging_dir=str(out/'tb'),
                    run_name=f"{'-'.join(filter(None, slug.split('-')))}-seed{seed}", base_dir=str(out/'base'))
+
+def run_dir(cfg:ExperimentConfig, arm:str, seed:int)->Path:
+    "One run's folder: `runs/<arm>/seed<seed>` (its checkpoints, and `final/`, the weights it ended with)"
+    return Path(cfg.output_dir)/'runs'/_slug(arm)/f'seed{seed}'
 
 def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
             until:int|None=None, # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
-            split:str='validation' # 'test': the finished run (its last checkpoint) on the test questions
-           )->tuple[pd.DataFrame, pd.DataFrame]:
-    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step rows, evaluation rows"
+            splits=('validation',) # evaluated on each, in turn; 'test' only once the run has ended (its last step)
+           )->tuple[pd.DataFrame, dict]:
+    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step rows, {split: rows}"
     from venus_nb.igpo import igpo
-    until = until or cfg.steps
-    if _split(split) == 'test' and until != cfg.steps:
+    until, splits = until or cfg.steps, tuple(map(_split, splits))
+    if 'test' in splits and until != cfg.steps:
         raise ValueError(f'the test split is evaluated after the last step ({cfg.steps}) only, not after {until}')
     start.reset()
     res = igpo(start.make_policy(), start.train, start.corpus, replace(arm_config(cfg, start, arm, seed), steps=until),
                engine=start.engine, live=False)
-    evals = _evaluate(start.engine or res.policy, start, arm, seed, cfg.G,
-                      eval_rollouts_path(cfg, arm, seed, until, split),
-                      split)
+    evals = {sp: _evaluate(start.engine or res.policy, start, arm, seed, cfg.G,
+                           eval_rollouts_path(cfg, arm, seed, until, sp), sp) for sp in splits}
     return (res.metrics.assign(arm=arm, seed=seed),
-            evals.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G))
+            {sp: e.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G) for sp, e in evals.items()})
 
 # %% ../nbs/32_experiment.ipynb #7bb4e6d6
 @dataclass
@@ -651,7 +662,7 @@ class ExperimentResult:
     @property
     def hypotheses(self)->pd.DataFrame:
         "Each registered hypothesis on the test split, Holm-corrected across the registered set, with its verdict"
-        return hypothesis_table(self.test, self.cfg.hypotheses)
+        return hypothesis_table(self.test, self.cfg.hypotheses, seeds=len(self.cfg.seeds))
 
     @property
     def per_seed(self)->pd.DataFrame:
@@ -685,7 +696,9 @@ class ExperimentResult:
                 + '\n\n**Validation** (exploratory):\n\n' + markdown_table(self.summary.round(3), index=False))
 
 # %% ../nbs/32_experiment.ipynb #9f8d952a
-RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split']
+# each stop: its wall time, the splits it evaluated, the SHA-256 of the weights it started from and, for an arm's
+# last step, of those it ended with, and the CPU it ran on
+RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split', 'start_sha256', 'weights_sha256', 'machine']
 # the CSV files an experiment's folder keeps, one row added per finished run, and the columns a reader needs
 TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS, test=EVAL_COLUMNS)
 NEEDED = dict(steps=['arm', 'seed'], evals=['arm', 'seed', 'question', 'n', 'c'],
@@ -734,14 +747,21 @@ def read_experiment(folder,
     "A finished (or partly finished) experiment from its folder, without running anything"
     out = Path(folder)
     if not (out/'config.json').exists(): raise FileNotFoundError(f'{out}: no config.json, not an experiment folder')
-    cfg, (steps, evals, runs, test) = ExperimentConfig.load(out/'config.json', trust_code), _done(out)
+    return result_of(ExperimentConfig.load(out/'config.json', trust_code), out, _done(out))
+
+def result_of(cfg:ExperimentConfig, out:Path, tables:list # steps, validation rows, runs, test rows (`_done`)
+             )->ExperimentResult:
+    "The result the tables of a run folder make: summarised, nothing run"
+    steps, evals, runs, test = tables
     return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs, test)
 
 # %% ../nbs/32_experiment.ipynb #3053437d
 def _runs(cfg:ExperimentConfig)->list:
-    "(label, seed, step) of every evaluation: the start first (step 0), then each arm at each of its `eval_steps`"
-    return ([('start', s, 0) for s in cfg.seeds]
-            + [(a, s, k) for a in cfg.arms for s in cfg.seeds for k in eval_steps(cfg)])
+    "(label, seed, step, splits) of every stop, a seed at a time: the start, then each arm at each of its `eval_steps`"
+    last = ('validation', 'test') if cfg.hypotheses else ('validation',)   # a registered run: test as each run ends
+    return [(label, s, k, last if k == (cfg.steps if label != 'start' else 0) else ('validation',))
+            for s in cfg.seeds for label in ('start', *cfg.arms)
+            for k in ([0] if label == 'start' else eval_steps(cfg))]
 
 # %% ../nbs/32_experiment.ipynb #9b46f691
 def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
@@ -784,35 +804,44 @@ def _say_eval(e, label, seed, step, seconds, split:str='validation')->str:
     return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} {split} questions '
             f'× {int(e.n.max()) if len(e) else 0} ({seconds:.0f}s)')
 
-def _test_runs(cfg:ExperimentConfig)->list:
-    "(label, seed) of every test evaluation: the start for each seed first, then each arm"
-    return [('start', s) for s in cfg.seeds] + [(a, s) for a in cfg.arms for s in cfg.seeds]
+def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None)->pd.DataFrame:
+    return pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1),
+                              split='+'.join(splits), start_sha256=start_sha, weights_sha256=weights,
+                              machine=cpu_name())])
 
-def _stop(label, seed, step, t, split)->pd.DataFrame:
-    return pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1), split=split)])
+def check_start(runs:pd.DataFrame, # the folder's runs.csv
+                seed:int, sha:str|None # the SHA-256 of the weights this start holds (None: not known, not checked)
+               ):
+    "Refuse to add to a seed's runs from other starting weights: the start and the arms of a seed are compared"
+    if sha is None or 'start_sha256' not in runs: return
+    if other := sorted(set(runs.start_sha256[runs.seed == seed].dropna()) - {sha}):
+        raise ValueError(f'seed {seed} began from other starting weights (SHA-256 {other[0][:16]}…), this start '
+                         f'holds {sha[:16]}…: a warm start made again on another kind of CPU (runs.csv names the '
+                         'machine of each stop) computes otherwise. Run the seed on with the weights it began from, '
+                         "or delete that seed's rows from evals.csv, test.csv and runs.csv to run it again whole")
 
-def _test_pass(out:Path, cfg:ExperimentConfig, start:Start, tables:list, say)->list:
-    "Every (arm, seed) and the start on the test split, once, under the folder's registration; the tables grown"
-    check_registration(out, cfg)
+def check_test_split(start:Start, cfg:ExperimentConfig):
+    "A ValueError where the start's test split is not the size the configuration registered"
     if len(start.test) != cfg.test_questions:
         raise ValueError(f'the registered configuration has test_questions={cfg.test_questions}, the start '
                          f'{len(start.test)} test questions: give the start the registered test split')
-    steps, evals, runs, test = tables
-    for label, seed in _test_runs(cfg):
-        if ((test.arm == label) & (test.seed == seed)).any(): continue
-        t = time.time()
-        e = (reference_rows(start, cfg, seed, split='test') if label == 'start'
-             else run_arm(start, cfg, label, seed, split='test')[1])
-        run = _stop(label, seed, 0 if label == 'start' else cfg.steps, t, 'test')
-        runs, test = pd.concat([runs, run], ignore_index=True), pd.concat([test, e], ignore_index=True)
-        _save_rows(out, steps, evals, runs, test)
-        say(_say_eval(e, label, seed, run.step[0], run.seconds[0], 'test'))
-    return [steps, evals, runs, test]
+
+def _evaluated(start:Start, cfg:ExperimentConfig, label:str, seed:int, step:int, splits:tuple)->tuple:
+    "One stop: the start, or an arm trained to `step`, evaluated on each split: (step rows or None, {split: rows})"
+    if label == 'start': return None, {sp: reference_rows(start, cfg, seed, split=sp) for sp in splits}
+    return run_arm(start, cfg, label, seed, step, splits)
+
+def _grown(tables:list, label, seed, s, evals:dict, run)->list:
+    "The folder's tables with one stop added"
+    steps, val, runs, test = tables
+    return [_merge_steps(steps, s, label, seed), pd.concat([val, evals.get('validation')], ignore_index=True),
+            pd.concat([runs, run], ignore_index=True), pd.concat([test, evals.get('test')], ignore_index=True)]
 
 def experiment(cfg:ExperimentConfig|None=None,
                start:Start|None=None, # default: `warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)`
                say=print,
-               with_start:bool=True # evaluate the starting policy too (a sweep does it once for all its runs)
+               with_start:bool=True, # evaluate the starting policy too (a sweep does it once for all its runs)
+               prune:bool=False # delete a run's checkpoints once it has ended and been tested (`final/` stays)
               )->ExperimentResult:
     "Train every arm for every seed from one start at an equal rollout budget, evaluating as it goes; summarise, report"
     cfg = cfg or ExperimentConfig()
@@ -823,20 +852,27 @@ def experiment(cfg:ExperimentConfig|None=None,
     if cfg.hypotheses: register(cfg)
     cfg.save(out/'config.json')
     start = start or warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
-    steps, evals, runs, test = _done(out)
-    for label, seed, step in _runs(cfg):
-        if _done_at(evals, label, seed, step) or (label == 'start' and not with_start): continue
+    if cfg.hypotheses: check_test_split(start, cfg)
+    sha, tables = weights_sha256(start.folder), _done(out)
+    for label, seed, step, splits in _runs(cfg):
+        if label == 'start' and not with_start: continue
+        todo = tuple(sp for sp in splits if not _done_at(tables[3 if sp == 'test' else 1], label, seed, step))
+        if not todo: continue
+        check_start(tables[2], seed, sha)
+        if 'test' in todo: check_registration(out, cfg)   # again, just before the test questions are touched
         t = time.time()
-        s, e = (None, reference_rows(start, cfg, seed)) if label == 'start' else run_arm(start, cfg, label, seed, step)
-        run = _stop(label, seed, step, t, 'validation')
-        steps, evals, runs = (_merge_steps(steps, s, label, seed),
-                              *[pd.concat([a, b], ignore_index=True) for a, b in ((evals, e), (runs, run))])
-        _save_rows(out, steps, evals, runs, test)
-        say(_say_eval(e, label, seed, step, run.seconds[0]))
-    if cfg.hypotheses: steps, evals, runs, test = _test_pass(out, cfg, start, [steps, evals, runs, test], say)
-    res = ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs, test)
-    write_results(res)
-    return res
+        s, evals = _evaluated(start, cfg, label, seed, step, todo)
+        ended = label != 'start' and step == cfg.steps
+        final = weights_sha256(run_dir(cfg, label, seed)/'final') if ended else None
+        run = _stop(label, seed, step, t, todo, sha, final)
+        tables = _grown(tables, label, seed, s, evals, run)
+        # each stop is on disk, summarised, before the next begins: a stopped run loses at most the stop it was in
+        _save_rows(out, *tables)
+        write_results(result_of(cfg, out, tables))
+        if prune and 'test' in todo and label != 'start': prune_checkpoints(run_dir(cfg, label, seed))
+        for sp, e in evals.items(): say(_say_eval(e, label, seed, step, run.seconds[0], sp))
+    return result_of(cfg, out, tables)
+
 
 # %% ../nbs/32_experiment.ipynb #495566c2
 def _curve_rows(e:pd.DataFrame, kind:str, k:int)->list:

@@ -13,10 +13,10 @@ from .base import summary_repr
 
 # %% auto #0
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'BACKENDS', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
-           'gpu_available', 'fast_bf16', 'fast_dtype', 'cell_flags', 'skip_flagged', 'package_dir', 'embedded_gguf',
-           'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy',
-           'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base',
-           'name_base', 'model_card']
+           'gpu_available', 'fast_bf16', 'fast_dtype', 'cpu_name', 'cell_flags', 'skip_flagged', 'package_dir',
+           'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend',
+           'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of',
+           'save_base', 'name_base', 'model_card']
 
 # %% ../nbs/02_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -48,6 +48,12 @@ def fast_bf16()->bool:
 def fast_dtype()->str:
     "'bfloat16' where bf16 arithmetic is fast (`fast_bf16`), else 'float32'"
     return 'bfloat16' if fast_bf16() else 'float32'
+
+def cpu_name()->str:
+    "The CPU model as /proc/cpuinfo names it (where there is none: `platform.processor()`), for the record of a run"
+    import platform
+    try: return next(l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name'))
+    except (OSError, StopIteration): return platform.processor() or 'unknown CPU'
 
 # %% ../nbs/02_models.ipynb #09e30be6
 def cell_flags(lines:list)->set:
