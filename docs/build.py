@@ -4,7 +4,8 @@ No notebook is executed. Each notebook in `nbs/` is copied to a staging folder a
 it for Quarto: hidden cells and `#|` directives dropped, a reference entry (signature with its parameter comments,
 docstring, source link) after every exported function and class, plotly figures redrawn from their saved data with a
 local plotly.js, the replay widget replaced by a link to its standalone export, links to other notebooks resolved.
-Sphinx with MyST-NB (`docs/conf.py`) then renders the staging folder into OUT."""
+Sphinx with MyST-NB (`docs/conf.py`) then renders the staging folder into OUT, with its own copy of MathJax for the
+math (from the django-static-mathjax package): no page loads anything from the network."""
 import ast, configparser, json, re, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 

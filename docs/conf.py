@@ -2,7 +2,7 @@
 # Title, description, author and repository come from settings.ini, the file nbdev reads too.
 import configparser, html, shutil
 from pathlib import Path
-import plotly
+import mathjax, plotly
 
 ROOT = Path(__file__).resolve().parents[1]
 _cp = configparser.ConfigParser(interpolation=None)
@@ -21,6 +21,10 @@ nb_execution_mode = 'off'          # the notebooks' saved outputs are the pages:
 nb_merge_streams = True
 nb_output_stderr = 'remove'        # warnings a library printed while the notebook ran
 myst_enable_extensions = ['dollarmath']
+# math: MathJax 3 from the django-static-mathjax package (MathJax's release as Python package data, no Django needed),
+# served from _static/mathjax/ (_mathjax below): the site needs no network for math either
+MATHJAX = Path(mathjax.__file__).parent/'static'/'mathjax'
+mathjax_path = 'mathjax/tex-chtml-full.js'  # relative: under _static/; every TeX extension in it, none loaded later
 myst_heading_anchors = 3
 exclude_patterns = ['**.ipynb_checkpoints']
 suppress_warnings = ['mystnb.unknown_mime_type', 'myst.header']  # reference entries are H3, as nbdev's
@@ -45,6 +49,17 @@ def _plotly_js(app, exc):
     if exc is None and app.builder.format == 'html':
         shutil.copy2(Path(plotly.__file__).parent/'package_data'/'plotly.min.js', Path(app.outdir)/'_static'/'plotly.min.js')
 
+def _mathjax(app, exc):
+    "MathJax's one script, its CommonHTML fonts (which it finds beside itself) and its licence; not its 30 MB rest"
+    if exc is None and app.builder.format == 'html':
+        dest, es5 = Path(app.outdir)/'_static'/'mathjax', MATHJAX/'es5'
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(es5/mathjax_path.split('/', 1)[1], dest)
+        shutil.copy2(MATHJAX/'LICENSE', dest)
+        fonts = Path('output')/'chtml'/'fonts'/'woff-v2'
+        shutil.copytree(es5/fonts, dest/fonts, dirs_exist_ok=True)
+
 def setup(app):
     app.connect('html-page-context', _meta)
     app.connect('build-finished', _plotly_js)
+    app.connect('build-finished', _mathjax)

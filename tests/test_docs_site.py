@@ -1,6 +1,7 @@
 """The documentation site (`make docs`): built from the notebooks' saved outputs into a temporary folder, then read as
 files (every internal link and anchor resolves, every notebook has a page, in the README's pipeline order) and opened
-in headless Chromium from disk, with no server: a plotly figure draws, search answers, the replay export opens."""
+in headless Chromium from disk, with no server and no network: a plotly figure draws, search answers, the replay
+export opens, the method page's math is typeset by the site's own MathJax."""
 import configparser, re, subprocess, sys
 from html import unescape
 from pathlib import Path
@@ -11,7 +12,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow  # the build alone takes about a minute on 2 cores
 CHROMIUM, DRIVER = Path('/usr/bin/chromium'), Path('/usr/bin/chromedriver')
 FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--no-proxy-server', '--window-size=1400,1000']
+         '--disable-component-update', '--disable-sync', '--no-proxy-server', '--window-size=1400,1000',
+         '--host-resolver-rules=MAP * ~NOTFOUND']  # no host name resolves: the pages must need no network
 
 def notebooks():
     "Every notebook of nbs/ a reader should find, relative and without .ipynb"
@@ -77,6 +79,20 @@ def test_no_broken_internal_links(site):
                 bad.append(f'{p.relative_to(site)} -> {link} (no anchor)')
     assert checked > 500 and not bad, bad[:20]
 
+FETCHED = re.compile(r'<(script|link)\b[^>]*>')
+
+def test_nothing_loaded_from_the_network(site):
+    "No page loads a script or a stylesheet from another host (MathJax from a CDN was one)"
+    bad = []
+    for p in sorted(site.rglob('*.html')):
+        for m in FETCHED.finditer(SCRIPT.sub(r'\1</script>', p.read_text(errors='replace'))):
+            tag = m.group(0)
+            if m.group(1) == 'link' and not re.search(r'rel="(stylesheet|preload|modulepreload|icon)"', tag): continue
+            url = re.search(r'\s(?:src|href)="([^"]*)"', tag)
+            if url and re.match(r'^([a-z]+:)?//', url.group(1)): bad.append(f'{p.relative_to(site)}: {tag}')
+    assert not bad, bad[:10]
+    assert (site/'_static'/'mathjax'/'tex-chtml-full.js').exists()
+
 def test_settings_and_reference(site):
     cp = configparser.ConfigParser(interpolation=None)
     cp.read(ROOT/'settings.ini')
@@ -130,3 +146,24 @@ def test_pages_in_chromium(site, browser):
     browser.execute_script('arguments[0].click()', browser.find_element(By.LINK_TEXT, 'Replay'))
     assert browser.current_url.endswith('/30_replay.html')
     WebDriverWait(browser, 30).until(lambda d: d.execute_script(drawn))
+
+# resolves once MathJax has typeset the page and the fonts it asked for have loaded; else says why not
+MATHJAX_DONE = """const done = arguments[arguments.length - 1];
+if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return done('MathJax did not load');
+MathJax.startup.promise.then(() => document.fonts.ready).then(() => done(null), e => done(String(e)));"""
+
+def test_math_in_chromium(site, browser):
+    from selenium.webdriver.common.by import By
+    # the method page's formulas ($...$, $$...$$) are typeset offline by the site's copy of MathJax, with its fonts
+    browser.get((site/'explanations'/'method.html').as_uri())
+    browser.set_script_timeout(30)
+    assert browser.execute_async_script(MATHJAX_DONE) is None, browser.get_log('browser')[-5:]
+    n, typeset, errors = browser.execute_script("""return [document.querySelectorAll('.math').length,
+        document.querySelectorAll('.math > mjx-container').length, document.querySelectorAll('mjx-merror').length]""")
+    assert n >= 10 and typeset == n and not errors, (n, typeset, errors)
+    fonts = browser.execute_script("return Array.from(document.fonts, f => [f.family, f.status])")
+    used = {f: s for f, s in fonts if f.startswith('MJX') and s != 'unloaded'}
+    assert used.get('MJXTEX-I') == 'loaded' and set(used.values()) == {'loaded'}, used
+    text = browser.find_element(By.TAG_NAME, 'article').text
+    assert not re.search(r'\\[\[\]()]|\\frac|\$\$', text), 'raw TeX left on the page'
+    assert not offline(browser)
