@@ -14,7 +14,8 @@ from venus_nb.base import load_config, save_config
 from venus_nb.web import (Cache, Cassette, Fetched, ReplayMiss, ToolConfig, ToolError, address_error, make_client,
                           page_of, url_error)
 from venus_nb.corpus import Doc, read_docs, write_docs
-from venus_nb.tools import Toolbox, parse_visit_observation, run_tool, visit, visit_observation
+from venus_nb.tools import Toolbox, run_tool, visit
+from venus_nb.schema import parse_visit_observation, visit_observation
 from venus_nb.trajectory import ToolCall
 
 def run(coro): return asyncio.run(coro)

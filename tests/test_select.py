@@ -305,7 +305,8 @@ def test_measurement_is_paired_and_reproducible():
 
 def test_evaluate_with_select(tiny):
     from venus_nb.eval import evaluate_trajectories
-    rep = evaluate_trajectories(hand(), ks=(1, 2, 4), select='majority,evidence', policy=tiny)
+    from venus_nb.select import with_selection
+    rep = with_selection(evaluate_trajectories(hand(), ks=(1, 2, 4)), hand(), 'majority,evidence', tiny)
     assert rep.selection is not None and set(rep.selection.table.selector) == {'majority', 'evidence'}
     assert rep.selection.selection.picks.correct.dtype == bool and '**model**' in rep._repr_markdown_()
     # Rhine, Elbe (a tie, given first: wrong), Elbe, Po, none

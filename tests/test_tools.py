@@ -5,12 +5,12 @@ from collections import Counter
 import httpx, numpy as np, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
-from venus_nb import tools as T, web as W, corpus as C
+from venus_nb import tools as T, web as W, corpus as C, schema as S
 from venus_nb.corpus import (Doc, LocalCorpus, extractive_summary, load_corpus, passages, read_docs, snippet, url_key,
                              write_docs)
 from venus_nb.web import Fetched, ToolConfig, ToolError, address_error, backoff_delay, page_of, retry_after, url_error
-from venus_nb.tools import (Toolbox, parse_visit_observation, run_tool, search_args, search_observation, system_prompt,
-                            visit_args, visit_observation)
+from venus_nb.tools import Toolbox, run_tool, search_args, visit_args
+from venus_nb.schema import parse_visit_observation, search_observation, system_prompt, visit_observation
 from venus_nb.trajectory import ToolCall, parse_call_body
 
 def run(coro): return asyncio.run(coro)
@@ -54,9 +54,9 @@ def test_visit_observation_with_evidence_parses_back():
     assert parse_visit_observation('[visit error] nope') is None
 
 def test_schemas_are_what_the_model_reads():
-    assert [s['function']['name'] for s in T.TOOL_SCHEMAS] == ['search', 'visit']
-    assert (T.VISIT_SCHEMA['parameters']['required'] == ['url', 'goal']
-            and T.SEARCH_SCHEMA['parameters']['properties']['query']['type'] == 'array')
+    assert [s['function']['name'] for s in S.TOOL_SCHEMAS] == ['search', 'visit']
+    assert (S.VISIT_SCHEMA['parameters']['required'] == ['url', 'goal']
+            and S.SEARCH_SCHEMA['parameters']['properties']['query']['type'] == 'array')
 
 # --- arguments ---
 
@@ -280,7 +280,7 @@ def test_toolbox_on_a_corpus(world):
     assert [r['web_page_info_list'][0]['url'] for r in res] == ['https://wiki.example/Oskelby', 'https://wiki.example/Tarsvik']
     obs = run(tb.run({'name': 'visit', 'arguments': {'url': ['corpus://dalgaard', 'https://nowhere.org'],
                                                      'goal': 'Where was he born?'}}))
-    first, second = obs.split(T.PAGE_SEPARATOR)
+    first, second = obs.split(S.PAGE_SEPARATOR)
     assert parse_visit_observation(first)['summary'] == 'Henrik Dalgaard (1581–1650) was a merchant born in Tarsvik.'
     assert second == ("[visit error] https://nowhere.org: not in the corpus 'world' "
                       "(visit a URL from the search results)")

@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
                                  observation_message, thinking_opening, message_ids, literal_span, encode_around)
 from .base import Settings, check_ranges, SEED
-from .tools import system_prompt, run_tool, tool_error, Toolbox
+from .tools import run_tool, Toolbox
+from .schema import system_prompt, tool_error
 
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'SEEDS', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated',

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from .base import summary_repr, atomic_open, check_ranges
 from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
-from . import tools
+from .schema import system_prompt, search_observation, visit_observation
 
 # %% auto #0
 __all__ = ['SYLLABLES', 'KINDS', 'SENTENCES', 'FILLER', 'CHAINS', 'TOPICS', 'REL_WORDS', 'SAMPLE', 'make_name', 'Entity',
@@ -125,16 +125,16 @@ def make_questions(world:dict, n:int, seed:int=0,
 
 # %% ../nbs/10_synth.ipynb #b5a7db9b
 def synthetic_search_observation(queries:list, pages:list, rng:random.Random, target:dict|None=None, k:int=4)->str:
-    "DR-Venus-style search output (`tools.search_observation`): per query, k hits, the target page among them"
+    "DR-Venus-style search output (`search_observation`): per query, k hits, the target page among them"
     def hits():
         picks = rng.sample(pages, k - (target is not None)) + ([target] if target else [])
         rng.shuffle(picks)
         return [dict(title=p['title'], url=p['url'], snippet=p['text'][:120]) for p in picks]
-    return tools.search_observation([(q, hits()) for q in queries])
+    return search_observation([(q, hits()) for q in queries])
 
 def synthetic_visit_observation(page:dict, goal:str)->str:
-    "DR-Venus-style visit output (`tools.visit_observation`): evidence and a summary for the goal"
-    return tools.visit_observation(page['url'], goal, page['text'][:240],
+    "DR-Venus-style visit output (`visit_observation`): evidence and a summary for the goal"
+    return visit_observation(page['url'], goal, page['text'][:240],
                                    evidence=page['text'].split('. ')[0].rstrip('.') + '.')
 
 # %% ../nbs/10_synth.ipynb #7741a057
@@ -230,7 +230,7 @@ def _messages(q, steps, answer, cfg, rng):
              else [f'<think>\nI have found it: the answer is {answer}.\n</think>\n<answer>{answer}</answer>'])
     texts = _noise_text(texts, cfg, rng) + final
     obs = [observation_message(o) for *_, o in steps]
-    msgs = [{'role': 'system', 'content': tools.system_prompt()}, {'role': 'user', 'content': q['question']}]
+    msgs = [{'role': 'system', 'content': system_prompt()}, {'role': 'user', 'content': q['question']}]
     for i, t in enumerate(texts): msgs += [{'role': 'assistant', 'content': t}] + ([obs[i]] if i < len(obs) else [])
     return msgs
 

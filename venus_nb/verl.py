@@ -17,7 +17,7 @@ from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_
                                  special_tokens, turn_markers, literal_span, encode_text)
 # where a message's own text lies in a render: the local path's plain-text rule
 from .trajectory import _literal_span
-from .tools import TOOL_SCHEMAS, system_prompt
+from .schema import TOOL_SCHEMAS, system_prompt
 from .base import atomic_open, write_atomic
 from .ranks import CountedModel, rollout_logps, planned_passes, most_over_ranks, lockstep, lockstep_logps
 
