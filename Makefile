@@ -62,8 +62,9 @@ gpu-wheels:
 nbtest: env
 	$(VENV)/bin/nbdev_test
 
+# Jupyter refuses to run as root without --allow-root (a container's user often is root)
 lab: env
-	$(VENV)/bin/jupyter lab nbs
+	$(VENV)/bin/jupyter lab nbs $(if $(filter 0,$(shell id -u)),--allow-root)
 
 export: env
 	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean

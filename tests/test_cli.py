@@ -1,5 +1,5 @@
 "The `venus-nb` command: help on every option, plain text, config layers and round trips"
-import argparse, json, re
+import argparse, json, os, re
 from pathlib import Path
 import pytest
 from venus_nb import __version__
@@ -183,3 +183,62 @@ def test_cli_clean_of_an_unreadable_input_makes_no_folder(tmp_path, capsys):
         assert not (tmp_path/'clean').exists()
     assert str(bad) in _exits(['resample', str(bad), '--out', str(tmp_path/'sft/rows.jsonl')], capsys)
     assert not (tmp_path/'sft').exists()
+
+# --- clean and resample: formats, judges, folders ---------------------------------------------------------------------
+
+R1_ROLLOUT = {'question': 'Who founded Kestra?', 'answer': 'Oren Pike', 'gpt4o_output': 'True',
+              'gen_text_store': ' Look it up.\n<|begin_of_query|> Kestra founder<|end_of_query|>\n'
+                                '<|begin_of_documents|>\n(1)Kestra   Kestra was founded by Oren Pike.\n'
+                                '<|end_of_documents|>\nFound it.</think>\n<answer>Oren Pike</answer>'}
+
+def test_cli_a_file_of_another_format_says_a_few_lines_then_one_error(tmp_path, capsys):
+    (f := tmp_path/'r1.jsonl').write_text(''.join(json.dumps(R1_ROLLOUT) + '\n' for _ in range(500)))
+    with pytest.raises(SystemExit) as e: main(['clean', str(f), '--out', str(tmp_path/'clean')])
+    out, err = capsys.readouterr()
+    assert e.value.code == 1 and len(err.splitlines()) == 1 and '--format' in err and 'r1-searcher' in err, err
+    assert len(out.splitlines()) == 4 and '497 more unreadable records (500 in all)' in out, out
+    assert not (tmp_path/'clean').exists()
+    main(['clean', str(f), '--out', str(tmp_path/'clean'), '--format', 'r1-searcher', '--judge', 'em'])
+    assert len(read_jsonl(tmp_path/'clean'/'cleaned.jsonl').trajectories) == 500
+
+def test_cli_a_judge_it_cannot_use_is_one_error_before_any_record_is_read(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv('VENUS_NB_JUDGE_URL', raising=False)
+    missing = tmp_path/'missing.jsonl'   # never read: the judge is refused first
+    err = _exits(['clean', str(missing), '--out', str(tmp_path/'clean'), '--judge', 'llm'], capsys)
+    assert '--judge-url' in err and 'VENUS_NB_JUDGE_URL' in err and str(missing) not in err
+    assert not (tmp_path/'clean').exists()
+
+def test_cli_clean_with_the_llm_judge_and_a_plain_summary(tiny_world, tmp_path, capsys, scripted, loopback_only):
+    scripted.script = 'extracted_final_answer: x\ncorrect: no'
+    url = f'http://127.0.0.1:{scripted.server_port}/v1'
+    main(['clean', str(tiny_world/'world/trajectories.jsonl'), '--out', str(tmp_path/'c'), '--judge', 'llm',
+          '--judge-url', url])
+    out = capsys.readouterr().out
+    assert out.startswith(f'Clean (correctness filter: LLM judge Qwen3-235B-A22B-Instruct-2507 at {url}'), out
+    assert 'None' not in out.splitlines()[0] and scripted.requests
+    main(['clean', str(tiny_world/'world/trajectories.jsonl'), '--out', str(tmp_path/'c'), '--judge', 'none'])
+    assert capsys.readouterr().out.startswith('Clean (no correctness filter): ')
+
+def test_cli_resample_reads_the_folder_clean_wrote(tiny_world, tmp_path, capsys):
+    main(['clean', str(tiny_world/'world/trajectories.jsonl'), '--out', str(tmp_path/'clean')])
+    main(['resample', str(tmp_path/'clean'), '--out', str(tmp_path/'rows.jsonl')])
+    cleaned = read_jsonl(tmp_path/'clean'/'cleaned.jsonl').trajectories
+    assert len(read_jsonl(tmp_path/'rows.jsonl').trajectories) >= len(cleaned) > 0
+
+def test_cli_an_out_ending_in_a_slash_is_a_folder(tiny_world, tmp_path, capsys):
+    main(['resample', str(tiny_world/'world/trajectories.jsonl'), '--out', f'{tmp_path}/sft/'])
+    assert (tmp_path/'sft').is_dir() and len(read_jsonl(tmp_path/'sft'/'sft.jsonl').trajectories) >= 12
+
+@pytest.mark.skipif(not Path('/proc/self').is_dir(), reason='needs Linux /proc, where no file can be made')
+def test_cli_an_unwritable_out_names_the_path_given(tiny_world, capsys):
+    err = _exits(['resample', str(tiny_world/'world/trajectories.jsonl'), '--out', '/proc/rows.jsonl'], capsys)
+    assert '/proc' in err and '.tmp' not in err
+    assert capsys.readouterr().out == ''   # refused before the work
+
+@pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() != 0, reason='only root needs --allow-root')
+def test_make_lab_runs_as_root():
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(['make', '-n', 'lab'], cwd=root, capture_output=True, text=True)
+    lab = [l for l in run.stdout.splitlines() if 'jupyter lab nbs' in l]
+    assert lab and '--allow-root' in lab[-1], run.stdout + run.stderr

@@ -53,3 +53,34 @@ def test_decryption_gives_readable_text():
     x = load_xbench(shared_file('xbench/DeepSearch-2505.csv')).trajectories
     b = load_browsecomp_zh(shared_file('browsecomp-zh/browsecomp-zh-encrypted.xlsx')).trajectories
     assert all(any('\u4e00' <= c <= '\u9fff' for c in r['question']) for r in x[:20] + b[:20])  # Chinese questions
+
+# --- markdown final answers and R1-Searcher rollouts ------------------------------------------------------------------
+
+OFFICIAL = 'dr-venus/Trajectory-Example/SFT_Trajectories'
+
+def test_the_official_markdown_answers_are_scored_by_their_span():
+    "The official final answers are markdown paragraphs: EM and F1 of their span keep 5 and 8 of 10, of all the text 2"
+    from venus_nb.judges import final_answer_span
+    dv = load_dr_venus(shared_file(OFFICIAL))
+    spans = {t.meta['id']: final_answer_span(t.turns[-1].answer) for t in dv.trajectories}
+    assert (spans['0001'], spans['0002'], spans['0003'], spans['0007']) == (
+        'Daniel Mortimer', 'Abdal Latif Sultan', '1805', 'tetraethylammonium chloride')
+    kept = lambda **kw: int(clean(dv, CleanConfig(**kw))[1].kept.sum())
+    assert (kept(judge='em'), kept(judge='f1')) == (5, 8)
+    assert (kept(judge='em', span=False), kept(judge='f1', span=False, min_score=0.5)) == (2, 2)
+
+@pytest.mark.parametrize('name,n,correct', [('bamboogle', 125, 68), ('hotpotqa', 500, 375)])
+def test_r1_searcher_rollouts_load_as_search_turns_and_clean(name, n, correct):
+    import json
+    from venus_nb.data import load_r1_searcher
+    from venus_nb.trajectory import between
+    path = shared_file(f'r1-searcher/eval_results/{name}_qwen.jsonl')
+    loaded = load_r1_searcher(path)
+    assert (len(loaded.trajectories), loaded.errors) == (n, [])
+    assert sum(t.meta['gpt4o_correct'] for t in loaded.trajectories) == correct
+    for line, t in zip(path.read_text().splitlines(), loaded.trajectories):
+        text = json.loads(line)['gen_text_store']   # a search turn per query, the last <answer> as the final turn
+        assert [x.kind for x in t.turns] == ['search'] * text.count('<|begin_of_query|>') + ['answer']
+        assert t.turns[-1].answer == between(text, '<answer>', '</answer>')[-1].strip()
+    kept, report = clean(loaded.trajectories)
+    _accounted(loaded.trajectories, kept, report)

@@ -215,6 +215,10 @@ def _skipped(errors:list)->str:
     return f'{len(errors)} unreadable line{"s" if len(errors) > 1 else ""} skipped (line {first.index}: {first.reason})'
 
 # %% ../nbs/00_base.ipynb #0c5642d3
+def _naming(path:Path, e:OSError)->OSError:
+    "The same error about `path`, the file the caller asked for, rather than the temp file beside it"
+    return type(e)(e.errno, e.strerror, str(path)) if e.errno is not None else e
+
 def _temp_beside(path:Path, mode:str):
     "A new file of its own beside `path` (`.name.<random>.tmp`, no other writer's), opened with `mode`, and its path"
     kw = {} if 'b' in mode else dict(encoding='utf-8')
@@ -222,6 +226,7 @@ def _temp_beside(path:Path, mode:str):
         tmp = path.with_name(f'.{path.name[:200]}.{secrets.token_hex(6)}.tmp')
         try: return tmp, open(tmp, mode.replace('w', 'x'), **kw)
         except FileExistsError: continue
+        except OSError as e: raise _naming(path, e) from None
 
 # %% ../nbs/00_base.ipynb #3f50c2fb
 def _fsync_folder(folder:Path):
@@ -245,7 +250,8 @@ def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try: os.replace(tmp, path)
+        except OSError as e: raise _naming(path, e) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -17,12 +17,13 @@ from .terminal import (say, in_terminal, CLIError, readable, writable_folder, wr
 from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 
 # %% auto #0
-__all__ = ['METAVARS', 'FORMATS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'cmd_clean', 'cmd_resample',
-           'pick', 'with_gt', 'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings',
-           'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
-           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
-           'run_eval', 'run_igpo', 'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
-           'quiet_libraries', 'error_line', 'main']
+__all__ = ['FORMATS', 'METAVARS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'unreadable_lines',
+           'trajectory_file', 'clean_config', 'cmd_clean', 'output_file', 'cmd_resample', 'pick', 'with_gt',
+           'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'build', 'settings_of',
+           'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions', 'read_corpus',
+           'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval', 'run_igpo',
+           'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries',
+           'error_line', 'main']
 
 # %% ../nbs/44_cli.ipynb #96790ac9
 def cmd_synth(args):
@@ -30,27 +31,68 @@ def cmd_synth(args):
     files = write_world(generate(SynthConfig(n=args.n, seed=args.seed)), args.out)
     say('\n'.join(f'{k}: {v}' for k, v in files.items()))
 
-def _load(path, fmt)->Loaded:
-    "A file's trajectories and its unreadable records (each reported with its line); a CLIError when none can be read"
+# --format: the loader of `venus_nb.data` that reads it
+FORMATS = {'dr-venus': 'load_dr_venus', 'webdancer': 'load_webdancer', 'react': 'load_react',
+           'r1-searcher': 'load_r1_searcher'}
+
+def unreadable_lines(errors:list, # the `LoadError`s of a load
+                     shown:int=3)->list[str]:
+    "A line for each of the first `shown` unreadable records (one screen line each), then one that counts the rest"
+    more = len(errors) - shown
+    return ([f'unreadable: {" ".join(str(e).split())[:200]}' for e in errors[:shown]]
+            + ([f'… and {more:,} more unreadable records ({len(errors):,} in all)'] if more > 0 else []))
+
+def trajectory_file(path)->Path:
+    "`path`, or the cleaned.jsonl in it when it is a folder that `venus-nb clean --out` wrote"
+    p = Path(path)
+    return p/'cleaned.jsonl' if p.is_dir() and (p/'cleaned.jsonl').is_file() else p
+
+def _load(path, fmt,
+          other:str|None=None # what to do with a file of another format (default: name it with --format)
+         )->Loaded:
+    "A file's trajectories, a few unreadable records named and the rest counted; a CLIError when none can be read"
     from venus_nb import data
-    loaded = {'dr-venus': data.load_dr_venus, 'webdancer': data.load_webdancer,
-              'react': data.load_react}[fmt](readable(path))
-    for e in loaded.errors: say(f'unreadable: {e}')
-    if not loaded.trajectories:
-        raise CLIError(f'{path}: no readable trajectory ({len(loaded.errors)} unreadable records, --format {fmt})')
-    return loaded
+    loaded = getattr(data, FORMATS[fmt])(readable(trajectory_file(path)))
+    if lines := unreadable_lines(loaded.errors): say('\n'.join(lines))
+    if loaded.trajectories: return loaded
+    if not loaded.errors: raise CLIError(f'{path}: no readable trajectory: there is none in it (read as {fmt})')
+    other = other or f'for another format, name it: --format {", ".join(f for f in FORMATS if f != fmt)}'
+    n = len(loaded.errors)
+    which = f'none of its {n:,} records reads' if n > 1 else 'its one record does not read'
+    raise CLIError(f'{path}: no readable trajectory: {which} as --format {fmt}; {other}')
 
 # %% ../nbs/44_cli.ipynb #a61e2b97
+def clean_config(args):
+    "The `CleanConfig` of `venus-nb clean`'s options, checked before any record is read: a judge it cannot use stops it"
+    from venus_nb.data import CleanConfig
+    from venus_nb.judges import LLMJudge
+    if args.judge_url and args.judge != 'llm':
+        raise CLIError('--judge-url is the URL of the LLM judge: add --judge llm')
+    if args.judge == 'llm' and not (args.judge_url or os.environ.get('VENUS_NB_JUDGE_URL')):
+        raise CLIError('--judge llm needs the URL of an OpenAI-compatible endpoint: --judge-url URL '
+                       '(e.g. http://localhost:8000/v1), or set $VENUS_NB_JUDGE_URL')
+    judge = LLMJudge(base_url=args.judge_url) if args.judge == 'llm' else args.judge
+    try: return CleanConfig(judge=judge, min_score=args.min_score, span=not args.whole_answer)
+    except (TypeError, ValueError) as e: raise CLIError(str(e)) from None
+
 def cmd_clean(args):
-    loaded = _load(args.input, args.format)   # read first: an unreadable input makes no output folder
-    judge, out = None if args.judge == 'none' else args.judge, writable_folder(args.out)
-    kept, files = step_clean(loaded, out, judge)
+    cfg = clean_config(args)                  # the options first, then the input:
+    loaded = _load(args.input, args.format)   # an unreadable input makes no output folder
+    kept, files = step_clean(loaded, writable_folder(args.out), cfg, title='Clean')
     say('\n'.join(f'wrote {f}' for f in files))
+
+# %% ../nbs/44_cli.ipynb #b8d4f0c2
+def output_file(path, # `--out` as typed: a trailing / marks a folder
+                name:str # the file's name in a folder
+               )->Path:
+    "The file `--out` names: `path`, or `name` inside it when it ends in / or is a folder already"
+    folder = str(path).endswith(('/', os.sep)) or Path(path).is_dir()
+    return writable_file(Path(path)/name if folder else Path(path))
 
 def cmd_resample(args):
     from venus_nb.resample import ResampleConfig, resample, resample_table
-    trajs = _load(args.input, 'dr-venus').trajectories   # read first, as `cmd_clean`
-    out = writable_file(args.out)
+    trajs = _load(args.input, args.format).trajectories   # read first, as `cmd_clean`
+    out = output_file(args.out, 'sft.jsonl')
     rows = resample(trajs, ResampleConfig(seed=args.seed))
     say(resample_table(trajs, rows).to_string())
     say(f'wrote {write_jsonl(rows, out)}')
@@ -223,7 +265,7 @@ def read_questions(path, limit:int|None=None)->list:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise CLIError(f'limit: expected a positive whole number, got {limit!r}')
     qa = load_qa_jsonl(readable(world_file(path, 'qa.jsonl')))
-    for e in qa.errors: say(f'   unreadable: {e}')
+    if qa.errors: say('\n'.join('   ' + l for l in unreadable_lines(qa.errors)))
     if not qa.trajectories: raise CLIError(f'{path}: no readable question ({len(qa.errors)} unreadable rows)')
     return qa.trajectories[:limit]
 
@@ -254,7 +296,8 @@ def rollout_line(trajs:list, engine:str, seconds:float)->str:
 def run_sft(inputs:dict, cfg)->list:
     "Stage-1 SFT on a trajectory file"
     from venus_nb.sft import sft
-    trajs = _load(inputs['data'], 'dr-venus').trajectories
+    trajs = _load(inputs['data'], 'dr-venus', 'sft reads DR-Venus trajectories: for another format, '
+                  'clean it into them first (venus-nb clean FILE --format NAME --out DIR)').trajectories
     res = sft(trajs, cfg, live=False)
     say(res._repr_markdown_() + f' ({len(res.data.examples)} examples)')
     return [res.output_dir]
@@ -378,8 +421,6 @@ def _add_demo(sub):
     w.add_argument('--force', action='store_true', help='make it anew even when it is cached')
 
 # %% ../nbs/44_cli.ipynb #212e6da1
-FORMATS = ['dr-venus', 'webdancer', 'react']
-
 def positive_int(text:str)->int:
     "An option's value as a whole number of at least 1 (argparse says which option when it is not)"
     try: n = int(text)
@@ -393,16 +434,7 @@ def _add_stages(sub):
                    help='questions, one expert trajectory each (default: %(default)s)')
     s.add_argument('--seed', type=int, default=0, help='seed of the world and its trajectories (default: %(default)s)')
     s.add_argument('--out', type=Path, required=True, help='output folder: corpus.jsonl, qa.jsonl, trajectories.jsonl')
-    c = sub.add_parser('clean', help='DR-Venus cleaning of a trajectory file, with a report')
-    c.add_argument('input', type=Path, help='trajectory file to clean')
-    c.add_argument('--out', type=Path, required=True, help='output folder: cleaned.jsonl and clean_report.csv')
-    c.add_argument('--format', choices=FORMATS, default='dr-venus',
-                   help='the file\'s trajectory format (default: %(default)s)')
-    c.add_argument('--judge', choices=['em', 'f1', 'none'], default='none', help='correctness filter (default: none)')
-    r = sub.add_parser('resample', help='turn-aware resampling of a cleaned trajectory file')
-    r.add_argument('input', type=Path, help='cleaned trajectories JSONL')
-    r.add_argument('--out', type=Path, required=True, help='output JSONL of SFT rows')
-    r.add_argument('--seed', type=int, default=42, help='seed of the resampling (default: %(default)s)')
+    _add_cleaning(sub)
     p = sub.add_parser('replay', help='score a trajectory with a model and write a standalone replay page')
     p.add_argument('input', type=Path, help='trajectory file')
     p.add_argument('--out', type=Path, default=Path('out/replay.html'), help='the page to write (default: %(default)s)')
@@ -427,6 +459,33 @@ def _add_stages(sub):
 
 TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
               'without it a config runs no code: use it only for a file you trust')
+
+# %% ../nbs/44_cli.ipynb #d0f6b2e4
+# `clean --judge`: `data.FILTERS`, spelt out so that making the parser does not import pandas
+_FILTERS = ['none', 'em', 'f1', 'llm']
+
+def _add_cleaning(sub):
+    "`clean` and `resample`"
+    fmt = dict(choices=FORMATS, default='dr-venus', help="the trajectories' format (default: %(default)s)")
+    c = sub.add_parser('clean', help='DR-Venus cleaning of a trajectory file, with a report')
+    c.add_argument('input', type=Path, help='trajectory file (or a folder of DR-Venus .json files) to clean')
+    c.add_argument('--out', type=Path, required=True, help='output folder: cleaned.jsonl and clean_report.csv')
+    c.add_argument('--format', **fmt)
+    c.add_argument('--judge', choices=_FILTERS, default='none',
+                   help='correctness filter: none, em (exact match), f1 (token F1) or llm (an LLM judge, as DR-Venus '
+                        'uses) (default: %(default)s)')
+    c.add_argument('--judge-url', metavar='URL',
+                   help='OpenAI-compatible base URL of the LLM judge (default: $VENUS_NB_JUDGE_URL)')
+    c.add_argument('--min-score', type=float, metavar='X',
+                   help='the score a final answer needs to pass (default: 0.5 for f1, 1 otherwise)')
+    c.add_argument('--whole-answer', action='store_true',
+                   help='em and f1 score the whole final answer, not its span (its first bold text, else first line)')
+    r = sub.add_parser('resample', help='turn-aware resampling of a cleaned trajectory file')
+    r.add_argument('input', type=Path, help='cleaned trajectories: a file, or the folder `clean --out` wrote')
+    r.add_argument('--out', required=True,
+                   help='output JSONL of SFT rows, or a folder (ending in /) to write sft.jsonl into')
+    r.add_argument('--format', **fmt)
+    r.add_argument('--seed', type=int, default=42, help='seed of the resampling (default: %(default)s)')
 
 # %% ../nbs/44_cli.ipynb #cea593bd
 def _add_training(sub):

@@ -4,21 +4,22 @@
 
 # %% ../nbs/11_data.ipynb #dc2193a0
 from __future__ import annotations
-import base64, hashlib, json, re, time
+import base64, hashlib, json, math, os, re, time
 from dataclasses import dataclass, replace, field
 from pathlib import Path
 import pandas as pd
 from .base import LoadError, BadRecord, MAX_RECORD_BYTES, read_records, parse_json, decode_utf8, must_exist
-from .judges import judge_fn
+from .judges import JUDGES, JUDGE_MODEL, LLMJudge, judge_fn, final_answer_span
 from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_jsonl, render_turn_text,
                                  observation_message, load_each, between, as_loaded, is_dataset, to_dataset)
 
 # %% auto #0
-__all__ = ['ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'load_verl_parquet', 'load_qa_jsonl',
-           'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench', 'load_browsecomp_zh', 'as_questions', 'question_kind',
-           'by_kind', 'check_shares', 'kind_counts', 'CleanConfig', 'normal_args', 'clean_think',
-           'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe', 'step_validate',
-           'step_correct', 'CleaningReport', 'clean', 'funnel_figure']
+__all__ = ['FILTERS', 'ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'r1_searcher_messages',
+           'load_r1_searcher', 'load_verl_parquet', 'load_qa_jsonl', 'decrypt_xbench', 'decrypt_browsecomp',
+           'load_xbench', 'load_browsecomp_zh', 'as_questions', 'question_kind', 'by_kind', 'check_shares',
+           'kind_counts', 'correctness_judge', 'CleanConfig', 'normal_args', 'clean_think', 'parse_search_results',
+           'step_normalise', 'step_prune', 'signatures', 'step_dedupe', 'step_validate', 'scored_answer',
+           'step_correct', 'CleaningReport', 'clean', 'filter_words', 'judge_advice', 'clean_summary', 'funnel_figure']
 
 # %% ../nbs/11_data.ipynb #b8ef6b1c
 def _json_files(folder:Path)->list:
@@ -98,6 +99,53 @@ def _last_text(msgs): return str(msgs[-1].get('content', '')) if msgs else ''
 def load_react(path)->Loaded:
     "OpenAI fine-tune messages in ReAct form (`Thought:`/`Action: search[...]`, FireAct); episode reward goes to meta"
     return Loaded(*read_records(path, _react))
+
+# %% ../nbs/11_data.ipynb #e5b2f8a1
+_QUERY, _DOCS = ('<|begin_of_query|>', '<|end_of_query|>'), ('<|begin_of_documents|>', '<|end_of_documents|>')
+
+def _r1_search(text:str, start:int, n:int)->tuple[str, str, int]:
+    "(query, passages, where they end) of the search whose query opens at `start`; a ValueError naming search `n`"
+    q_end = text.find(_QUERY[1], start)
+    if q_end == -1: raise ValueError(f'query {n} is never closed with {_QUERY[1]}')
+    d = text.find(_DOCS[0], q_end)
+    d_end = text.find(_DOCS[1], d) if d != -1 else -1
+    if d_end == -1: raise ValueError(f'query {n} has no {_DOCS[0]}…{_DOCS[1]} passages after it')
+    if text[q_end + len(_QUERY[1]):d].strip(): raise ValueError(f'query {n} has text between it and its passages')
+    return text[start + len(_QUERY[0]):q_end].strip(), text[d + len(_DOCS[0]):d_end].strip(), d_end + len(_DOCS[1])
+
+def _r1_final(rest:str)->dict:
+    "The final assistant message: the thinking and the last `<answer>`, or the text as written when it has no answer"
+    answers = between(rest, '<answer>', '</answer>')
+    if not answers: return {'role': 'assistant', 'content': rest.strip()}
+    think = rest.split('</think>')[0] if '</think>' in rest else rest.split('<answer>')[0]
+    return {'role': 'assistant', 'content': render_turn_text(think.strip(), answer=answers[-1].strip())}
+
+def r1_searcher_messages(question:str, text:str # the rollout as R1-Searcher wrote it (`gen_text_store`)
+                        )->list[dict]:
+    "Chat messages of an R1-Searcher rollout: a `search` turn per query, its passages the tool response, the answer"
+    msgs, pos = [{'role': 'user', 'content': question}], 0
+    while (q := text.find(_QUERY[0], pos)) != -1:
+        query, passages, end = _r1_search(text, q, len(msgs) // 2 + 1)
+        msgs += [{'role': 'assistant', 'content': render_turn_text(text[pos:q].strip(),
+                                                                   ToolCall('search', {'query': [query]}))},
+                 observation_message(passages)]
+        pos = end
+    return msgs + [_r1_final(text[pos:])]
+
+# %% ../nbs/11_data.ipynb #f19c4d73
+def _r1_searcher(rec, *_):
+    rec = _record(rec)
+    if bad := [k for k in ('question', 'gen_text_store') if not (isinstance(rec.get(k), str) and rec[k].strip())]:
+        raise ValueError(f'record has no "{bad[0]}" text (a question set, not rollouts?)')
+    gt, verdict = rec.get('answer'), rec.get('gpt4o_output')
+    meta = {'gpt4o_correct': {'True': True, 'False': False}.get(verdict), 'stop': rec.get('stop_reason_final')}
+    return _tag(Trajectory.from_messages(r1_searcher_messages(rec['question'], rec['gen_text_store']), rec['question'],
+                                         '<|answer_split|>'.join(_flat(gt)) if isinstance(gt, list) else gt, meta),
+                'r1-searcher')
+
+def load_r1_searcher(path)->Loaded:
+    "R1-Searcher rollouts (JSONL `{question, answer, gen_text_store, gpt4o_output}`): GPT-4o's verdict goes to meta"
+    return Loaded(*read_records(path, _r1_searcher))
 
 # %% ../nbs/11_data.ipynb #88e9a8de
 def _qa(id, question, answer, source):
@@ -193,14 +241,43 @@ def kind_counts(shares:dict, # {kind: weight}, normalised here
     for k in sorted(exact, key=lambda k: counts[k] - exact[k])[:n - sum(counts.values())]: counts[k] += 1
     return counts
 
+# %% ../nbs/11_data.ipynb #d4e6b1a7
+FILTERS = ('none', 'em', 'f1', 'llm')   # the correctness filters by name; 'none' (or None) is no filter
+
+def correctness_judge(judge # None or 'none', 'em', 'f1', 'llm', an `LLMJudge` or a callable (question, answer, gt)
+                     ):
+    "The correctness filter's judge: None for no filter, 'em' or 'f1', an `LLMJudge`, a callable; else a ValueError"
+    if judge is None or judge == 'none': return None
+    if judge == 'llm': judge = LLMJudge()
+    if isinstance(judge, str) and judge not in JUDGES:
+        raise ValueError(f"CleanConfig.judge: expected 'none' (no correctness filter), 'em', 'f1', 'llm' or a callable "
+                         f"(question, answer, gt) -> score, got {judge!r}")
+    if isinstance(judge, LLMJudge) and not (judge.base_url or os.environ.get('VENUS_NB_JUDGE_URL')):
+        raise ValueError('CleanConfig.judge: the LLM judge needs the URL of an OpenAI-compatible endpoint: set '
+                         '$VENUS_NB_JUDGE_URL (e.g. http://localhost:8000/v1) or give LLMJudge(base_url=...)')
+    judge_fn(judge)   # a callable of the wrong form says so now
+    return judge
+
 # %% ../nbs/11_data.ipynb #5f6c3a48
 @dataclass
 class CleanConfig:
-    "DR-Venus cleaning settings"
+    "DR-Venus cleaning settings; a judge it cannot use is a ValueError here, before any trajectory is read"
     tools: tuple = ('search', 'visit')  # tools kept by the prune step
     system_prompt: str|None = None      # replace the system prompt (None keeps the trajectory's own)
-    judge: object = None                # None, 'em', 'f1' or a callable (question, answer, gt) -> score
-    min_score: float = 1.0              # a trajectory is correct when judge score >= min_score
+    judge: object = None                # correctness filter: None/'none', 'em', 'f1', 'llm', an LLMJudge or a callable
+    min_score: float|None = None        # correct at this score or above; None: 0.5 for 'f1', else 1.0
+    span: bool = True                   # EM and F1 score the answer's span (`final_answer_span`), not all its text
+
+    def __post_init__(self):
+        self.judge = correctness_judge(self.judge)
+        ms = self.min_score
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms)):
+            raise ValueError(f'CleanConfig.min_score: expected a number or None, got {ms!r}')
+
+    @property
+    def threshold(self)->float:
+        "The score a final answer needs to pass the correctness filter"
+        return self.min_score if self.min_score is not None else 0.5 if self.judge == 'f1' else 1.0
 
 # %% ../nbs/11_data.ipynb #8234027c
 def _reindex(t, i, final):
@@ -375,13 +452,21 @@ def step_validate(traj:Trajectory, cfg:CleanConfig):
     return (None, err) if err else (traj, [])
 
 # %% ../nbs/11_data.ipynb #7e4c6844
+def scored_answer(traj:Trajectory, cfg:CleanConfig)->str:
+    "What the judge scores: the final answer's span for EM and F1 (with `cfg.span`), else the whole final answer"
+    answer = traj.turns[-1].answer or ''
+    return final_answer_span(answer) if cfg.span and isinstance(cfg.judge, str) else answer
+
+def _quoted(text:str, n:int=80)->str: return repr(text if len(text) <= n else text[:n] + '…')
+
 def step_correct(traj:Trajectory, cfg:CleanConfig):
     "Step 5 (optional): keep trajectories whose final answer the judge accepts"
     if cfg.judge is None: return traj, []
     if traj.gt is None: return None, 'no ground truth to judge against'
-    score = judge_fn(cfg.judge)(traj.question, traj.turns[-1].answer or '', traj.gt)
-    return ((traj, []) if score >= cfg.min_score
-            else (None, f'judged incorrect (score {score:.2f}): {traj.turns[-1].answer!r} vs {traj.gt!r}'))
+    answer = scored_answer(traj, cfg)
+    score = judge_fn(cfg.judge)(traj.question, answer, traj.gt)
+    return ((traj, []) if score >= cfg.threshold
+            else (None, f'judged incorrect (score {score:.2f}): {_quoted(answer)} vs {_quoted(str(traj.gt))}'))
 
 # %% ../nbs/11_data.ipynb #41221881
 STEPS = {'normalise': step_normalise, 'prune': step_prune, 'dedupe': step_dedupe, 'validate': step_validate,
@@ -425,9 +510,10 @@ class CleaningReport(pd.DataFrame):
 def clean(trajectories:list|Loaded, # trajectories, a `Loaded` or a `datasets.Dataset`; unreadable records count too
           cfg:CleanConfig|None=None)->tuple[list, CleaningReport]:
     "DR-Venus cleaning: (the kept, a Dataset if given one; report: a row per input); timings: `report.attrs['seconds']`"
+    # checked again, as a field may have been set since: a judge it cannot use is one error, not a reason in every row
+    cfg = replace(cfg) if cfg is not None else CleanConfig()
     given, (trajectories, errors) = trajectories, as_loaded(trajectories)
-    cfg, rows, live, secs = (cfg or CleanConfig(), [_row(i, t) for i, t in enumerate(trajectories)],
-                             dict(enumerate(trajectories)), {})
+    rows, live, secs = [_row(i, t) for i, t in enumerate(trajectories)], dict(enumerate(trajectories)), {}
     for name in STEPS:
         start = time.perf_counter()
         for i, t in list(live.items()):
@@ -445,6 +531,34 @@ def clean(trajectories:list|Loaded, # trajectories, a `Loaded` or a `datasets.Da
     report = report.astype({'kept': bool, 'turns_in': int, 'turns_out': int})   # typed even when empty
     report.attrs['seconds'] = secs
     return to_dataset(list(live.values())) if is_dataset(given) else list(live.values()), report
+
+# %% ../nbs/11_data.ipynb #b5d8f1a3
+def filter_words(cfg:CleanConfig)->str:
+    "The correctness filter of `cfg` in plain words"
+    j, where = cfg.judge, "each final answer's span" if cfg.span else 'each whole final answer'
+    if j is None: return 'no correctness filter'
+    if j == 'em': return f'correctness filter: exact match of {where}'
+    if j == 'f1': return f'correctness filter: token F1 of {where}, {cfg.threshold:g} or more'
+    if isinstance(j, LLMJudge):
+        model = j.model or os.environ.get('VENUS_NB_JUDGE_MODEL', JUDGE_MODEL)
+        return f'correctness filter: LLM judge {model} at {j.url()}'
+    return f"correctness filter: {getattr(j, '__name__', type(j).__name__)}, {cfg.threshold:g} or more"
+
+def judge_advice(report:CleaningReport, cfg:CleanConfig)->str|None:
+    "A sentence suggesting the LLM judge when EM or F1 rejected half or more of the answers it judged, else None"
+    rejected = int(report.reason.fillna('').str.startswith('judged incorrect').sum())
+    judged = rejected + int(report.kept.sum())
+    if not isinstance(cfg.judge, str) or not judged or 2 * rejected < judged: return None
+    name = {'em': 'Exact match', 'f1': 'Token F1'}[cfg.judge]
+    return (f'{name} rejected {rejected} of the {judged} final answers it judged. Where answers are written as prose, '
+            'many of those may be right in other words: an LLM judge reads them as DR-Venus does '
+            "(venus-nb clean --judge llm with $VENUS_NB_JUDGE_URL set; in Python CleanConfig(judge='llm')).")
+
+def clean_summary(report:CleaningReport, cfg:CleanConfig, reasons:int=5, title:str='Clean')->str:
+    "The run in plain words: the filter, the funnel, the commonest `reasons` to drop, advice if EM or F1 dropped most"
+    lines = [f'{title} ({filter_words(cfg)}): {report._repr_markdown_()}']
+    lines += [f'   - dropped at {step}: {reason} ×{n}' for (step, reason), n in report.reasons().head(reasons).items()]
+    return '\n'.join(lines + [a for a in [judge_advice(report, cfg)] if a])
 
 # %% ../nbs/11_data.ipynb #b532f446
 def funnel_figure(report:CleaningReport, title:str='DR-Venus cleaning'):

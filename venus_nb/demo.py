@@ -53,12 +53,13 @@ def step_check(trajs:list):
 # %% ../nbs/43_demo.ipynb #a85ed266
 def step_clean(trajs:list|Loaded, # trajectories, or a `Loaded` whose unreadable records the report counts
                out:Path, # the folder the cleaned set and its report go to
-               judge='em'): # the correctness filter's judge: 'em', 'f1' or a (question, answer, gt) function
-    "The DR-Venus cleaning with its report (method §3)"
-    from venus_nb.data import clean, CleanConfig
-    kept, report = clean(trajs, CleanConfig(judge=judge))
-    say(f'## 3. Clean ({judge} correctness filter): {report._repr_markdown_()}')
-    for (step, reason), n in report.reasons().head(5).items(): say(f'   - dropped at {step}: {reason} ×{n}')
+               judge='em', # the correctness filter: 'em', 'f1', 'llm', 'none', a judge function, or a `CleanConfig`
+               title:str='3. Clean'): # what the summary starts with
+    "The DR-Venus cleaning with its report (method §3), summed up in plain words"
+    from venus_nb.data import clean, CleanConfig, clean_summary
+    cfg = judge if isinstance(judge, CleanConfig) else CleanConfig(judge=judge)
+    kept, report = clean(trajs, cfg)
+    say('## ' + clean_summary(report, cfg, title=title))
     return kept, [write_jsonl(kept, out/'cleaned.jsonl'), write_csv(report, out/'clean_report.csv')]
 
 # %% ../nbs/43_demo.ipynb #72a514fb

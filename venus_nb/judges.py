@@ -13,9 +13,9 @@ from .base import MAX_ANSWER_BYTES, bounded_send, config_kwargs, parse_json
 
 # %% auto #0
 __all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases',
-           'normalize_answer', 'exact_match', 'f1_score', 'judge_reference', 'defused', 'read_verdict', 'parse_verdict',
-           'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes', 'judge_spec', 'imported', 'untrusted',
-           'judge_from_spec', 'trusted_judge']
+           'normalize_answer', 'exact_match', 'f1_score', 'final_answer_span', 'judge_reference', 'defused',
+           'read_verdict', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes', 'judge_spec',
+           'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
 ANSWER_SPLIT = '<|answer_split|>'
@@ -48,6 +48,43 @@ def _f1(pred, gold):
 def f1_score(pred:str, gt)->float:
     "Token F1, best over the aliases"
     return max((_f1(pred, a) for a in aliases(gt)), default=0.0)
+
+# %% ../nbs/04_judges.ipynb #b7e41a9c
+_LABEL = re.compile(r'^(?:final\s+answer|answer)\s*[:：]\s*', flags=re.I)
+_MARK = re.compile(r'^(?:[#>]+\s*|[-•]\s+)')   # a heading, quote or list mark before a line's text
+_QUOTES = {'"': '"', "'": "'", '“': '”', '‘': '’', '«': '»', '「': '」'}
+
+def _bold(line:str)->str|None:
+    "The first text between a pair of `**` on a line that is not a label (`**Answer:**`, `**Answer**:`)"
+    parts = line.split('**')
+    return next((parts[i] for i in range(1, len(parts) - 1, 2) if parts[i].strip()
+                 and not parts[i].rstrip().endswith(':') and not parts[i + 1].lstrip().startswith(':')), None)
+
+def _without_aside(s:str)->str:
+    "`s` without a closing parenthetical aside: 'X (also known as Y)' is 'X'"
+    if not s.endswith(')'): return s
+    depth = 0
+    for i in range(len(s) - 1, 0, -1):
+        depth += {')': 1, '(': -1}.get(s[i], 0)
+        if depth == 0: return s[:i].rstrip() or s
+    return s
+
+def _tidy(span:str)->str:
+    "A span without markdown marks, a label, surrounding quotes, trailing punctuation or a closing aside"
+    s = _LABEL.sub('', _MARK.sub('', span.replace('*', '').replace('`', '').strip()))
+    for _ in range(3):   # quotes around an aside around quotes, at most
+        s = s.strip().rstrip('.,;:!').rstrip()
+        if len(s) > 1 and _QUOTES.get(s[0]) == s[-1]: s = s[1:-1].strip()
+        s = _without_aside(s)
+    return s.rstrip('.,;:!').strip()
+
+def final_answer_span(answer:str # a final answer as written: a name, or markdown paragraphs
+                     )->str:
+    "The span EM and F1 score: the first bold span, else the first line, tidied (see above); all of it if that is empty"
+    text = str(answer or '').strip()
+    lines = [l for l in text.splitlines() if l.strip()]
+    span = next((b for l in lines if (b := _bold(l)) is not None), None)
+    return _tidy(span if span is not None else lines[0] if lines else '') or text
 
 # %% ../nbs/04_judges.ipynb #b6a31652
 JUDGE_MODEL = 'Qwen3-235B-A22B-Instruct-2507'  # DR-Venus' judge

@@ -4,7 +4,7 @@
 
 # %% ../nbs/40_terminal.ipynb #2ddd4e5b
 from __future__ import annotations
-import os, re, sys
+import os, re, sys, tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from .base import write_atomic
@@ -69,11 +69,12 @@ def utf8_path(path)->Path:
     return Path(path)
 
 def writable_folder(path)->Path:
-    "`path` as a folder to write into (a UTF-8 name): made if need be, and writable"
+    "`path` as a folder to write into (a UTF-8 name): made if need be, and a file made in it (so root is checked too)"
     p = utf8_path(path)
     if p.exists() and not p.is_dir(): raise CLIError(f'{p}: is a file, not a folder')
     p.mkdir(parents=True, exist_ok=True)
-    if not os.access(p, os.W_OK): raise CLIError(f'{p}: the folder is not writable')
+    try: tempfile.TemporaryFile(dir=p).close()
+    except OSError as e: raise CLIError(f'{p}: the folder is not writable ({e.strerror or e})') from None
     return p
 
 def writable_file(path)->Path:
