@@ -117,12 +117,16 @@ def html_offline(h):
     return CDN_SCRIPT.sub('', PLOTLY_BUNDLE.sub('', h))
 
 def widget_html(out):
-    text = ''.join(out.get('data', {}).get('text/plain', ''))
+    "A widget output as HTML: its static view where it saved one (the replay's), with a link to the standalone export"
+    data = out.get('data', {})
+    text, static = (''.join(data.get(k, '')) if isinstance(data.get(k), list) else data.get(k, '')
+                    for k in ('text/plain', 'text/html'))
     if text.startswith('Replay('):
-        return (f'<p class="venus-widget">The <code>Replay</code> widget needs a running kernel. Its standalone export, '
-                f'<a class="venus-replay-link" href="{{root}}{REPLAY_PAGE}">the replay of the sample trajectories</a>, '
-                'shows the same chart and transcript in any browser, offline.</p>')
-    return f'<pre>{text}</pre>'
+        return html_offline(static) + (
+            f'<p class="venus-widget">The <code>Replay</code> widget needs a running kernel{"; above, its static view" if static else ""}. '
+            f'Its standalone export, <a class="venus-replay-link" href="{{root}}{REPLAY_PAGE}">the replay of the sample trajectories</a>, '
+            'steps through the same chart and transcript in any browser, offline.</p>')
+    return html_offline(static) if static else f'<pre>{text}</pre>'
 
 def resolve_links(md, here, names):
     "Backticked notebook names (`24_rewards`, `nbs/explanations/method`) become links to their pages; MyST resolves `[x](NAME.ipynb)`"

@@ -19,11 +19,11 @@ from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 # %% auto #0
 __all__ = ['FORMATS', 'METAVARS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'unreadable_lines',
            'trajectory_file', 'clean_config', 'cmd_clean', 'output_file', 'cmd_resample', 'pick', 'with_gt',
-           'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings', 'build', 'settings_of',
-           'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file', 'read_questions', 'read_corpus',
-           'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors', 'run_eval', 'run_igpo',
-           'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage', 'quiet_libraries',
-           'error_line', 'main']
+           'unscored_note', 'scoring_line', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings',
+           'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
+           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
+           'run_eval', 'run_igpo', 'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
+           'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/44_cli.ipynb #96790ac9
 def cmd_synth(args):
@@ -112,30 +112,57 @@ def with_gt(traj:Trajectory, gt:str|None, where:str)->Trajectory:
     from venus_nb.judges import aliases
     traj = replace(traj, gt=gt) if gt is not None else traj
     if not aliases(traj.gt):
-        raise CLIError(f'{where} has no ground truth to score information gain against: give it with --gt TEXT')
+        raise CLIError(f'{where} has no ground truth to score information gain against: give one with --gt TEXT, '
+                       'or replay its turns without scores with --no-scores')
     return traj
 
-def unscored_note(lp, traj:Trajectory, model, name:str)->str|None:
-    "What the replay could not score and why (boundaries past the model's context), with the fix; None if all were"
-    if not lp.cut: return None
-    scored = lp.cut + sum(v is not None for v in lp.per_turn)
-    return (f'{lp.cut} of the {scored} scored turns have no IG (shown as –): their boundaries lie past the '
-            f'{model.config.max_position_embeddings:,} positions of {name}; a model with a longer context '
-            '(--model) or shorter pages (--max-chars) scores them')
+def _fix(reason:str, max_chars:int|None)->str:
+    "How to score the turns left unscored for `reason` ('' where no option helps)"
+    if not reason.startswith("past the model's context window"): return ''
+    now = f', now {max_chars:,}' if max_chars else ''
+    return f': a model with a longer context (--model) or shorter tool responses (--max-chars{now}) scores them'
 
-def cmd_replay(args):
-    "Score one trajectory of a file with a model and write its replay page"
+def unscored_note(lp, traj:Trajectory, model, name:str, max_chars:int|None=None)->str|None:
+    "What the replay could not score, counted by reason (past the model's context, ...), with the fix; None if nothing"
+    from venus_nb.rewards import window_reason
+    n = len(lp.unscored) or lp.cut
+    if not n: return None
+    counts = Counter(lp.unscored.values()) or Counter({window_reason(model.config.max_position_embeddings): n})
+    scored = n + sum(v is not None for v in lp.per_turn)
+    parts = '; '.join(f'{k} {r} of {name}{_fix(r, max_chars)}' if r.startswith('past') else f'{k} ({r})'
+                      for r, k in counts.items())
+    return f'{n} of the {scored} scored turns have no IG (marked “not scored” on the page): {parts}'
+
+# %% ../nbs/44_cli.ipynb #af90a732
+def scoring_line(traj:Trajectory, where:str, name:str)->str:
+    "What `replay` is about to score, said before the model runs (only in a terminal: a long trajectory takes a while)"
+    n, toks = sum(t.kind == 'visit' for t in traj.turns[:-1]), len(traj.tokens.ids) if traj.tokens else 0
+    return f'scoring {where} with {name}: {len(traj.turns)} turns, {n} visits, {toks:,} tokens …'
+
+def _score(traj:Trajectory, args):
+    "(log p(gt) of the trajectory under --model, the model): the line first in a terminal"
     from venus_nb.models import load_policy
     from venus_nb.rewards import gt_logprobs
+    pol = load_policy(args.model, dtype='float32')
+    traj = replace(traj, tokens=traj.tokenize(pol.tokenizer))
+    if in_terminal(): print(scoring_line(traj, f'trajectory {args.index} of {args.input}', args.model), file=sys.stderr,
+                            flush=True)
+    return gt_logprobs(pol.model, pol.tokenizer, traj), pol.model
+
+def cmd_replay(args):
+    "Score one trajectory of a file with a model and write its replay page (--no-scores: its turns alone, no model)"
     from venus_nb.rewards import Scored
     from venus_nb.replay import write_replay
+    if args.no_scores and args.gt is not None: raise CLIError('give --gt TEXT or --no-scores, not both')
     out = writable_file(args.out)   # checked before the model loads
     traj = pick(_load(args.input, args.format).trajectories, args.index, args.input).shorten(args.max_chars)
+    if args.no_scores:
+        say(f'wrote {write_replay(out, traj)} (turns only, not scored)')
+        return
     traj = with_gt(traj, args.gt, f'trajectory {args.index} of {args.input}')   # before the model loads, too
-    pol = load_policy(args.model, dtype='float32')
-    lp = gt_logprobs(pol.model, pol.tokenizer, traj)
+    lp, model = _score(traj, args)
     page = write_replay(out, traj, Scored.from_logprobs([traj], [lp]))
-    if note := unscored_note(lp, traj, pol.model, args.model): say(note)
+    if note := unscored_note(lp, traj, model, args.model, args.max_chars): say(note)
     say(f'wrote {page}')
 
 # %% ../nbs/44_cli.ipynb #e04b6a5f
@@ -435,7 +462,8 @@ def _add_stages(sub):
     s.add_argument('--seed', type=int, default=0, help='seed of the world and its trajectories (default: %(default)s)')
     s.add_argument('--out', type=Path, required=True, help='output folder: corpus.jsonl, qa.jsonl, trajectories.jsonl')
     _add_cleaning(sub)
-    p = sub.add_parser('replay', help='score a trajectory with a model and write a standalone replay page')
+    p = sub.add_parser('replay', help='score a trajectory with a model and write a standalone replay page '
+                                      '(or its turns alone)')
     p.add_argument('input', type=Path, help='trajectory file')
     p.add_argument('--out', type=Path, default=Path('out/replay.html'), help='the page to write (default: %(default)s)')
     p.add_argument('--index', type=int, default=0, help='which trajectory of the file, from 0 (default: %(default)s)')
@@ -445,6 +473,8 @@ def _add_stages(sub):
                    help='embedded name, local folder or Hub name that scores it (default: %(default)s)')
     p.add_argument('--gt', default=None,
                    help="the ground truth to score IG against, where the trajectory has none or to override its own")
+    p.add_argument('--no-scores', action='store_true',
+                   help='write the page with the turns alone: no IG or advantages, no model (a trajectory without gt)')
     p.add_argument('--max-chars', type=int, default=300,
                    help='cut tool responses to fit a small window (default: %(default)s)')
     e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, '

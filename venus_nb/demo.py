@@ -14,8 +14,9 @@ from .terminal import say, in_terminal, CLIError, readable, writable_folder, wri
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'step_load', 'error_rule', 'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize',
-           'stage_one', 'step_warm_start', 'step_rewards', 'turn_rewards_page', 'stage_two_engine', 'step_rollouts',
-           'demo_igpo_config', 'step_igpo', 'step_meaning', 'step_eval', 'change_line', 'stage_two', 'demo']
+           'stage_one', 'step_warm_start', 'question_groups', 'step_rewards', 'turn_rewards_page', 'stage_two_engine',
+           'step_rollouts', 'demo_igpo_config', 'step_igpo', 'step_meaning', 'step_eval', 'change_line',
+           'replayed_group', 'rollouts_page', 'stage_two', 'demo']
 
 # %% ../nbs/43_demo.ipynb #0c489424
 DEFAULT_DATA = Path('data/sample/world/trajectories.jsonl')
@@ -114,17 +115,23 @@ def step_warm_start(model:str, force:bool=False):
     return warm
 
 # %% ../nbs/43_demo.ipynb #11dfaca3
+def question_groups(trajs:list)->list:
+    "Group id per trajectory: trajectories of one question share one (IGPO normalises within a question's rollouts)"
+    ids = {}
+    return [ids.setdefault(t.question, len(ids)) for t in trajs]
+
 def step_rewards(trajs:list, policy_dir:str, n:int=3):
-    "Score log p(gt) and IG after every visit on the n shortest trajectories (one group), judge them, build TurnRewards"
+    "Score log p(gt) and IG after every visit on the n shortest trajectories (a group per question), build TurnRewards"
     from venus_nb.models import load_policy
     from venus_nb.rewards import gt_logprobs
     from venus_nb.rewards import Scored
     pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
-    say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories, '
-        'scored as one group')
-    scored = Scored.from_logprobs(trajs, [gt_logprobs(pol.model, pol.tokenizer, t) for t in trajs])
+    groups = question_groups(trajs)
+    say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories '
+        f'({len(set(groups))} questions, each its own group)')
+    scored = Scored.from_logprobs(trajs, [gt_logprobs(pol.model, pol.tokenizer, t) for t in trajs], groups=groups)
     table = scored.table()
-    say(table.drop(columns=['group']).round(3).to_string(index=False))
+    say(table.round(3).to_string(index=False))
     return scored, table
 
 def turn_rewards_page(kept:list, warm, out:Path)->list:
@@ -132,7 +139,7 @@ def turn_rewards_page(kept:list, warm, out:Path)->list:
     from venus_nb.replay import write_replay
     scored, table = step_rewards(kept, warm.path)
     write_csv(table, out/'turn_rewards.csv')
-    page = write_replay(out/'replay.html', scored.trajs, scored)
+    page = write_replay(out/'replay.html', scored.trajs[0], scored)   # its group: the rollouts of its question
     say('## One trajectory, turn by turn\n' + scored.trajs[0]._repr_markdown_())
     return [out/'turn_rewards.csv', page]
 
@@ -229,11 +236,27 @@ def change_line(before, after)->str:
             f"(sign test p = {s['p_value']:.2f}): {s['verdict']}. A change inside that interval is noise, "
             "not a result: the experiment (`venus-nb experiment`) compares policies on 64 questions.")
 
+# %% ../nbs/43_demo.ipynb #b9bf326b
+def replayed_group(scored)->list:
+    "The rollouts of one question to replay: the first group whose outcomes differ (something to learn), else the first"
+    members = {}
+    for i, g in enumerate(scored.groups): members.setdefault(g, []).append(i)
+    differ = [m for m in members.values() if len({float(scored.outcome[i]) for i in m}) > 1]
+    return [scored.trajs[i] for i in (differ or list(members.values()))[0]]
+
+def rollouts_page(last, # the last IGPO step's `Scored` (None when the run resumed at its end)
+                  out:Path)->list:
+    "The replay page of one question's G rollouts, as the last IGPO step scored them"
+    from venus_nb.replay import write_replay
+    if last is None: return []
+    group = replayed_group(last)
+    say(f'## Replay: the {len(group)} rollouts of one question in the last IGPO step: {group[0].question[:80]}')
+    return [write_replay(out/'replay_rollouts.html', group, last)]
+
 # %% ../nbs/43_demo.ipynb #0b66d134
 def stage_two(warm, out, eval_questions:int=4):
-    "Warm-start rollouts, IGPO steps, evaluation, and a replay of the last IGPO step's rollouts"
+    "Warm-start rollouts, IGPO steps, evaluation, and a replay of one question's rollouts in the last IGPO step"
     from venus_nb.warm_start import warm_world
-    from venus_nb.replay import write_replay
     from venus_nb.rollout import HFEngine
     world, t = warm_world(warm.config), time.time()
     held = world.validation[:eval_questions]
@@ -243,9 +266,7 @@ def stage_two(warm, out, eval_questions:int=4):
     res, more = step_igpo(engine, warm, world.rl, world.corpus, out)
     rl = res.policy if isinstance(engine, HFEngine) else engine   # the vLLM engine holds the last weights
     reports, evals = step_eval(warm_trajs, rl, held, world.corpus, out, warm)
-    # none when resumed at the end
-    pages = [write_replay(out/'replay_rollouts.html', res.last.trajs, res.last)] if res.last else []
-    return files + more + evals + pages
+    return files + more + evals + rollouts_page(res.last, out)
 
 # %% ../nbs/43_demo.ipynb #8abcbd87
 def demo(data:Path|None=None, out:Path=Path('out'), model:str='smollm2-135m', rl:bool=True):

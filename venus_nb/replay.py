@@ -4,7 +4,8 @@
 
 # %% ../nbs/30_replay.ipynb #76b4592c
 from __future__ import annotations
-import html, json, random
+import html, json, math, random, re
+from dataclasses import replace
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -15,18 +16,22 @@ import traitlets
 from fastcore.basics import patch
 from .base import write_atomic
 from .trajectory import Trajectory, Turn
-from .rewards import RewardConfig, GTLogProbs, Scored
+from .rewards import (RewardConfig, GTLogProbs, Scored, Slots, slot_rewards, discount, scored_kinds,
+                              NO_RESPONSE)
+from .judges import aliases
 
 # %% auto #0
-__all__ = ['KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE', 'SORTS', 'SELECTOR_JS', 'random_logprobs', 'pair_rollouts',
-           'rewards_table', 'rollout_rows', 'credit_links', 'replay_figure', 'redraw_advantages', 'highlight', 'clip',
-           'turn_html', 'header_html', 'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay',
-           'chart_width', 'replay_html', 'write_replay']
+__all__ = ['NUMBERS', 'SLOT_WORDS', 'UNKNOWN_BASIS', 'NOT_RECORDED', 'KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE',
+           'MARKDOWN', 'SORTS', 'SPLIT_NOTE', 'CHART_CONFIG', 'SELECTOR_JS', 'PAGE_CSS', 'random_logprobs',
+           'pair_rollouts', 'unscored_table', 'has_scores', 'rewards_table', 'rollout_rows', 'credit_links',
+           'advantage_basis', 'ig_basis', 'unscored_reasons', 'explained', 'basis_of', 'turn_step', 'turns_figure',
+           'replay_figure', 'redraw_advantages', 'highlight', 'clip', 'turn_html', 'plain_answer', 'header_html',
+           'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay', 'chart_key', 'chart_width',
+           'static_chart', 'replay_rows', 'replay_html', 'write_replay']
 
 # %% ../nbs/30_replay.ipynb #f7a2de56
 def _is_scored(turn, last, cfg):
-    want = {'visit'} if cfg.scored == 'visit' else {'search', 'visit', 'other', 'invalid'}
-    return not last and turn.observation is not None and turn.kind in want
+    return not last and turn.observation is not None and turn.kind in scored_kinds(cfg)
 
 def random_logprobs(traj:Trajectory, # the rollout
                     seed:int=0, # random seed
@@ -39,7 +44,9 @@ def random_logprobs(traj:Trajectory, # the rollout
         hit = _is_scored(t, i == len(traj.turns) - 1, cfg)
         if hit: v = min(0.0, v + rng.gauss(step / 2, step))
         per_turn.append(v if hit else None)
-    return GTLogProbs(start, per_turn)
+    silent = {i: NO_RESPONSE for i, t in enumerate(traj.turns[:-1])
+              if t.ok and t.kind in scored_kinds(cfg) and t.observation is None}
+    return GTLogProbs(start, per_turn, unscored=silent)
 
 # %% ../nbs/30_replay.ipynb #8105ff1e
 def _index_of(traj, trajs):
@@ -51,6 +58,10 @@ def _pairs_scored(traj, sc, rollout):
     first = (_index_of(traj[0] if isinstance(traj, (list, tuple)) else traj, sc.trajs) if traj is not None
              else (rollout or 0))
     return {i: sc.trajs[i] for i, g in enumerate(sc.groups) if g == sc.groups[first]}, first
+
+def _pairs_unscored(traj, rollout):
+    if traj is None: raise ValueError('nothing to replay: without scores, give the trajectory (or a list of them)')
+    return dict(enumerate(traj if isinstance(traj, (list, tuple)) else [traj])), rollout or 0
 
 # %% ../nbs/30_replay.ipynb #a78edd5c
 def _check_turns(pairs, table):
@@ -72,21 +83,37 @@ def _pairs_table(traj, table, rollout):
 
 # %% ../nbs/30_replay.ipynb #47b5c9c5
 def pair_rollouts(traj, # a `Trajectory`, a list (one per rollout of `rewards`), or None (a `Scored`'s first group)
-                  rewards, # the `TurnRewards` table, or a `Scored`
+                  rewards, # the `TurnRewards` table, a `Scored`, or None (no scores: the turns alone)
                   rollout:int|None=None # rollout to start with (from a table: the one kept if `traj` is one trajectory)
                  )->tuple[dict, int]:
     "({rollout id: trajectory} of the rollouts to replay, the rollout to start with)"
-    pairs, first = (_pairs_scored(traj, rewards, rollout) if isinstance(rewards, Scored)
-                    else _pairs_table(traj, rewards, rollout))
+    if rewards is None: pairs, first = _pairs_unscored(traj, rollout)
+    elif isinstance(rewards, Scored): pairs, first = _pairs_scored(traj, rewards, rollout)
+    else: pairs, first = _pairs_table(traj, rewards, rollout)
     if first not in pairs: raise ValueError(f'rollout {first} is not among {list(pairs)}')
     return pairs, first
 
 # %% ../nbs/30_replay.ipynb #6ca91034
-def rewards_table(rewards, # the `TurnRewards` table, or a `Scored`
-                  ids, # the rollouts to keep
+def _num(s:pd.Series)->np.ndarray: return pd.to_numeric(s, errors='coerce').to_numpy(float)
+
+NUMBERS = ['logp_gt', 'ig', 'penalty', 'reward', 'reward_norm', 'scale', 'advantage']
+
+def unscored_table(trajs:dict # {rollout id: trajectory}
+                  )->pd.DataFrame:
+    "`TurnRewards` rows without a number (NaN): the turns of rollouts replayed without scores"
+    return pd.DataFrame([dict(group=None, rollout=r, turn=i, kind=t.kind, slot='') | dict.fromkeys(NUMBERS, np.nan)
+                         for r, tr in trajs.items() for i, t in enumerate(tr.turns)])
+
+def has_scores(rows:pd.DataFrame)->bool:
+    "Whether `TurnRewards` rows hold any advantage (rows of `unscored_table` hold none)"
+    return bool(len(rows)) and bool(pd.to_numeric(rows['advantage'], errors='coerce').notna().any())
+
+def rewards_table(rewards, # the `TurnRewards` table, a `Scored`, or None (no scores)
+                  ids, # the rollouts to keep; with `rewards` None, {rollout id: trajectory}
                   **changes)->pd.DataFrame:
     "The `TurnRewards` rows of rollouts `ids` (a `Scored` is recomputed with `changes` to its `RewardConfig`)"
-    t = rewards.table(**changes) if isinstance(rewards, Scored) else rewards
+    t = (unscored_table(ids) if rewards is None else rewards.table(**changes) if isinstance(rewards, Scored)
+         else rewards)
     return t[t['rollout'].isin(list(ids))].sort_values(['rollout', 'turn'], kind='stable').reset_index(drop=True)
 
 def rollout_rows(table:pd.DataFrame, r:int)->pd.DataFrame:
@@ -104,12 +131,104 @@ def credit_links(rows:pd.DataFrame # the `TurnRewards` rows of one rollout, in t
         start = t + 1
     return out
 
+# %% ../nbs/30_replay.ipynb #fb6c4b32
+def _slots_of(rows, cfg):
+    "(Slots, each slot's reward after normalisation and IG-Scale, each slot's discounted advantage) of one rollout"
+    sl = rows[rows['slot'] != '']
+    s = Slots(sl['turn'].astype(int).tolist(), _num(sl['reward']).tolist(), sl['slot'].tolist())
+    r = slot_rewards(s, _num(sl['reward_norm']).tolist(), float(rows['scale'].iloc[0]), cfg)
+    return s, r, discount(r, cfg.gamma)
+
+def _reward_text(ty, raw, z, r, scale, cfg):
+    "How one slot's reward came about"
+    if ty == 'penalty' and cfg.penalty == 'replace': return f'format penalty −λ = {r:+.3f} (not normalised)'
+    if ty == 'outcome': return f'outcome {raw:g}, normalised in the group: {r:+.3f}'
+    what = f'IG {raw:+.3f}' if ty == 'ig' else f'format penalty {raw:+.3f}'
+    return f'{what}, normalised in the group: {z:+.3f}, × IG-Scale s {scale:.2f} = {r:+.3f}'
+
+
+# %% ../nbs/30_replay.ipynb #2c85c968
+SLOT_WORDS = dict(ig='a scored visit', penalty='a format penalty', outcome='the outcome')
+
+def _segment_basis(k, start, s, r, a, z, scale, cfg):
+    "(advantage, how) of each turn of slot k's segment, turns `start` to the slot's own"
+    end, ty, n = s.turns[k], s.types[k], s.turns[k] - start + 1
+    nxt = a[k + 1] if k + 1 < len(a) else 0.0
+    why = _reward_text(ty, s.values[k], z[end], r[k], scale, cfg)
+    later = f" + γ {cfg.gamma:g} × the next slot's advantage {nxt:+.3f}" if k + 1 < len(a) else ' (the last slot)'
+    if cfg.credit == 'split' and ty != 'outcome':
+        v = r[k] / n + cfg.gamma * nxt
+        return [(v, f'{why}, shared by {n} turn{"s" * (n > 1)}: ÷ {n}{later} = {v:+.3f}')] * n
+    shared = f"no slot of its own: the advantage of turn {end}'s slot ({SLOT_WORDS[ty]}), {a[k]:+.3f}"
+    return [(a[k], shared)] * (n - 1) + [(a[k], f'{why}{later} = {a[k]:+.3f}')]
+
+UNKNOWN_BASIS = 'its sum is not shown: these rewards were computed under another RewardConfig than the replay was given'
+
+def advantage_basis(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in turn order
+                    cfg:RewardConfig=RewardConfig() # the config they were computed under
+                   )->list[str]:
+    "How each turn's advantage came about: its slot's normalised reward plus γ × the next slot's advantage, or shared"
+    if not has_scores(rows): return [''] * len(rows)
+    adv = _num(rows['advantage'])
+    if cfg.estimator == 'grpo': return [f'GRPO: the group-normalised outcome, on every turn: {v:+.3f}' for v in adv]
+    s, r, a = _slots_of(rows, cfg)
+    z, scale, out, start = _num(rows['reward_norm']), float(rows['scale'].iloc[0]), [], 0
+    for k, end in enumerate(s.turns):
+        out += _segment_basis(k, start, s, r, a, z, scale, cfg)
+        start = end + 1
+    ok = len(out) == len(adv) and np.allclose([v for v, _ in out], adv, atol=1e-6)
+    return [w for _, w in out] if ok else [UNKNOWN_BASIS] * len(rows)
+
+# %% ../nbs/30_replay.ipynb #cf5a5f39
+def ig_basis(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in turn order
+             baseline:float|None=None, # its log p(gt) from the question alone (None: not recorded)
+             cfg:RewardConfig=RewardConfig())->list[str]:
+    "How each IG came about: log p(gt) after the turn minus before it (the question alone, or the last scored turn)"
+    f, unit, spec = (lambda x: x, 'log p(gt)', '.3f') if cfg.ig == 'logp_diff' else (math.exp, 'p(gt)', '.4f')
+    prev, where, out = baseline, 'the question alone', []
+    for t, (v, g) in enumerate(zip(_num(rows['logp_gt']), _num(rows['ig']))):
+        if math.isnan(g) or math.isnan(v):
+            out.append('')
+            continue
+        before = format(f(prev), spec) if prev is not None and math.isfinite(prev) else 'not recorded'
+        out.append(f'IG = {unit} after it {format(f(v), spec)} − before it ({where}) {before} = {g:+.3f}')
+        prev, where = v, f'after turn {t}'
+    return out
+
+# %% ../nbs/30_replay.ipynb #20eb8023
+NOT_RECORDED = 'no log p(gt) was recorded for it (the reason was not kept)'
+
+def unscored_reasons(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in turn order
+                     traj:Trajectory, # that rollout
+                     reasons:dict|None=None, # {turn: why it has no IG}, as the scorer recorded them
+                     cfg:RewardConfig=RewardConfig())->list[str]:
+    "Per turn, why a well-formed turn that IG scores (`cfg.scored`) has no IG; '' for the others"
+    if not has_scores(rows): return [''] * len(rows)
+    ig, want, last = _num(rows['ig']), scored_kinds(cfg), len(traj.turns) - 1
+    return [(reasons or {}).get(i, NOT_RECORDED) if i < last and t.ok and t.kind in want and math.isnan(ig[i]) else ''
+            for i, t in enumerate(traj.turns)]
+
+def explained(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in turn order
+              traj:Trajectory, # that rollout
+              cfg:RewardConfig=RewardConfig(), # the config the rows were computed under
+              baseline:float|None=None, # its log p(gt) from the question alone
+              reasons:dict|None=None # {turn: why it has no IG}
+             )->pd.DataFrame:
+    "The rows with the basis of their numbers: `baseline`, `unscored` (why no IG), `ig_basis`, `adv_basis`"
+    base = baseline if baseline is not None and math.isfinite(baseline) else np.nan
+    return rows.assign(baseline=base, unscored=unscored_reasons(rows, traj, reasons, cfg),
+                       ig_basis=ig_basis(rows, None if np.isnan(base) else base, cfg),
+                       adv_basis=advantage_basis(rows, cfg))
+
+def basis_of(rewards, r:int)->tuple:
+    "(baseline, {turn: why no IG}) of rollout `r` where `rewards` is a `Scored` that kept them, else (None, None)"
+    pick = lambda xs: xs[r] if isinstance(rewards, Scored) and xs is not None and 0 <= r < len(xs) else None
+    return (pick(rewards.baseline), pick(rewards.unscored)) if isinstance(rewards, Scored) else (None, None)
+
 # %% ../nbs/30_replay.ipynb #c63e0478
 KIND_COLORS = dict(search='#4C78A8', visit='#54A24B', answer='#B279A2', other='#9D755D', invalid='#E45756')
 SLOT_COLORS = dict(ig='#54A24B', penalty='#E45756', outcome='#B279A2')
 SLOT_NAMES = dict(ig='credit: visit', penalty='credit: penalty', outcome='credit: outcome')
-
-def _num(s:pd.Series)->np.ndarray: return pd.to_numeric(s, errors='coerce').to_numpy(float)
 
 def _arc(x0, x1, base, lift, n=13):
     "x and y of an arc from (x0, base) to (x1, base) rising by `lift`, then a gap"
@@ -117,10 +236,13 @@ def _arc(x0, x1, base, lift, n=13):
     return [*(x0 + (x1 - x0) * s), None], [*(base + 4 * lift * s * (1 - s)), None]
 
 # %% ../nbs/30_replay.ipynb #8d234b27
+def _span(adv):
+    "(top of the bars, their range): where the arcs and the outcome star go"
+    return max(adv.max(initial=0), 0), np.ptp(np.r_[adv, 0]) or 1
+
 def _links(rows, ty):
     "Arcs, above the bars, from each slot of type `ty` to the turns that share its credit"
-    adv = _num(rows['advantage'])
-    top, span = max(adv.max(initial=0), 0), np.ptp(np.r_[adv, 0]) or 1
+    top, span = _span(_num(rows['advantage']))
     xs, ys = [], []
     for v, s, t in credit_links(rows):
         if t != ty: continue
@@ -134,35 +256,71 @@ def _outcome_of(rows):
     out = rows[rows['slot'] == 'outcome']
     return float(out['reward'].iloc[0]) if len(out) else float('nan')
 
+def _hover(text:str)->str:
+    "A basis as hover lines: the sum's terms one under the other"
+    return html.escape(text).replace(' + γ', '<br>+ γ').replace(', normalised', ',<br>normalised')
+
 def _dynamic(rows, traj):
     "The parts of the advantage panel that depend on the credit variant, by trace name"
     adv, bad = _num(rows['advantage']), [t.index for t in traj.turns if not t.ok]
-    parts = {'advantage': dict(y=adv.tolist()), 'format penalty': dict(x=bad, y=[adv[i] for i in bad]),
-             'outcome': dict(x=[len(adv) - 1], y=[adv[-1]], text=[f'outcome {_outcome_of(rows):g}'])}
+    top, span = _span(adv)
+    basis = rows['adv_basis'] if 'adv_basis' in rows else [''] * len(rows)
+    parts = {'advantage': dict(y=adv.tolist(), customdata=[[k, s or '–', _hover(b)] for k, s, b in
+                                                            zip(rows['kind'], rows['slot'], basis)]),
+             'format penalty': dict(x=bad, y=[adv[i] for i in bad]),
+             # above the last bar, where it covers no format penalty ×
+             'outcome': dict(x=[len(adv) - 1], y=[max(adv[-1], 0) + 0.12 * span],
+                             text=[f'outcome {_outcome_of(rows):g}'])}
     return parts | {SLOT_NAMES[ty]: _links(rows, ty) for ty in SLOT_NAMES}
 
 # %% ../nbs/30_replay.ipynb #c6b8637d
 def _bar_trace(rows, turn):
-    kinds, slots = rows['kind'].tolist(), [s or '–' for s in rows['slot']]
+    kinds = rows['kind'].tolist()
     return go.Bar(name='advantage', x=rows['turn'].tolist(), marker_color=[KIND_COLORS.get(k, '#999') for k in kinds],
-                  customdata=list(zip(kinds, slots)), selectedpoints=[turn], unselected=dict(marker_opacity=0.3),
-                  hovertemplate='turn %{x} · %{customdata[0]}<br>advantage %{y:.3f}<br>'
-                                'slot %{customdata[1]}<extra></extra>')
+                  selectedpoints=[turn], unselected=dict(marker_opacity=0.3),
+                  hovertemplate='turn %{x} · %{customdata[0]} · slot %{customdata[1]}<br>advantage %{y:.3f}<br>'
+                                '%{customdata[2]}<extra></extra>')
 
 def _marker_trace(name, x, y, symbol, color, hover, size=9, mode='markers', **kw):
     return go.Scatter(name=name, x=x, y=y, mode=mode, marker=dict(symbol=symbol, color=color, size=size),
                       hovertemplate=hover + '<extra></extra>', **kw)
 
 # %% ../nbs/30_replay.ipynb #df9c6073
+def _baseline_of(rows)->float:
+    return float(rows['baseline'].iloc[0]) if 'baseline' in rows and len(rows) else float('nan')
+
+def _logp_trace(rows):
+    "log p(gt) from the question alone (at turn −1, where known) and after each scored turn"
+    lp, t, base = _num(rows['logp_gt']), rows['turn'].to_numpy(), _baseline_of(rows)
+    has, known = ~np.isnan(lp), not math.isnan(_baseline_of(rows))
+    x, y = [-1] * known + t[has].tolist(), [base] * known + lp[has].tolist()
+    where = ['the question alone'] * known + [f'after turn {i}' for i in t[has]]
+    return go.Scatter(name='log p(gt)', x=x, y=y, mode='lines+markers', line_color='#333', customdata=where,
+                      hovertemplate='%{customdata}<br>log p(gt) %{y:.3f}<extra></extra>')
+
+def _baseline_trace(rows):
+    "A dashed line at the question-only log p(gt): the first IG is measured from it"
+    base, n = _baseline_of(rows), len(rows)
+    return go.Scatter(name='log p(gt), question only', x=[-1, n - 1] if not math.isnan(base) else [],
+                      y=[base, base] if not math.isnan(base) else [], mode='lines',
+                      line=dict(color='#888', dash='dash', width=1),
+                      hovertemplate=f'log p(gt) from the question alone: {base:.3f}<br>'
+                                    'the first IG is measured from here<extra></extra>')
+
 def _info_traces(rows):
-    "log p(gt) and IG at the scored boundaries"
-    lp, ig, t = _num(rows['logp_gt']), _num(rows['ig']), rows['turn'].to_numpy()
-    has_lp, has_ig = ~np.isnan(lp), ~np.isnan(ig)
-    logp = go.Scatter(name='log p(gt)', x=t[has_lp], y=lp[has_lp], mode='lines+markers', line_color='#333',
-                      hovertemplate='after turn %{x}<br>log p(gt) %{y:.3f}<extra></extra>')
+    "log p(gt) (with the question-only baseline), IG at the scored turns, and the turns IG could not score"
+    ig, t = _num(rows['ig']), rows['turn'].to_numpy()
+    has_ig = ~np.isnan(ig)
+    why = rows['unscored'].to_numpy() if 'unscored' in rows else np.array([''] * len(rows))
+    basis = rows['ig_basis'].to_numpy() if 'ig_basis' in rows else np.array([''] * len(rows))
     gain = _marker_trace('IG', t[has_ig], ig[has_ig], 'diamond', np.where(ig[has_ig] >= 0, '#54A24B', '#E45756'),
-                         'IG after turn %{x}: %{y:.3f}', size=10)
-    return logp, gain
+                         'turn %{x}: IG %{y:+.3f}<br>%{customdata}', size=10,
+                         customdata=[html.escape(b) for b in basis[has_ig]])
+    off = why != ''
+    lost = _marker_trace('not scored', t[off], [0.0] * int(off.sum()), 'circle-open', '#777',
+                         'turn %{x}: not scored<br>%{customdata}', size=11,
+                         customdata=[html.escape(w) for w in why[off]])
+    return [_baseline_trace(rows), _logp_trace(rows)], [gain, lost]
 
 def _advantage_traces(rows, traj, turn):
     "Bars, credit links, format penalties and the outcome (their data filled by `_dynamic`)"
@@ -187,23 +345,58 @@ def _title(rows, traj):
     return (f'rollout {int(rows["rollout"].iloc[0])} · {len(traj.turns)} turns · outcome {_outcome_of(rows):g} · '
             f'IG-Scale s = {scale:.2f}<br><sup>{keys}</sup>')
 
+def turn_step(n:int)->int:
+    "Turns between two ticks of the turn axis: whole turns, at most about 15 ticks"
+    return next((d for d in (1, 2, 5, 10, 20, 50) if n / d <= 15), 100)
+
 def _layout(rows, traj, turn):
-    n = len(traj.turns)
-    return dict(height=600, margin=dict(l=60, r=20, t=60, b=40), hovermode='closest', bargap=0.15, clickmode='event',
-                title=dict(text=_title(rows, traj), font_size=13), shapes=[_highlight_shape(turn)],
-                legend=dict(orientation='h', y=-0.08), xaxis3=dict(title='turn', range=[-0.5, n - 0.5]),
+    n, left = len(traj.turns), -1.5 if not math.isnan(_baseline_of(rows)) else -0.5
+    # the title on the left, just above the plots; the toolbar above it on the right: neither covers the other
+    title = dict(text=_title(rows, traj), font_size=13, x=0, xref='paper', xanchor='left', y=1, yref='paper',
+                 yanchor='bottom', pad=dict(b=12))
+    return dict(height=620, margin=dict(l=60, r=20, t=90, b=40), hovermode='closest', bargap=0.15,
+                clickmode='event', title=title, shapes=[_highlight_shape(turn)], legend=dict(orientation='h', y=-0.08),
+                xaxis3=dict(title='turn (−1: the question alone)' if left < -1 else 'turn', range=[left, n - 0.5],
+                            tick0=0, dtick=turn_step(n)),
                 yaxis=dict(title='log p(gt)'), yaxis2=dict(title='IG', zeroline=True), yaxis3=dict(title='advantage'))
 
 # %% ../nbs/30_replay.ipynb #a7e66347
-def replay_figure(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout
+def turns_figure(traj:Trajectory, # a rollout replayed without scores
+                 turn:int=0 # the highlighted turn
+                )->go.Figure:
+    "The turns of an unscored rollout: one bar per turn, coloured by kind, as tall as its tool response is long"
+    kinds, chars = [t.kind for t in traj.turns], [len(t.observation or '') for t in traj.turns]
+    bar = go.Bar(name='tool response', x=list(range(len(kinds))), y=chars, customdata=kinds,
+                 marker_color=[KIND_COLORS.get(k, '#999') for k in kinds], selectedpoints=[turn],
+                 unselected=dict(marker_opacity=0.3),
+                 hovertemplate='turn %{x} · %{customdata}<br>tool response: %{y:,} characters<extra></extra>')
+    bad = [t.index for t in traj.turns if not t.ok]
+    cross = _marker_trace('format error', bad, [chars[i] for i in bad], 'x', '#E45756',
+                          'format error at turn %{x}: %{text}', size=11, text=[traj.turns[i].format_error for i in bad])
+    why = '' if aliases(traj.gt) else ' (no ground truth)'
+    title = (f'not scored: {len(kinds)} turns, no IG or advantages{why}<br>'
+             '<sup>bar height: characters of the tool response after the turn</sup>')
+    return go.Figure([bar, cross], layout=dict(
+        height=340, margin=dict(l=60, r=20, t=90, b=40), clickmode='event', hovermode='closest', bargap=0.15,
+        title=dict(text=title, font_size=13, x=0, xref='paper', xanchor='left', y=1, yref='paper', yanchor='bottom',
+                   pad=dict(b=12)),
+        shapes=[_highlight_shape(turn)],
+        xaxis=dict(title='turn', range=[-0.5, len(kinds) - 0.5], tick0=0, dtick=turn_step(len(kinds))),
+        yaxis=dict(title='tool response (characters)'), legend=dict(orientation='h', y=-0.2)))
+
+def replay_figure(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout (with their basis: `explained`)
                   traj:Trajectory, # that rollout
-                  turn:int=0 # the highlighted turn
+                  turn:int=0, # the highlighted turn
+                  cfg:RewardConfig=RewardConfig() # the config of the rows (for the basis of rows not yet `explained`)
                  )->go.Figure:
     "The whole rollout: log p(gt), IG, per-turn advantages (bar 0 is turn 0) with credit links, penalties and outcome"
     rows = rows.sort_values('turn').reset_index(drop=True)
+    if not has_scores(rows): return turns_figure(traj, turn)
+    if 'adv_basis' not in rows: rows = explained(rows, traj, cfg)
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.25, 0.2, 0.55])
     for tr in _advantage_traces(rows, traj, turn): fig.add_trace(tr, row=3, col=1)
-    for i, tr in enumerate(_info_traces(rows)): fig.add_trace(tr, row=i + 1, col=1)
+    for i, traces in enumerate(_info_traces(rows)):
+        for tr in traces: fig.add_trace(tr, row=i + 1, col=1)
     fig.update_layout(_layout(rows, traj, turn))
     return redraw_advantages(fig, rows, traj)
 
@@ -224,14 +417,16 @@ def highlight(fig, turn:int):
 
 # %% ../nbs/30_replay.ipynb #b8ca3b76
 def clip(text:str, # any text; it is escaped
-         limit:int=1500 # characters shown before the expand control
+         limit:int=1500, # characters shown before the expand control
+         rest:bool=True # keep the rest behind the control (False: only say how much was left out)
         )->str:
-    "Escaped `text`, the part past `limit` behind a <details> expand control"
+    "Escaped `text`, the part past `limit` behind a <details> expand control (or left out)"
     text = text or ''
-    head, rest = text[:limit], text[limit:]
-    more = (f'<details class="venus-more"><summary>show {len(rest):,} more characters</summary>'
-            f'{html.escape(rest)}</details>')
-    return html.escape(head) + (more if rest else '')
+    head, tail = text[:limit], text[limit:]
+    if not tail: return html.escape(head)
+    if not rest: return html.escape(head) + f'<span class="venus-cut"> … {len(tail):,} more characters</span>'
+    return (html.escape(head) + f'<details class="venus-more"><summary>show {len(tail):,} more characters</summary>'
+            f'{html.escape(tail)}</details>')
 
 def _section(title, body, open_=True):
     return (f'<details class="venus-sec"{" open" if open_ else ""}><summary>{title}</summary>'
@@ -249,22 +444,34 @@ def _call_parts(turn):
 def _fmt(v, spec='+.3f'):
     return '–' if v is None or pd.isna(v) else format(float(v), spec)
 
+def _basis_lines(row):
+    "The turn's reasons and sums: why it has no IG, how its IG and its advantage came about"
+    why, ig, adv = (row.get(k) or '' for k in ('unscored', 'ig_basis', 'adv_basis'))
+    return ((f'<div class="venus-unscored">not scored: {html.escape(why)}; no IG, so it shares the next slot\'s '
+             'credit</div>' if why else '')
+            + (f'<div class="venus-basis">{html.escape(ig)}</div>' if ig else '')
+            + (f'<div class="venus-basis">advantage: {html.escape(adv)}</div>' if adv else ''))
+
 def _turn_head(turn, row):
-    vals = '' if row is None else (f' · advantage {_fmt(row["advantage"])} · IG {_fmt(row["ig"])}'
-                                   f' · log p(gt) {_fmt(row["logp_gt"], ".3f")} · slot {row["slot"] or "–"}')
+    scored = row is not None and not pd.isna(row.get('advantage'))
+    vals = '' if not scored else (f' · advantage {_fmt(row["advantage"])} · IG {_fmt(row["ig"])}'
+                                  f' · log p(gt) {_fmt(row["logp_gt"], ".3f")} · slot {row["slot"] or "–"}')
     bad = '' if turn.ok else f'<div class="venus-bad">✗ format: {html.escape(turn.format_error)}</div>'
-    return f'<div class="venus-head"><b>turn {turn.index} · {turn.kind}</b>{vals}</div>{bad}'
+    return (f'<div class="venus-head"><b>turn {turn.index} · {turn.kind}</b>{vals}</div>{bad}'
+            + (_basis_lines(row) if scored else ''))
 
 # %% ../nbs/30_replay.ipynb #1c1fb8be
 def turn_html(turn:Turn, # the turn
-              row=None, # its `TurnRewards` row (a Series or dict), for the header
-              limit:int=1500 # characters of each text shown before the expand control
+              row=None, # its `TurnRewards` row (a Series or dict; `explained`: with its basis), for the header
+              limit:int=1500, # characters of each text shown before the expand control
+              rest:bool=True # keep text past `limit` behind the control (False: leave it out, for a static view)
              )->str:
     "One turn as HTML: a header with its rewards, then collapsible thinking, tool call (or answer) and observation"
     title, what = _call_parts(turn)
-    parts = [_turn_head(turn, row), _section('thinking', clip(turn.think, limit)), _section(title, clip(what, limit))]
+    parts = [_turn_head(turn, row), _section('thinking', clip(turn.think, limit, rest)),
+             _section(title, clip(what, limit, rest))]
     if turn.observation is not None:
-        parts.append(_section(f'observation · {len(turn.observation):,} chars', clip(turn.observation, limit)))
+        parts.append(_section(f'observation · {len(turn.observation):,} chars', clip(turn.observation, limit, rest)))
     return f'<div class="venus-turn">{"".join(parts)}</div>'
 
 STYLE = """<style>
@@ -273,19 +480,49 @@ STYLE = """<style>
 .venus-text{white-space:pre-wrap;line-height:1.35;font-family:ui-monospace,monospace;font-size:12px;max-height:22em;overflow:auto;
   background:rgba(127,127,127,.08);padding:4px 6px;border-radius:4px}
 .venus-more>summary{font-weight:400;color:#4C78A8}
+.venus-cut{color:#777;font-style:italic}
 .venus-bad{color:#E45756;font-weight:600}
+.venus-unscored{color:#9a6700;font-weight:600}
+.venus-basis{color:#555;font-size:12px}
+.venus-key{color:#444;font-size:12px;line-height:1.45;max-width:60em}
 .venus-head{margin:2px 0 6px}
 .venus-group td,.venus-group th{padding:2px 8px;text-align:right}
 .venus-group tr.venus-current{background:rgba(242,183,1,.25)}
 </style>"""
 
 # %% ../nbs/30_replay.ipynb #1de1462e
+MARKDOWN = [(r'\*\*(.+?)\*\*', r'\1'), (r'__(.+?)__', r'\1'),
+            (r'(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])', r'\1'),   # *emphasis*
+            (r'`([^`\n]*)`', r'\1'), (r'(?m)^#{1,6}\s+', '')]
+
+def plain_answer(text)->str:
+    "An answer as text: markdown emphasis, code spans and heading marks stripped (`**2019**` reads 2019)"
+    text = '' if text is None else str(text)
+    for pat, to in MARKDOWN: text = re.sub(pat, to, text)
+    return text.strip()
+
+def _gt_text(gt)->str:
+    return ' | '.join(aliases(gt)) if aliases(gt) else 'none given'
+
+def _unscored_summary(rows)->str:
+    "One line: how many turns IG would score have no IG, by reason"
+    why = rows['unscored'][rows['unscored'] != ''].value_counts() if 'unscored' in rows else pd.Series(dtype=int)
+    if not len(why): return ''
+    n = int(why.sum())
+    parts = '; '.join(f'{html.escape(r)} ×{k}' for r, k in why.items())
+    return (f'<div class="venus-unscored">⚠ {n} turn{"s" * (n > 1)} IG would score {"have" if n > 1 else "has"} no IG '
+            f'(marked “not scored”): {parts}</div>')
+
 def header_html(traj:Trajectory, rows:pd.DataFrame)->str:
-    "The question, ground truth, answer and outcome of a rollout"
+    "The question, ground truth, answer (as text) and outcome of a rollout, and what was left unscored"
     ans = traj.turns[-1].answer if traj.turns else None
-    return (f'<div class="venus-head"><b>Q:</b> {clip(traj.question, 400)}<br><b>GT:</b> {html.escape(str(traj.gt))} · '
-            f'<b>answer:</b> {html.escape(str(ans))} · <b>outcome</b> {_outcome_of(rows):g} · '
-            f'{len(traj.turns)} turns {traj.kind_counts()}</div>')
+    bad_end = '' if not traj.turns or traj.turns[-1].ok else ' (a malformed final answer: the format penalty)'
+    score = (f'<b>outcome</b> {_outcome_of(rows):g}{bad_end}' if has_scores(rows)
+             else '<b>not scored</b>: turns only, no IG or advantages')
+    return (f'<div class="venus-head"><b>Q:</b> {clip(traj.question, 400)}<br><b>GT:</b> '
+            f'{html.escape(_gt_text(traj.gt))} · <b>answer:</b> '
+            f'{html.escape(plain_answer(ans)) if ans is not None else "(none)"} · {score} · '
+            f'{len(traj.turns)} turns {traj.kind_counts()}</div>{_unscored_summary(rows)}')
 
 # %% ../nbs/30_replay.ipynb #25dc262e
 SORTS = dict(outcome=['outcome', 'advantage'], advantage=['advantage'], visits=['visits', 'outcome'])
@@ -294,7 +531,7 @@ def _rollout_summary(r, traj, rows):
     k = traj.kind_counts()
     return dict(rollout=r, turns=len(traj.turns), searches=k.get('search', 0), visits=k.get('visit', 0),
                 format_errors=len(traj.format_errors()), outcome=_outcome_of(rows),
-                advantage=float(_num(rows['advantage']).mean()), answer=str(traj.turns[-1].answer or '')[:40])
+                advantage=float(_num(rows['advantage']).mean()), answer=plain_answer(traj.turns[-1].answer)[:40])
 
 # %% ../nbs/30_replay.ipynb #06b328c3
 def picked_by(picks:dict|None, # {selector: rollout id} (`select.Selection.picked`)
@@ -313,7 +550,9 @@ def group_summary(table:pd.DataFrame, # `TurnRewards` rows of the rollouts
     return pd.DataFrame(rows).sort_values(SORTS[by], ascending=False, kind='stable').set_index('rollout')
 
 # %% ../nbs/30_replay.ipynb #150eb86b
-def _cell(v): return f'{v:.3f}' if isinstance(v, float) else html.escape(str(v))
+def _cell(v):
+    if isinstance(v, float): return '–' if math.isnan(v) else f'{v:.3f}'
+    return html.escape(str(v))
 
 def _tr(r, row, current):
     mark = ' class="venus-current"' if r == current else ''
@@ -331,7 +570,8 @@ def summary_html(summary:pd.DataFrame, # from `group_summary`
 # %% ../nbs/30_replay.ipynb #c069e5fa
 def _label(r, row):
     picked = f" · picked by {row['picked_by']}" if row.get('picked_by') else ''
-    return f'rollout {r} · outcome {row.outcome:g} · adv {row.advantage:+.2f} · {row.visits} visits{picked}'
+    scores = f' · outcome {row.outcome:g} · adv {row.advantage:+.2f}' if not math.isnan(row.outcome) else ''
+    return f'rollout {r}{scores} · {row.visits} visits{picked}'
 
 class GroupView(widgets.VBox):
     "The G rollouts of one question side by side, sortable by outcome, advantage or number of visits"
@@ -378,7 +618,7 @@ class Replay(widgets.VBox):
     turn = traitlets.Int(0)  # the turn shown
 
     def __init__(self, traj, # a `Trajectory`, a list (one per rollout of `rewards`), or None with a `Scored`
-                 rewards, # its `TurnRewards` rows, or a `Scored` (then credit variants can be toggled)
+                 rewards=None, # its `TurnRewards` rows, a `Scored` (then credit variants can be toggled), or None
                  rollout:int|None=None, # rollout to start with
                  limit:int=1500, # characters of each text shown before the expand control
                  picks:dict|None=None): # {selector: rollout id} (`select.Selection.picked`), shown in the group
@@ -396,9 +636,35 @@ class Replay(widgets.VBox):
         return max(0, min(int(proposal['value']), n - 1))
 
 # %% ../nbs/30_replay.ipynb #b93e5de2
+SPLIT_NOTE = ': each gets a share of its reward'
+
+def chart_key(cfg:RewardConfig=RewardConfig(), # the config of the rewards drawn
+              scored:bool=True # False: the key of `turns_figure` (no scores)
+             )->str:
+    "What the chart's marks mean and how an advantage comes about, as HTML beneath the chart"
+    if not scored:
+        return ('<div class="venus-key">Not scored: IG and advantages need a ground truth to score log p(gt) '
+                'against (<code>venus-nb replay --gt TEXT</code>, or a <code>Scored</code>). The bars are the turns, '
+                'coloured by kind, as tall as the tool response after them; × marks a format error.</div>')
+    if cfg.estimator == 'grpo':
+        how = 'GRPO: every turn takes the outcome, normalised within the group.'
+    else:
+        how = (f'A <b>slot</b> is a turn that earns a reward: a scored visit (its IG), a malformed turn '
+               f'(−λ = {-cfg.lambda_fmt:g}) or the final answer (the outcome). Rewards are normalised within the '
+               'group (the G rollouts of one question): IG slots z-scored together and × the IG-Scale s, the outcome '
+               f'z-scored on its own. A slot\'s <b>advantage</b> is its reward + γ = {cfg.gamma:g} × the next '
+               'slot\'s advantage, so an IG of +2 below the group\'s mean IG, or followed by a failed answer, can '
+               f'have a negative advantage. Turns without a slot (searches) share the next slot\'s: arcs join them '
+               f'(credit <code>{cfg.credit}</code>{SPLIT_NOTE if cfg.credit == "split" else ""}).')
+    return ('<div class="venus-key"><b>log p(gt)</b>: the mean log-probability of the ground truth, from the question '
+            'alone (dashed, turn −1) and after each scored turn. <b>IG</b>: its rise over the turn, so the first '
+            'is measured from the dashed line; ○ marks a turn IG would score but could not (hover: why). '
+            f'{how} Hover a mark for the numbers it is made of; ★ the outcome, × a format error.</div>')
+
 def _variant_buttons(rewards):
     cfg, live = getattr(rewards, 'cfg', RewardConfig()), isinstance(rewards, Scored)
-    tip = '' if live else 'pass a Scored (the inputs of turn_rewards) to recompute'
+    tip = '' if live else ('not scored: nothing to recompute' if rewards is None
+                           else 'pass a Scored (the inputs of turn_rewards) to recompute')
     mk = lambda name, opts: widgets.ToggleButtons(options=opts, value=getattr(cfg, name), description=name,
                                                   disabled=not live, tooltips=[tip] * len(opts),
                                                   style=dict(button_width='5.5em'))
@@ -412,7 +678,7 @@ def _build(self:Replay):
     self.credit, self.penalty = _variant_buttons(self.rewards)
     self.head, self.transcript = (widgets.HTML(),
                                   widgets.HTML(layout=dict(flex='1 1 360px', max_height='640px', overflow='auto')))
-    self.chart, self.fig = widgets.Box(layout=dict(flex='0 0 auto')), None
+    self.chart, self.fig, self.key = widgets.Box(layout=dict(flex='0 0 auto')), None, widgets.HTML()
     self.group = (GroupView(self.trajs, self.table, rollout=self.rollout, picks=self.picks) if len(self.trajs) > 1
                   else None)
 
@@ -422,7 +688,7 @@ def _children(self:Replay):
     steps = widgets.HBox([self.prev, self.play, self.next, self.slider])
     return [widgets.HTML(STYLE), self.head, *([self.group] if self.group else []), steps,
             widgets.HBox([self.credit, self.penalty]),
-            widgets.HBox([self.transcript, self.chart], layout=dict(flex_flow='row wrap'))]
+            widgets.HBox([self.transcript, widgets.VBox([self.chart, self.key])], layout=dict(flex_flow='row wrap'))]
 
 @patch
 def _wire(self:Replay):
@@ -447,14 +713,25 @@ def _show_turn(self:Replay):
     if self.fig is not None: highlight(self.fig, t)
 
 # %% ../nbs/30_replay.ipynb #04e0f35b
+@patch(as_prop=True)
+def cfg(self:Replay)->RewardConfig:
+    "The `RewardConfig` of the rewards shown: the given one, with the credit and penalty toggled"
+    return replace(getattr(self.rewards, 'cfg', RewardConfig()), credit=self.credit.value, penalty=self.penalty.value)
+
+@patch
+def _explained(self:Replay, r:int)->pd.DataFrame:
+    "Rollout `r`'s rows of the current table, with the basis of their numbers"
+    return explained(rollout_rows(self.table, r), self.trajs[r], self.cfg, *basis_of(self.rewards, r))
+
 @patch
 def show_rollout(self:Replay, r:int):
     "Replay rollout `r`: rebuild the chart (turn changes afterwards only move the highlight)"
-    self.rollout, self.rows = r, rollout_rows(self.table, r)
+    self.rollout, self.rows = r, self._explained(r)
     n = len(self.trajs[r].turns)
     self.slider.max = self.play.max = n - 1
     self.turn = min(self.turn, n - 1)
     self.head.value = header_html(self.trajs[r], self.rows)
+    self.key.value = STYLE + chart_key(self.cfg, has_scores(self.rows))
     self._new_figure()
     self._show_turn()
 
@@ -482,8 +759,11 @@ def recompute(self:Replay, **changes):
     if not isinstance(self.rewards, Scored): return
     self.table = rewards_table(self.rewards, self.trajs, credit=self.credit.value, penalty=self.penalty.value,
                                **changes)
-    self.rows = rollout_rows(self.table, self.rollout)
+    cfg = replace(self.cfg, **changes)
+    self.rows = explained(rollout_rows(self.table, self.rollout), self.trajs[self.rollout], cfg,
+                          *basis_of(self.rewards, self.rollout))
     redraw_advantages(self.fig, self.rows, self.trajs[self.rollout])
+    self.key.value = STYLE + chart_key(cfg)
     if self.group: self.group.update(self.table)
     self._show_turn()
 
@@ -492,6 +772,42 @@ def __repr__(self:Replay):
     return (f'Replay(rollout {self.rollout} of {list(self.trajs)}, '
             f'turn {self.turn} of {len(self.trajs[self.rollout].turns)}, '
             f'credit={self.credit.value}, penalty={self.penalty.value})')
+
+# %% ../nbs/30_replay.ipynb #f66aece8
+CHART_CONFIG = dict(displaylogo=False, responsive=True)
+
+def _option_label(t, why=''):
+    "A turn's label in a list of turns: its kind, ✗ if malformed, and whether IG could not score it"
+    return f'turn {t.index} · {t.kind}' + ('' if t.ok else ' ✗') + (' · not scored' if why else '')
+
+def static_chart(fig, # the figure to draw
+                 div_id:str # the id of the div it draws into
+                )->str:
+    "A figure as a div plotly.js draws where the page has it (a documentation page); elsewhere the div stays empty"
+    spec = fig.to_json().replace('</', '<\\/')   # no `</script>` inside the script
+    return (f'<div id="{div_id}" class="venus-static-chart"></div><script>(() => {{ const f = {spec}, '
+            f'draw = () => window.Plotly && Plotly.newPlot("{div_id}", f.data, f.layout, {json.dumps(CHART_CONFIG)}); '
+            "document.readyState === 'complete' ? draw() : window.addEventListener('load', draw); })();</script>")
+
+@patch
+def static_html(self:Replay, limit:int=300 # characters of each text kept (the rest is left out)
+               )->str:
+    "The replay as static HTML, for where no kernel runs: header, group, chart, key, every turn (the current one open)"
+    tr, rows = self.trajs[self.rollout], self.rows
+    turns = ''.join(f'<details class="venus-static-turn"{" open" * (i == self.turn)}><summary>'
+                    f'{html.escape(_option_label(t, rows["unscored"].iloc[i]))}</summary>'
+                    f'{turn_html(t, rows.iloc[i], limit, rest=False)}</details>' for i, t in enumerate(tr.turns))
+    group = summary_html(self.group.summary, self.rollout) if self.group else ''
+    note = ('<p class="venus-key">A static view of the <code>Replay</code> widget (it needs a running kernel); '
+            '<code>write_replay</code> writes the same replay as a page that opens in any browser.</p>')
+    chart = static_chart(self.fig, f'venus-static-{self.model_id}')
+    return (f'<div class="venus-static">{STYLE}{header_html(tr, rows)}{group}{chart}'
+            f'{chart_key(self.cfg, has_scores(rows))}{turns}{note}</div>')
+
+@patch
+def _repr_mimebundle_(self:Replay, **kwargs):
+    "The live widget, and its static HTML view for front ends without a kernel (a saved notebook, the docs)"
+    return super(Replay, self)._repr_mimebundle_(**kwargs) | {'text/html': self.static_html()}
 
 # %% ../nbs/30_replay.ipynb #e1b936c6
 SELECTOR_JS = """<script>
@@ -513,9 +829,10 @@ window.addEventListener('load', () => {
 </script>"""
 
 # %% ../nbs/30_replay.ipynb #3a612868
-def _options(traj):
-    label = lambda t: f'turn {t.index} · {t.kind}' + ('' if t.ok else ' ✗')
-    return ''.join(f'<option value="{t.index}">{html.escape(label(t))}</option>' for t in traj.turns)
+def _options(traj, rows=None):
+    why = rows['unscored'].tolist() if rows is not None and 'unscored' in rows else [''] * len(traj.turns)
+    return ''.join(f'<option value="{t.index}">{html.escape(_option_label(t, w))}</option>'
+                   for t, w in zip(traj.turns, why))
 
 # %% ../nbs/30_replay.ipynb #40865942
 def _sections(traj, rows, limit):
@@ -523,15 +840,23 @@ def _sections(traj, rows, limit):
                    f'{turn_html(t, rows.iloc[t.index], limit)}</section>'
                    for t in traj.turns)
 
+PAGE_CSS = ('<style>body{font-family:system-ui,sans-serif;margin:12px}.venus-panes{display:flex;gap:12px}'
+            '.venus-left{flex:0 0 40%;max-height:92vh;overflow:auto}.venus-right{flex:1;min-width:0}'
+            # narrow pages: the chart above the transcript, each the page's width
+            '@media (max-width:1100px){.venus-panes{flex-direction:column-reverse}'
+            '.venus-left{flex:none;max-height:none}}</style>')
+
 def _page(title, body):
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>{STYLE}'
-            '<style>body{font-family:system-ui,sans-serif;margin:12px}.venus-panes{display:flex;gap:12px}'
-            '.venus-left{flex:0 0 40%;max-height:92vh;overflow:auto}.venus-right{flex:1}</style>'
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>{STYLE}{PAGE_CSS}'
             f'</head><body>{body}{SELECTOR_JS}</body></html>')
 
 # %% ../nbs/30_replay.ipynb #5765b45f
+def replay_rows(rewards, table:pd.DataFrame, trajs:dict, r:int)->pd.DataFrame:
+    "Rollout `r`'s rows of `table`, with the basis of their numbers (`explained`) under `rewards`' config"
+    return explained(rollout_rows(table, r), trajs[r], getattr(rewards, 'cfg', RewardConfig()), *basis_of(rewards, r))
+
 def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
-                rewards, # its `TurnRewards` rows, or a `Scored`
+                rewards=None, # its `TurnRewards` rows, a `Scored`, or None (no scores: the turns alone)
                 rollout:int|None=None, # the rollout to show
                 limit:int=1500, # characters of each text shown before the expand control
                 picks:dict|None=None # {selector: rollout id} (`select.Selection.picked`), shown in the group
@@ -539,18 +864,21 @@ def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
     "The replay of one rollout as a self-contained HTML page: plotly.js inlined, no network"
     trajs, r = pair_rollouts(traj, rewards, rollout)
     table = rewards_table(rewards, trajs)
-    tr, rows = trajs[r], rollout_rows(table, r)
-    chart = replay_figure(rows, tr).to_html(full_html=False, include_plotlyjs=True, div_id='venus-chart')
+    tr, rows = trajs[r], replay_rows(rewards, table, trajs, r)
+    chart = replay_figure(rows, tr).to_html(full_html=False, include_plotlyjs=True, div_id='venus-chart',
+                                            config=CHART_CONFIG)
+    key = chart_key(getattr(rewards, 'cfg', RewardConfig()), has_scores(rows))
     group = summary_html(group_summary(table, trajs, picks=picks), r) if len(trajs) > 1 else ''
-    steps = (f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr)}</select> '
+    steps = (f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr, rows)}</select> '
              '<button id="venus-next">▶</button></p>')
     left = f'<div class="venus-left">{steps}{_sections(tr, rows, limit)}</div>'
-    body = f'{header_html(tr, rows)}{group}<div class="venus-panes">{left}<div class="venus-right">{chart}</div></div>'
+    body = (f'{header_html(tr, rows)}{group}<div class="venus-panes">{left}'
+            f'<div class="venus-right">{chart}{key}</div></div>')
     return _page(f'venus_nb replay · {tr.question[:60]}', body)
 
 def write_replay(path, # the .html file to write (folders are created)
                  traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
-                 rewards, # its `TurnRewards` rows, or a `Scored`
+                 rewards=None, # its `TurnRewards` rows, a `Scored`, or None (no scores: the turns alone)
                  rollout:int|None=None, # the rollout to show
                  limit:int=1500, # characters of each text shown before the expand control
                  picks:dict|None=None # {selector: rollout id} of a selection, shown in the group

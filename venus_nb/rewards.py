@@ -14,13 +14,13 @@ from .judges import aliases, exact_match
 from .base import summary_repr, check_ranges
 
 # %% auto #0
-__all__ = ['ESTIMATORS', 'REPLY', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite',
-           'Slots', 'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread',
-           'RewardDetails', 'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'Probe',
-           'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to', 'continued',
-           'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps', 'GTLogProbs',
-           'gt_logprobs', 'ig_from_logprobs', 'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored',
-           'scores_problem']
+__all__ = ['ESTIMATORS', 'REPLY', 'NO_RESPONSE', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages', 'grpo_advantages',
+           'estimator_fn', 'finite', 'Slots', 'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards',
+           'discount', 'spread', 'RewardDetails', 'with_visit_bonus', 'reward_details', 'turn_advantages',
+           'token_advantages', 'Probe', 'answer_probe', 'scored_kinds', 'scored_boundaries', 'probe_mask', 'Prefix',
+           'prefilled', 'crop_to', 'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes',
+           'cached_logps', 'GTLogProbs', 'window_reason', 'unscored_turns', 'gt_logprobs', 'ig_from_logprobs',
+           'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored', 'scores_problem']
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -262,9 +262,13 @@ def answer_probe(tokenizer, gt)->Probe:
     return Probe(enc['input_ids'], (in_gt[0], in_gt[-1] + 1))
 
 # %% ../nbs/24_rewards.ipynb #0fd43111
+def scored_kinds(cfg:RewardConfig=RewardConfig())->set:
+    "The turn kinds whose boundary IG scores (`cfg.scored`)"
+    return dict(visit={'visit'}, none=set()).get(cfg.scored, {'search', 'visit', 'other', 'invalid'})
+
 def scored_boundaries(traj, tokens, cfg:RewardConfig=RewardConfig())->dict:
     "{turn index: token position after its observation} for the turns whose boundary is scored"
-    want = dict(visit={'visit'}, none=set()).get(cfg.scored, {'search', 'visit', 'other', 'invalid'})
+    want = scored_kinds(cfg)
     return {t.index: span[1] for t, span in zip(traj.turns[:-1], tokens.observation_spans[:-1])
             if span and t.kind in want}
 
@@ -405,29 +409,49 @@ def _cached_logps(model, ids, points, probe, temperature, chunk, group=None, pre
 # %% ../nbs/24_rewards.ipynb #d44016d4
 @dataclass
 class GTLogProbs:
-    "Mean log p(gt) at the baseline and after each turn (None where not scored)"
+    "Mean log p(gt) at the baseline and after each turn (None where not scored), and why a turn IG scores has none"
     baseline: float
     per_turn: list
     cut: int = 0  # scored boundaries dropped because they exceed the window
+    unscored: dict = field(default_factory=dict)  # {turn index: why it has no log p(gt)}, for turns IG would score
+
+def window_reason(window:int)->str:
+    "Why a boundary past the model's context window has no log p(gt)"
+    return f"past the model's context window ({window:,} positions)"
+
+NO_RESPONSE = 'no tool response to score after'
+
+def unscored_turns(traj, # the rollout
+                   bounds:dict, # {turn index: token position} of its scored boundaries (`scored_boundaries`)
+                   kept:set, # the turns of `bounds` that were scored
+                   window:int, # the model's context window, in positions
+                   cfg:RewardConfig=RewardConfig())->dict:
+    "{turn: reason} for every well-formed turn IG scores that got no log p(gt) (malformed turns take a penalty instead)"
+    want = scored_kinds(cfg)
+    return {t.index: window_reason(window) if t.index in bounds else NO_RESPONSE
+            for t in traj.turns[:-1] if t.ok and t.kind in want and t.index not in kept}
 
 def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), method:str='cached',
                 chunk:int=8192, max_len:int|None=None, probe_batch:int|None=None,
                 prefix:Prefix|None=None # the rollout's prompt already in a cache (`prefilled`), shared with its group
                )->GTLogProbs:
-    "Mean log-prob of the ground truth at every scored boundary of `traj`"
+    "Mean log-prob of the ground truth at every scored boundary of `traj`, and why any turn IG scores has none"
     if not aliases(gt := traj.gt if gt is None else gt):   # IG is the rise of log p(gt): without one, no number
         raise ValueError(f'trajectory {traj.meta.get("id", traj.question[:60])!r} has no ground truth (gt={gt!r}): '
-                         'information gain needs one: pass gt=..., or `venus-nb replay --gt TEXT`')
+                         'information gain needs one: pass gt=..., or `venus-nb replay --gt TEXT`; '
+                         '`venus-nb replay --no-scores` replays its turns without scores')
     probe = answer_probe(tokenizer, gt)
-    limit = (max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)) - len(probe.ids)
-    tokens = traj.tokens or traj.tokenize(tokenizer)
+    window = max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)
+    limit, tokens = window - len(probe.ids), traj.tokens or traj.tokenize(tokenizer)
     every = _points(traj, tokens, cfg)
     ids, pts = tokens.ids, [(b, t) for b, t in every if b <= limit]
     if method == 'naive': lps = [_naive_logp(model, ids, b, probe, cfg.temperature) for b, _ in pts]
     else: lps = _cached_logps(model, ids, pts, probe, cfg.temperature, chunk, probe_batch, prefix if pts else None)
     per_turn = [None] * len(traj.turns)
     for (_, t), lp in zip(pts[1:], lps[1:]): per_turn[t] = lp
-    return GTLogProbs(lps[0] if lps else float('nan'), per_turn, len(every) - len(pts))
+    kept = {t for _, t in pts[1:]} if pts and pts[0][1] is None else set()   # no baseline: no IG at all
+    why = unscored_turns(traj, {t: b for b, t in every[1:]}, kept, window, cfg)
+    return GTLogProbs(lps[0] if lps else float('nan'), per_turn, len(every) - len(pts), why)
 
 # %% ../nbs/24_rewards.ipynb #2a29c4ff
 def ig_from_logprobs(lp:GTLogProbs, cfg:RewardConfig=RewardConfig())->list:
@@ -480,6 +504,8 @@ class Scored:
     outcome: list            # per rollout, the judge score of the final answer
     logp: list|None = None   # per rollout, mean log p(gt) after each turn (None where not scored)
     cfg: RewardConfig = field(default_factory=RewardConfig)
+    baseline: list|None = None   # per rollout, log p(gt) from the question alone (the first IG is measured from it)
+    unscored: list|None = None   # per rollout, {turn: why it has no IG} for the turns IG would have scored
 
     def table(self, **changes)->pd.DataFrame:
         "The `TurnRewards` table under `cfg` with `changes` applied, e.g. `credit='split'`"
@@ -505,16 +531,23 @@ def from_logprobs(cls:Scored, trajs:list, # the rollouts
     outcome = [_exact(t) for t in trajs] if outcome is None else list(outcome)
     groups = [0] * len(trajs) if groups is None else list(groups)
     return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome,
-               [lp.per_turn for lp in lps], cfg)
+               [lp.per_turn for lp in lps], cfg, [lp.baseline for lp in lps], [dict(lp.unscored) for lp in lps])
 
 # %% ../nbs/24_rewards.ipynb #11a90759
+def _saved_scores(g, ig, o, logp, base, why)->dict:
+    "One rollout's `meta['scored']`; the baseline and reasons only where known (NaN, no baseline, as null)"
+    extra = dict(baseline=base if base is not None and math.isfinite(base) else None) if base is not None else {}
+    return dict(group=g, ig=ig, outcome=float(o), logp=logp, **extra,
+                **(dict(unscored={str(t): r for t, r in why.items()}) if why is not None else {}))
+
 @patch
 def save(self:Scored, path)->Path:
-    "The scored rollouts as trajectory JSONL; `meta['scored']` holds group, outcome, and IG and log p(gt) per turn"
+    "The scored rollouts as JSONL; `meta['scored']` holds group, outcome, IG and log p(gt) per turn, baseline"
     from venus_nb.trajectory import write_jsonl
-    logp = self.logp or [None] * len(self.trajs)
-    return write_jsonl([replace(t, meta={**t.meta, 'scored': dict(group=g, ig=i, outcome=float(o), logp=lp)})
-                        for t, g, i, o, lp in zip(self.trajs, self.groups, self.ig, self.outcome, logp)], path)
+    n = len(self.trajs)
+    logp, base, why = (x or [None] * n for x in (self.logp, self.baseline, self.unscored))
+    return write_jsonl([replace(t, meta={**t.meta, 'scored': _saved_scores(*x)})
+                        for t, *x in zip(self.trajs, self.groups, self.ig, self.outcome, logp, base, why)], path)
 
 MAX_SCORE = 1e4   # past this no IG (a difference of mean log-probs) or judge score is real: a file corrupted
 
@@ -522,6 +555,10 @@ def _number(x, none_ok=False)->bool:
     "A finite real number within ±`MAX_SCORE` (bools and texts are not), or None where `none_ok`"
     if x is None: return none_ok
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= MAX_SCORE
+
+def _reasons_ok(v)->bool:
+    "`unscored` as saved: {turn number as text: reason}"
+    return isinstance(v, dict) and all(isinstance(k, str) and k.isdigit() and isinstance(r, str) for k, r in v.items())
 
 def scores_problem(x)->str|None:
     "What is wrong with one rollout's saved scores (`meta['scored']`), or None"
@@ -533,6 +570,14 @@ def scores_problem(x)->str|None:
         v = x.get(k)
         if not (k == 'logp' and v is None) and not (isinstance(v, list) and all(_number(y, True) for y in v)):
             return f'has {k} {str(v)[:80]}: a list of finite numbers within ±{MAX_SCORE:g} (null where not scored)'
+    if not _number(x.get('baseline'), True):
+        return f"has baseline {x.get('baseline')!r}: a finite number within ±{MAX_SCORE:g}, or null"
+    if x.get('unscored') is not None and not _reasons_ok(x['unscored']):
+        return f"has unscored {str(x['unscored'])[:80]}: {{turn: reason}}"
+
+def _optional(s:list, key:str, f)->list|None:
+    "Per rollout `f` of the saved `key`, or None when no rollout saved it"
+    return [f(x[key]) if x.get(key) is not None else None for x in s] if any(key in x for x in s) else None
 
 @patch(cls_method=True)
 def load(cls:Scored, path, cfg:RewardConfig=RewardConfig())->Scored:
@@ -549,4 +594,5 @@ def load(cls:Scored, path, cfg:RewardConfig=RewardConfig())->Scored:
     s = [t.meta['scored'] for t in trajs]
     logp = [x['logp'] for x in s]
     return cls(trajs, [x['group'] for x in s], [x['ig'] for x in s], [x['outcome'] for x in s],
-               None if all(l is None for l in logp) else logp, cfg)
+               None if all(l is None for l in logp) else logp, cfg,
+               _optional(s, 'baseline', float), _optional(s, 'unscored', lambda d: {int(k): r for k, r in d.items()}))
