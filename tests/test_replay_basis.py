@@ -5,7 +5,7 @@ question's group; a saved notebook keeps a static view of the `Replay` widget.""
 import html, json, re
 from types import SimpleNamespace
 import pytest
-from conftest import ROOT, WORLD
+from conftest import ROOT, WORLD, cli_result as _cli, one_error as _one_error
 from venus_nb.models import tiny_model
 from venus_nb.rewards import RewardConfig, Scored, GTLogProbs, gt_logprobs
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, read_jsonl, to_record
@@ -26,29 +26,6 @@ def rollout(kinds, answer='42', seed=0, gt='42', bad=()):
         last = Turn.parse({'role': 'assistant', 'content': last.raw.replace('</think>', '')}, [], len(kinds), True)
     return Trajectory(f'question {seed}', turns + [last], gt)
 
-def _cli(args, capsys)->tuple:
-    "(exit code, stdout, stderr) of `venus-nb args` run in-process"
-    from venus_nb.cli import main
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-def _one_error(code, err, *words):
-    lines = err.strip().splitlines()
-    assert code not in (0, None) and len(lines) == 1 and lines[0].startswith('venus-nb: error: '), (code, err)
-    for w in words: assert w in lines[0], (w, lines[0])
-
-@pytest.fixture(scope='module')
-def tiny_dir(tmp_path_factory):
-    "A tiny model saved to a folder, for `replay --model` and the demo's turn rewards"
-    d = tmp_path_factory.mktemp('tiny')
-    m, tok = tiny_model('llama')
-    m.save_pretrained(d)
-    tok.save_pretrained(d)
-    return d
 
 def _without_gt(tmp_path):
     rec = to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])
@@ -181,7 +158,7 @@ def test_the_demo_replays_one_questions_group(tmp_path, capsys, tiny_dir):
 # --- a saved notebook keeps a static view of the widget ---------------------------------------------------------------
 
 def test_the_widget_static_view_is_saved_in_a_notebooks_outputs(tmp_path):
-    from execnb.nbio import read_nb, write_nb, new_nb, mk_cell
+    from execnb.nbio import write_nb, new_nb, mk_cell
     from execnb.shell import CaptureShell
     world = str(WORLD/'trajectories.jsonl')
     code = ('from venus_nb.replay import Replay, random_logprobs\nfrom venus_nb.rewards import Scored\n'
