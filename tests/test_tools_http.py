@@ -7,7 +7,7 @@ from conftest import ReplyHandler
 import asyncio, http.server, json, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
-from venus_nb import tools as T, web as W
+from venus_nb import tools as T, web as W, schema as S
 from venus_nb.web import Cassette, ToolConfig, fetch_page, make_client
 from venus_nb.tools import Toolbox, run_tool, visit, search
 from venus_nb.trajectory import ToolCall
@@ -163,7 +163,7 @@ def test_50mb_page_is_capped(server):
         time.sleep(0.05)
     assert f.truncated and len(f.body) == 1_000_000 and 1_000_000 <= server.sent < HUGE // 2
     obs = run(visit(f'{server.base}/huge', 'filler', cfg(max_bytes=200_000, max_chars=20_000, evidence_chars=1_000)))
-    parsed = T.parse_visit_observation(obs)
+    parsed = S.parse_visit_observation(obs)
     assert parsed and len(parsed['evidence']) <= 1_000 and len(obs) < 3_000
 
 def test_page_text_cap(server):
