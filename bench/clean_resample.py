@@ -7,7 +7,6 @@ process's peak memory. Targets: 10K cleaned + resampled in < 15 s, peak memory <
 Run: .venv/bin/python bench/clean_resample.py
 """
 import resource, tempfile, time
-from pathlib import Path
 from venus_nb.data import clean
 from venus_nb.resample import resample
 from venus_nb.synth import generate, SynthConfig, write_world

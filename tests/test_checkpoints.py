@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from peft import AutoPeftModelForCausalLM, PeftModel
 from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, save_checkpoint, save_final, igpo
 from venus_nb.models import tiny_model, load_policy, weights_source
-from venus_nb.sft import sft, SFTConfig
+from venus_nb.sft import sft
 
 IDS = torch.tensor([[5, 9, 17, 33, 65, 129, 200, 7, 11]])
 

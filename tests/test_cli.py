@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from venus_nb import __version__
 from venus_nb.cli import main, parser, stages
-from venus_nb.terminal import plain, CLIError
+from venus_nb.terminal import plain
 from venus_nb.trajectory import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,11 +2,9 @@
 with one clear error naming it"""
 import json, math
 from dataclasses import fields
-from pathlib import Path
 import pytest
 import yaml
 from hypothesis import given, settings, HealthCheck, strategies as st
-from venus_nb.base import load_config
 from venus_nb.terminal import CLIError
 from venus_nb.cli import parse_sets, stages, merged, main
 from venus_nb.igpo import IGPOConfig
@@ -124,7 +122,7 @@ def test_any_set_pairs_and_settings_resolve_well_typed_or_are_one_cli_error(name
     st_ = stages()[name]
     try: inputs, cfg = st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}),
                                           merged(d, parse_sets(pairs))))
-    except CLIError as e: return
+    except CLIError: return
     well_typed(cfg)
 
 def test_known_bad_cli_settings_are_one_error_naming_the_key(tmp_path, capsys):

@@ -10,7 +10,7 @@ from venus_nb.synth import generate, SynthConfig, SAMPLE, write_world
 from venus_nb.judges import LLMJudge
 from venus_nb.corpus import r1_passages
 from venus_nb.eval import (pass_at_k, final_answer, score_trajectories, pass_at_k_table, browse_summary, per_question,
-                           evaluate_trajectories, evaluate, EvalReport, pass_at_k_figure, browse_figure,
+                           evaluate_trajectories, evaluate, pass_at_k_figure, browse_figure,
                            synthetic_rollouts, world_eval, shared_data, r1_turns, r1_searcher_eval,
                            r1_searcher_trajectories, corpus_coverage, COLUMNS)
 

@@ -1,7 +1,6 @@
 "Malformed input never crashes the parser: a broken turn is `invalid` with a reason; a broken record is a load error."
-import json
 from hypothesis import given, settings, strategies as st, HealthCheck
-from venus_nb.trajectory import Trajectory, check_format, read_jsonl, from_record
+from venus_nb.trajectory import Trajectory, check_format, read_jsonl
 
 TAGS = ['<think>', '</think>', '<tool_call>', '</tool_call>', '<answer>', '</answer>', '<tool_response>', '{', '}',
         '"name"', ':', '"search"', '"arguments"', 'Action: search[', ']', '\n']

@@ -1,5 +1,5 @@
 """Hostile and broken inputs: a checkpoint runs no code on resume, and a failed write leaves the old file whole."""
-import json, os, pickle, random
+import pickle, random
 from pathlib import Path
 import pytest
 from venus_nb.trajectory import read_jsonl, write_jsonl

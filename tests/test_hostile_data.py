@@ -1,11 +1,10 @@
 """Hostile data: parsers run in linear time, loaders count every line (file and line number for each bad one),
 a ground-truth list means any of its items, and tool output or a question never becomes a special token."""
-import json, math, random, time
+import json, math, time
 from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from venus_nb.base import LoadError
-from venus_nb.trajectory import (Trajectory, Turn, Loaded, read_jsonl, write_jsonl, from_record, check_format,
+from venus_nb.trajectory import (Trajectory, Turn, read_jsonl, write_jsonl, from_record, check_format,
                                  parse_call_body, parse_chat_text, message_pieces, thinking_opening, ToolCall,
                                  JSON5_MAX_CHARS)
 from venus_nb.data import (clean, CleanConfig, load_dr_venus, load_webdancer, load_react, load_qa_jsonl,

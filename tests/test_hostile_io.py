@@ -7,7 +7,7 @@ from conftest import ReplyHandler
 import asyncio, http.server, json, math, multiprocessing as mp, os, sys, threading, time, tracemalloc, warnings
 from pathlib import Path
 import httpx, pytest
-from venus_nb.base import LoadError, MAX_RECORD_BYTES, atomic_open, read_records, write_atomic
+from venus_nb.base import MAX_RECORD_BYTES, atomic_open, read_records, write_atomic
 from venus_nb.corpus import load_corpus
 from venus_nb.web import Cassette
 from venus_nb.synth import SynthData, write_world

@@ -10,12 +10,12 @@ import asyncio, http.server, json, os, random, re, sqlite3, sys, threading, time
 from collections import Counter
 import httpx, pytest
 from venus_nb import web as W, corpus as C
-from venus_nb.base import load_config, save_config
-from venus_nb.web import (Cache, Cassette, Fetched, ReplayMiss, ToolConfig, ToolError, address_error, make_client,
+from venus_nb.base import save_config
+from venus_nb.web import (Cache, Cassette, Fetched, ToolConfig, ToolError, address_error, make_client,
                           page_of, url_error)
 from venus_nb.corpus import Doc, read_docs, write_docs
-from venus_nb.tools import Toolbox, run_tool, visit
-from venus_nb.schema import parse_visit_observation, visit_observation
+from venus_nb.tools import Toolbox, visit
+from venus_nb.schema import parse_visit_observation
 from venus_nb.trajectory import ToolCall
 
 def run(coro): return asyncio.run(coro)

@@ -1,6 +1,6 @@
 """One judge signature everywhere: `LLMJudge` against a real OpenAI-compatible server on the loopback, `judge_fn`,
 `outcomes`, evaluation and the verl hook."""
-import json, re, warnings
+import re
 from http.server import ThreadingHTTPServer
 from conftest import ChatHandler, chat_server
 import pytest

@@ -1,7 +1,6 @@
 "Every import points down the notebook order: a module imports only modules of lower-numbered notebooks (so no cycle)."
 import ast, json, re
 from pathlib import Path
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,6 @@
 "The library matches the notebooks, and a built wheel works on its own (no nbs/, no editable install)."
 import os, shutil, subprocess, sys, sysconfig, venv
 from pathlib import Path
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -1,7 +1,7 @@
 "Hand-computed checks of every reward rule (method §1.4-1.5, §2.1-2.3) and each RewardConfig variant."
 import math
 import pytest
-from venus_nb.rewards import RewardConfig, turn_advantages, reward_details, zscore
+from venus_nb.rewards import RewardConfig, turn_advantages, reward_details
 
 Z = lambda d, var: d / (math.sqrt(var + 1e-8) + 1e-6)   # official z-score of a deviation d with population variance var
 ok = lambda n: [True] * n
@@ -199,7 +199,7 @@ def test_visit_bonus_ranks_rollouts_by_well_formed_visits_before_normalisation()
 def test_scored_load_refuses_scores_no_run_writes(tmp_path):
     import json
     from venus_nb.rewards import Scored
-    from venus_nb.trajectory import Trajectory, write_jsonl
+    from venus_nb.trajectory import Trajectory
     msgs = [dict(role='user', content='Q?'), dict(role='assistant', content='<think>a</think>\n<answer>y</answer>')]
     t = Trajectory.from_messages(msgs, gt='y')
     good = Scored([t, t], [0, 0], [[None], [None]], [1.0, 0.0])

@@ -4,7 +4,7 @@ the transcript and whose spans are exact."""
 import asyncio, json, sys
 from pathlib import Path
 import pytest, torch
-from venus_nb.corpus import load_corpus   # before vllm: the import order of the kernel-scan crash
+from venus_nb.corpus import load_corpus  # noqa: F401 (before vllm: the import order of the kernel-scan crash)
 from venus_nb.tools import Toolbox
 from venus_nb.trajectory import end_of_turn, message_pieces
 from venus_nb.rollout import (RolloutConfig, ScriptedEngine, Sequence, ChatGlue, agent_prompt, rollout, rollout_table,
@@ -301,7 +301,6 @@ def test_transformers_embedded_smollm2(world, qa):
 
 def _lora_adapter(path):
     "A PEFT LoRA adapter (r=8 on q_proj/v_proj, non-zero B so it changes the model) for the materialised SmolLM2"
-    import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
     from venus_nb.models import materialise

@@ -1,6 +1,6 @@
 """Test-time selection: each selector on hand-made rollouts, evidence gain against naive IG, no ground truth read,
 the verifier on a loopback server, the measurement by hand, evaluate and the CLI."""
-import json, math, re, types
+import math, re, types
 from conftest import ChatHandler, chat_server
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch

@@ -5,10 +5,10 @@ ids equal the offline vLLM engine's."""
 import json, warnings
 from pathlib import Path
 import httpx, pytest
-from venus_nb.corpus import load_corpus   # before vllm: the import order of the kernel-scan crash (see test_rollout.py)
+from venus_nb.corpus import load_corpus  # noqa: F401 (before vllm: the import order of the kernel-scan crash)
 from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout, context_limit, agent_prompt, engine_for
 from venus_nb.served import (openai_engine, scripted_server, completion_body, generated_from, retokenised, post_json,
-                             ServedError, ServedEngine, vllm_server, vllm_serve_command, _v1)
+                             ServedError, vllm_server, vllm_serve_command, _v1)
 from venus_nb.base import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

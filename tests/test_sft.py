@@ -1,8 +1,7 @@
 "Stage-1 SFT: the assistant-only mask on real data, turn-boundary cuts, loss falls with both backends, kill and resume."
-import json, os, signal, subprocess, sys, time
+import json, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
-from conftest import shared_file
 from venus_nb.models import tiny_model, has_module
 from venus_nb.sft import SFTConfig, sft, sft_example, turn_cut, last_checkpoint
 from venus_nb.trajectory import from_record

@@ -7,7 +7,7 @@ The model is a tiny random Llama (head_dim 64, two layers) with the SmolLM2 toke
 does not depend on the model's size."""
 import math, random, types, warnings
 import pytest, torch
-from venus_nb.corpus import load_corpus   # before vllm: the import order of the kernel-scan crash (see test_rollout.py)
+from venus_nb.corpus import load_corpus  # noqa: F401 (before vllm: the import order of the kernel-scan crash)
 from venus_nb.rollout import RolloutConfig, rollout
 from venus_nb.models import load_policy
 from venus_nb.igpo import (IGPOConfig, rl_policy, sync_engine, token_logps, pieces, policy_update, make_optimizer,

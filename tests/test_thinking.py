@@ -1,11 +1,9 @@
 """Templates whose generation prompt opens the thinking (Qwen3-4B-Thinking-2507, DR-Venus' base): the model writes
 from inside `<think>`, its turns are read with that opening in front, and the ids stay the generated ones."""
-import json
 import pytest
 from venus_nb.models import qwen3_tokenizer
 from venus_nb.trajectory import Trajectory, thinking_opening, check_format, end_of_turn
 from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout
-from conftest import ROOT
 
 @pytest.fixture(scope='module')
 def q3(): return qwen3_tokenizer(thinking_2507=True)

@@ -1,11 +1,11 @@
 """The tools' pure parts and the offline backend: schemas and observations against the official data, arguments,
 config, retry timing, address rules, page text, extractive summaries, corpus loaders, BM25, the toolbox on a corpus."""
-import asyncio, email.utils, ipaddress, json, math, random, re
+import asyncio, email.utils, json, math, random, re
 from collections import Counter
 import httpx, numpy as np, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
-from venus_nb import tools as T, web as W, corpus as C, schema as S
+from venus_nb import web as W, corpus as C, schema as S
 from venus_nb.corpus import (Doc, LocalCorpus, extractive_summary, load_corpus, passages, read_docs, snippet, url_key,
                              write_docs)
 from venus_nb.web import Fetched, ToolConfig, ToolError, address_error, backoff_delay, page_of, retry_after, url_error

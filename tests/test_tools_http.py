@@ -7,7 +7,7 @@ from conftest import ReplyHandler
 import asyncio, http.server, json, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
-from venus_nb import tools as T, web as W, schema as S
+from venus_nb import web as W, schema as S
 from venus_nb.web import Cassette, ToolConfig, fetch_page, make_client
 from venus_nb.tools import Toolbox, run_tool, visit, search
 from venus_nb.trajectory import ToolCall

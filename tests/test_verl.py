@@ -1,7 +1,6 @@
 "venus_nb inside verl (nbs/41_verl.ipynb): run in .venv-verl by `make verl-test`; skipped where verl is not installed."
 import contextlib, os, random, subprocess, sys, types
 from types import SimpleNamespace
-from pathlib import Path
 import pytest
 
 pytest.importorskip('verl', reason='verl is not installed: `make verl-test` runs these tests in .venv-verl')

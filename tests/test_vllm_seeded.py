@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 import pytest, torch
-from venus_nb.corpus import load_corpus   # before vllm: the import order of the kernel-scan crash (see test_rollout.py)
+from venus_nb.corpus import load_corpus  # noqa: F401 (before vllm: the import order of the kernel-scan crash)
 from venus_nb.rollout import RolloutConfig, rollout
 from conftest import tiny_vllm_folder as tiny_model
 
