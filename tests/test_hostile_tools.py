@@ -14,7 +14,7 @@ from venus_nb.base import save_config
 from venus_nb.web import (Cache, Cassette, Fetched, ToolConfig, ToolError, address_error, make_client,
                           page_of, url_error)
 from venus_nb.corpus import Doc, read_docs, write_docs
-from venus_nb.tools import Toolbox, visit
+from venus_nb.tools import Toolbox, web_visit
 from venus_nb.schema import parse_visit_observation
 from venus_nb.trajectory import ToolCall
 
@@ -205,9 +205,9 @@ def test_unreadable_cached_value_is_a_miss(tmp_path):
 
 def test_cache_does_not_answer_a_url_the_guard_now_refuses(server, tmp_path):
     path = str(tmp_path/'cache.sqlite')
-    assert 'opened in March 1889' in run(visit(f'{server.base}/page', 'when', cfg(cache_path=path)))
+    assert 'opened in March 1889' in run(web_visit(f'{server.base}/page', 'when', cfg(cache_path=path)))
     n = server.hits['/page']
-    obs = run(visit(f'{server.base}/page', 'when', ToolConfig(cache_path=path)))   # 127.0.0.1 no longer allowed
+    obs = run(web_visit(f'{server.base}/page', 'when', ToolConfig(cache_path=path)))   # 127.0.0.1 no longer allowed
     assert (obs == f'[visit error] {server.base}/page: refused: 127.0.0.1 is a loopback address'
             and server.hits['/page'] == n)
 
@@ -225,7 +225,7 @@ def test_ipv6_that_embeds_a_private_ipv4_is_refused(ip, v4):
     sent = []
     client = httpx.AsyncClient(
         transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
-    obs = run(visit(f'http://[{ip}]/latest/meta-data/', 'read it', ToolConfig(), client))
+    obs = run(web_visit(f'http://[{ip}]/latest/meta-data/', 'read it', ToolConfig(), client))
     assert f'embeds {v4}' in obs and obs.startswith('[visit error]') and sent == []
 
 def test_mapped_loopback_keeps_its_plain_reason():
@@ -238,13 +238,13 @@ def test_mapped_loopback_keeps_its_plain_reason():
 def test_credentials_in_a_url_are_refused_and_never_echoed(server, url):
     url = url.format(host=f'127.0.0.1:{server.server_port}')
     n = server.hits['/page']
-    obs = run(visit(url, 'read it', cfg()))
+    obs = run(web_visit(url, 'read it', cfg()))
     assert obs.startswith('[visit error] http://***@127.0.0.1:') and 'credentials' in obs, obs
     assert 's3cret' not in obs and 'user' not in obs and server.hits['/page'] == n and server.auth == []
     assert url_error(url).startswith('the URL carries credentials')
 
 def test_redirect_to_a_url_with_credentials_is_refused_and_not_echoed(server):
-    obs = run(visit(f'{server.base}/to-creds', 'read it', cfg()))
+    obs = run(web_visit(f'{server.base}/to-creds', 'read it', cfg()))
     assert 'credentials' in obs and 's3cret' not in obs and server.auth == []
 
 def record_tape(server, tape, paths=('/page', '/text')):
@@ -277,9 +277,9 @@ def test_cassette_bad_lines_are_reported_with_their_line(server, tmp_path):
 
 def test_nul_bytes_mean_binary_even_when_the_type_says_text(server):
     for path in ('/nul', '/nul-html'):
-        obs = run(visit(f'{server.base}{path}', 'what does it say', cfg()))
+        obs = run(web_visit(f'{server.base}{path}', 'what does it say', cfg()))
         assert obs == f'[visit error] {server.base}{path}: the body is binary (it has NUL bytes), not text'
-    assert 'café au lait' in run(visit(f'{server.base}/utf16', 'what', cfg()))   # UTF-16 text has NULs and is text
+    assert 'café au lait' in run(web_visit(f'{server.base}/utf16', 'what', cfg()))   # UTF-16 text has NULs and is text
     with pytest.raises(ToolError, match='binary'):
         page_of(Fetched('https://x.org', 200, httpx.Headers({'content-type': 'application/json'}), b'{"a": "\x00"}'),
                 ToolConfig())

@@ -58,12 +58,13 @@ def test_manual_sections_have_their_pages():
                                  '## Where models and data come from', '## For developers',
                                  '### The documentation site'],
              '44_cli': ['## The commands at a glance', '### Names for TRL and verl users'],
-             '43_demo': ['## What it shows, and what it costs'],
+             '43_demo': ['## What it shows'],
              'tutorials/quickstart': ['# The recipe in a few cells'],
              '41_verl': ['## In short, and how to run it'],
              'explanations/status': ['# What works today'],
+             'explanations/defaults': ['## The warm start'],
              'explanations/performance': ['## On two CPU cores', '## Rollout throughput', '## Rollouts in flight',
-                                          '## On one GPU: `make gpu-check`'],
+                                          '## The demo', '## On one GPU: `make gpu-check`'],
              'explanations/results': ['## Rollouts, IGPO and evaluation', '### Evaluate',
                                       '## Choose one answer from G rollouts', '## Compare IGPO with GRPO']}
     readme = README.read_text()

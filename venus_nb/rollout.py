@@ -4,8 +4,8 @@
 
 # %% ../nbs/23_rollout.ipynb #890a5c5a
 from __future__ import annotations
-import asyncio, json, math, os, random, time, warnings, concurrent.futures
-from dataclasses import dataclass, field, asdict, fields, replace
+import asyncio, math, os, random, time, warnings, concurrent.futures
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
@@ -713,7 +713,7 @@ def _next(self:ScriptedEngine, prompt, limit, stops):
     return cut_generation(self.tok, ids, self.stop_ids, stops, limit)
 
 @patch
-def __call__(self:ScriptedEngine, prompts, limits, cfg, seed=0):
+def __call__(self:ScriptedEngine, prompts, limits, cfg, seed=0):  # noqa: F811 (a method, by `patch`)
     self.calls.append(len(prompts))
     return [self._next(p, n, cfg.stop) for p, n in zip(prompts, limits)]
 

@@ -4,12 +4,12 @@
 
 # %% ../nbs/13_sft.ipynb #206d9efc
 from __future__ import annotations
-import json, math, warnings
-from dataclasses import dataclass, asdict, field
+import math
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import pandas as pd
 import torch
-from .models import Policy, load_policy, optional_import, has_module, pick_backend, BACKENDS
+from .models import Policy, load_policy, optional_import, pick_backend, BACKENDS
 from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
 from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
                                   config_changes, describe_changes, is_adapter, in_notebook, remove_stale_temps)

@@ -8,7 +8,7 @@ import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
 from .base import summary_repr, atomic_open, check_ranges
-from .trajectory import Trajectory, Turn, ToolCall, observation_message, write_jsonl
+from .trajectory import Trajectory, ToolCall, observation_message
 from .schema import system_prompt, search_observation, visit_observation
 
 # %% auto #0

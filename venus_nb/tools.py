@@ -4,20 +4,19 @@
 
 # %% ../nbs/22_tools.ipynb #c38863a6
 from __future__ import annotations
-import asyncio, hashlib, json, os
+import asyncio, hashlib, os
 from dataclasses import asdict
 from typing import Awaitable, Callable
 import httpx
 from fastcore.basics import patch
 from .trajectory import ToolCall
-from .schema import (TOOL_SCHEMAS, PAGE_SEPARATOR, system_prompt, search_observation, visit_observation,
-                             tool_error)
+from .schema import PAGE_SEPARATOR, search_observation, visit_observation, tool_error
 from .web import (ToolConfig, ToolError, Page, Cache, WebSearch, WebReader, ChatSummariser, openai_chat,
                           make_client, redact_url, _why)
 from .corpus import extractive_summary
 
 # %% auto #0
-__all__ = ['search_args', 'visit_args', 'search_results', 'Toolbox', 'run_tool', 'visit', 'search']
+__all__ = ['search_args', 'visit_args', 'search_results', 'Toolbox', 'run_tool', 'web_visit', 'web_search']
 
 # %% ../nbs/22_tools.ipynb #ae038afd
 def _strings(v, name):
@@ -181,10 +180,10 @@ async def run_tool(call:ToolCall, # a parsed tool call (name 'search' or 'visit'
     return await tools.run(call)
 
 # %% ../nbs/22_tools.ipynb #6898c147
-async def visit(url:str|list, goal:str, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:
+async def web_visit(url:str|list, goal:str, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:
     "One web `visit`: checked, capped fetch (redirects re-checked), then the page summary; failures `[visit error] ...`"
     async with Toolbox.web(cfg, client) as tools: return await tools.run(ToolCall('visit', {'url': url, 'goal': goal}))
 
-async def search(query:str|list, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:
+async def web_search(query:str|list, cfg:ToolConfig|None=None, client:httpx.AsyncClient|None=None)->str:
     "One web `search` through the configured API; failures as `[search error] ...`"
     async with Toolbox.web(cfg, client) as tools: return await tools.run(ToolCall('search', {'query': query}))

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json, re, sys, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TYPE_CHECKING
 import json5
 from fastcore.basics import patch
 from .base import summary_repr, MAX_RECORD_BYTES, parse_json, load_records, read_records, atomic_open
+if TYPE_CHECKING: import datasets   # only named in annotations: imported where a function needs it
+
 
 # %% auto #0
 __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',

@@ -5,14 +5,13 @@
 # %% ../nbs/20_web.ipynb #645810b1
 from __future__ import annotations
 import asyncio, base64, contextlib, email.utils, hashlib, ipaddress, json, os, random, re, socket, sqlite3, threading, \
-    time, warnings, zlib
+    time, warnings
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from html import unescape
 from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
-from fastcore.basics import patch
 from .base import BadRecord, read_records, _skipped, Settings
 
 # %% auto #0
@@ -331,7 +330,7 @@ def _orphaned(parent:int):
 
 def _extract_worker():
     "An extraction process: a framed UTF-8 page in on stdin, b'1' and its framed text (b'0' and the error) out"
-    import trafilatura  # imported before the first page's clock starts
+    import trafilatura  # noqa: F401 (imported before the first page's clock starts)
     threading.Thread(target=_orphaned, args=(os.getppid(),), daemon=True).start()
     out, src = os.fdopen(os.dup(1), 'wb'), sys.stdin.buffer
     os.dup2(2, 1)   # whatever trafilatura prints goes to stderr, never into the answers
