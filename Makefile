@@ -84,7 +84,7 @@ VERL_STAMP := $(VERL_VENV)/.installed
 
 .PHONY: verl-env verl-test
 
-# verl-env also registers the Jupyter kernel nbs/41_verl.ipynb asks for, 'venus_nb (verl)' (ipykernel comes with the dev extra's jupyterlab)
+# verl-env also registers the Jupyter kernel nbs/42_verl_trainer.ipynb asks for, 'venus_nb (verl)' (ipykernel comes with the dev extra's jupyterlab)
 verl-env: $(VERL_STAMP)
 
 $(VERL_STAMP): settings.ini setup.py Makefile

@@ -11,8 +11,11 @@ from venus_nb.judges import LLMJudge
 from venus_nb.corpus import r1_passages
 from venus_nb.eval import (pass_at_k, final_answer, score_trajectories, pass_at_k_table, browse_summary, per_question,
                            evaluate_trajectories, evaluate, pass_at_k_figure, browse_figure,
-                           synthetic_rollouts, world_eval, shared_data, r1_turns, r1_searcher_eval,
-                           r1_searcher_trajectories, corpus_coverage, COLUMNS)
+                           synthetic_rollouts, world_eval, r1_searcher_eval, r1_searcher_trajectories,
+                           corpus_coverage, COLUMNS)
+from venus_nb.data import shared_data, r1_searcher_messages
+
+def r1_turns(text): return Trajectory.from_messages(r1_searcher_messages('q', text)).turns
 
 # --- Pass@K -------------------------------------------------------------------------------------------------------
 

@@ -118,13 +118,20 @@ def test_clean_is_linear_in_a_huge_line():
         return Trajectory.from_messages(msgs, gt='a')
     assert_linear(lambda n: clean([traj(n)], CleanConfig(judge='em')), lambda n: n, 2000)
 
+def r1_turns(text):
+    "An R1-Searcher rollout text as turns (`data.r1_searcher_messages`), or None where the parser refuses it"
+    from venus_nb.data import r1_searcher_messages
+    try: return Trajectory.from_messages(r1_searcher_messages('q', text)).turns
+    except ValueError: return None
+
 def test_r1_parsers_are_linear():
     from venus_nb.corpus import parse_r1_passage, r1_passages
-    from venus_nb.eval import r1_turns
     assert_linear(parse_r1_passage, lambda n: 'Title: a' + ' ' * (10 * n), 2000)
     assert_linear(r1_passages, lambda n: '<|begin_of_documents|>' * n, 2000)
     assert_linear(r1_turns, lambda n: '<|begin_of_query|>' * n, 2000)
     assert_linear(r1_turns, lambda n: '<|begin_of_query|>q<|end_of_query|><|begin_of_documents|>' * n, 1000)
+    search = '<|begin_of_query|>q<|end_of_query|><|begin_of_documents|>(1)T   d<|end_of_documents|>'
+    assert_linear(r1_turns, lambda n: search * n + '<answer>a</answer>', 200)
     assert_linear(r1_turns, lambda n: '<answer>' * n, 2000)
 
 def _old_passage(p):
@@ -155,16 +162,17 @@ def test_passages_and_react_parse_as_the_old_patterns(passage, react):
 
 def test_r1_parsers_read_as_before():
     from venus_nb.corpus import parse_r1_passage, r1_passages
-    from venus_nb.eval import r1_turns
     assert parse_r1_passage('"Title: Foo  Bar Text: some ""text"""') == ('Foo  Bar', 'some "text"')
     assert parse_r1_passage('Title:  Text: x') == ('', 'x')
     text = ('<think>a</think><|begin_of_query|> q1 <|end_of_query|>\n'
             '<|begin_of_documents|>(1)Title: T Text: x\n(2)U   y<|end_of_documents|>'
             'more<|begin_of_query|>q2<|end_of_query|> then <answer>ok</answer>')
     assert r1_passages(text) == [('T', 'x'), ('U', 'y')]
-    ts = r1_turns(text)
+    assert r1_turns(text) is None   # the second query has no passages after it: the rollout is refused
+    docs = '<|begin_of_documents|>(1)V   z<|end_of_documents|>'
+    ts = r1_turns(text.replace('<|end_of_query|> then', f'<|end_of_query|>{docs} then'))
     assert [t.kind for t in ts] == ['search', 'search', 'answer'] and ts[0].call.arguments == {'query': ['q1']}
-    assert ts[1].observation is None and ts[2].answer == 'ok' and ts[0].observation.startswith('(1)Title')
+    assert ts[1].observation == '(1)V   z' and ts[2].answer == 'ok' and ts[0].observation.startswith('(1)Title')
 
 # ---------------------------------------------------------------------------------------------------------------
 # 4. deep nesting, empty input
@@ -386,7 +394,6 @@ PARSERS = {'turn': _turn, 'check_format': lambda s: check_format(s, False), 'cal
 
 def _r1(s):
     from venus_nb.corpus import parse_r1_passage, r1_passages
-    from venus_nb.eval import r1_turns
     parse_r1_passage(s)
     r1_passages(s)
     r1_turns(s)

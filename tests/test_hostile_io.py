@@ -157,19 +157,18 @@ def test_write_world_keeps_the_old_files_when_a_write_fails(tmp_path):
     assert sorted(f.name for f in tmp_path.iterdir()) == sorted(p.name for p in paths.values())
 
 def test_write_verl_sft_keeps_the_old_files_when_a_write_fails(tmp_path, monkeypatch):
-    pytest.importorskip('verl', reason='verl is not installed: `make verl-test` runs this in .venv-verl')
     import pandas as pd
-    from venus_nb import verl as vv
-    monkeypatch.setattr(vv, 'verl_sft_frame',
+    from venus_nb import verl_export as vx
+    monkeypatch.setattr(vx, 'verl_sft_frame',
                         lambda *a, **k: pd.DataFrame({'messages': [[{'role': 'user', 'content': 'q'}]]}))
-    monkeypatch.setattr(vv, 'sft_chat_template', lambda tok: '{{ messages }}')
-    out = vv.write_verl_sft([], tmp_path, None)
+    monkeypatch.setattr(vx, 'sft_chat_template', lambda tok: '{{ messages }}')
+    out = vx.write_verl_sft([], tmp_path, None)
     old = {n: (out/n).read_bytes() for n in ('train.parquet', 'sft.yaml')}
     def half_then_fail(self, f, *a, **k):
         (open(f, 'wb') if isinstance(f, (str, Path)) else f).write(b'PAR1 half')
         raise OSError('disk full')
     monkeypatch.setattr(pd.DataFrame, 'to_parquet', half_then_fail)
-    with pytest.raises(OSError): vv.write_verl_sft([], tmp_path, None)
+    with pytest.raises(OSError): vx.write_verl_sft([], tmp_path, None)
     assert {n: (out/n).read_bytes() for n in old} == old
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -291,7 +290,7 @@ def judged(base:str):
         return j('Capital of France?', 'Lyon', 'Paris'), j.errors[-1]['reason']
 
 def verified(base:str):
-    from venus_nb.select import LLMVerifier
+    from venus_nb.judges import LLMVerifier
     v = LLMVerifier(base_url=f'{base}/v1', model='m', timeout=2, attempts=1)
     return v('Capital of France?', 'Lyon', 'a page about Lyon'), v.errors[-1]['reason']
 

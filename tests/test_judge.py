@@ -155,7 +155,7 @@ def test_evaluation_through_the_server(server, sent):
 # --- the verl hook (in .venv-verl only) ----------------------------------------------------------------------------
 
 def test_verl_hook_asks_the_same_judge(server, sent, request):
-    vv = pytest.importorskip('venus_nb.verl', exc_type=ImportError)
+    vv = pytest.importorskip('venus_nb.verl_trainer', exc_type=ImportError)
     qwen3_tok = request.getfixturevalue('qwen3_tok')
     j = vv.agent_judge('venus_nb.judges.LLMJudge',
                        {'base_url': f'http://127.0.0.1:{server.server_port}/v1', 'backoff': 0})

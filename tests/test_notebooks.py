@@ -24,7 +24,7 @@ def _raw_cells(nb:Path)->list:
 
 def _flagged(nb:Path)->dict:
     "flag -> the sources of the cells carrying it, for the flags in NEEDS"
-    from venus_nb.models import cell_flags
+    from venus_nb.cells import cell_flags
     return {f: [s for s in _raw_cells(nb) if f in cell_flags(s.splitlines(keepends=True))] for f in NEEDS}
 
 def _missing(flag:str)->bool:
@@ -56,8 +56,8 @@ def test_run_all_skips_cells_this_machine_cannot_run(nb, flag, monkeypatch):
 
 def test_skip_flagged_outside_ipython():
     "In plain Python there are no cells: nothing to register; a cell's flags are its opening `#|` lines"
-    from venus_nb.models import cell_flags
-    code = "from venus_nb.models import skip_flagged; print(skip_flagged('gpu', 'needs a CUDA GPU'))"
+    from venus_nb.cells import cell_flags
+    code = "from venus_nb.cells import skip_flagged; print(skip_flagged('gpu', 'needs a CUDA GPU'))"
     r = subprocess.run([sys.executable, '-c', code], cwd=ROOT.parent,
                        env={**os.environ, 'PYTHONPATH': str(ROOT.parent)}, capture_output=True, text=True)
     assert r.stdout == 'None\n', r.stderr[-2000:]
@@ -66,7 +66,7 @@ def test_skip_flagged_outside_ipython():
 
 # nbdev's documentation build: `nbdev_docs` (and `nbdev_proc_nbs`) hand every notebook to `nbdev.serve_drv.main` with
 # `FilterDefaults`, whose `exec_show_docs` runs the exported cells, the import cells and the `show_doc` cells.
-VERL_KERNEL = 'venus-nb-verl'   # registered by `make verl-env`; nbs/41_verl asks for it
+VERL_KERNEL = 'venus-nb-verl'   # registered by `make verl-env`; nbs/42_verl_trainer asks for it
 
 def _kernel(nb:Path)->str: return json.loads(nb.read_text())['metadata'].get('kernelspec', {}).get('name', 'python3')
 
@@ -95,7 +95,7 @@ def _preprocess_in(python:str, src:Path, dst:Path):
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
 
-# a notebook of another kernel (41_verl: verl's environment) starts that environment's Python: slow
+# a notebook of another kernel (42_verl_trainer: verl's environment) starts that environment's Python: slow
 DOC_NBS = [pytest.param(p, marks=pytest.mark.slow) if _kernel(p) != 'python3' else p for p in NBS]
 
 @pytest.mark.parametrize('nb', DOC_NBS, ids=[str(p.relative_to(ROOT).with_suffix('')) for p in NBS])

@@ -57,10 +57,10 @@ def test_manual_sections_have_their_pages():
     homes = {'tutorials/setup': ['## The make targets', '## Installing the library', '## GPU users',
                                  '## Where models and data come from', '## For developers',
                                  '### The documentation site'],
-             '44_cli': ['## The commands at a glance', '### Names for TRL and verl users'],
-             '43_demo': ['## What it shows'],
+             '45_cli': ['## The commands at a glance', '### Names for TRL and verl users'],
+             '44_demo': ['## What it shows'],
              'tutorials/quickstart': ['# The recipe in a few cells'],
-             '41_verl': ['## In short, and how to run it'],
+             '42_verl_trainer': ['## In short, and how to run it'],
              'explanations/status': ['# What works today'],
              'explanations/defaults': ['## The warm start'],
              'explanations/performance': ['## On two CPU cores', '## Rollout throughput', '## Rollouts in flight',
@@ -75,10 +75,10 @@ def test_manual_sections_have_their_pages():
         assert [h for h in heads if h not in lines] == [], page
 
 def test_cli_page_lists_every_command():
-    "The command table on `44_cli` (once the README's) names every subcommand `venus-nb` has"
+    "The command table on `45_cli` (once the README's) names every subcommand `venus-nb` has"
     from venus_nb.cli import parser
     sub = next(a for a in parser()._actions if a.__class__.__name__ == '_SubParsersAction')
-    cells = json.loads((ROOT/'nbs'/'44_cli.ipynb').read_text())['cells']
+    cells = json.loads((ROOT/'nbs'/'45_cli.ipynb').read_text())['cells']
     table = next(''.join(c['source']) for c in cells if ''.join(c['source']).startswith('## The commands at a glance'))
     assert [c for c in sub.choices if f'| `{c}` |' not in table] == []
 

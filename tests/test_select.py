@@ -8,9 +8,9 @@ from venus_nb.trajectory import Trajectory, Turn, ToolCall, write_jsonl
 from venus_nb.judges import NO_VERDICT
 from venus_nb.rewards import answer_probe, information_gain_naive
 from venus_nb import select as S
-from venus_nb.select import (SELECTORS, Candidate, Selector, answer_key, pick_majority, pick_weighted, pick_verified,
-                             top, select, candidate_table, measure, subsets, LLMVerifier, evidence_text, LOGP,
-                             run_selection, SELECTION_FILES)
+from venus_nb.judges import LLMVerifier, answer_key
+from venus_nb.select import (SELECTORS, Candidate, Selector, pick_majority, pick_weighted, pick_verified, top, select,
+                             candidate_table, measure, subsets, evidence_text, LOGP, run_selection, SELECTION_FILES)
 
 ROOT = Path(__file__).resolve().parents[1]
 

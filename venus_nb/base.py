@@ -12,10 +12,10 @@ from typing import Callable, NamedTuple
 
 # %% auto #0
 __all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'SEED', 'MAX_ANSWER_BYTES', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json',
-           'jsonl_records', 'LoadError', 'load_records', 'read_records', 'atomic_open', 'write_atomic', 'save_config',
-           'read_config', 'nested_config', 'typed', 'check_keys', 'config_kwargs', 'load_config', 'Settings',
-           'in_range', 'check_ranges', 'free_port', 'BodyTooLarge', 'BodyReader', 'read_body', 'bounded_send',
-           'summary_repr']
+           'jsonl_records', 'LoadError', 'load_records', 'read_records', 'atomic_open', 'write_atomic', 'static_svg',
+           'save_config', 'read_config', 'nested_config', 'typed', 'check_keys', 'config_kwargs', 'load_config',
+           'Settings', 'in_range', 'check_ranges', 'free_port', 'BodyTooLarge', 'BodyReader', 'read_body',
+           'bounded_send', 'summary_repr']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
@@ -260,6 +260,48 @@ def atomic_open(path, mode:str='w', # 'w' (text, UTF-8) or 'wb'
 def write_atomic(path, data:str|bytes)->Path:
     "Write `data` to `path` whole or not at all"
     with atomic_open(path, 'wb' if isinstance(data, bytes) else 'w') as f: f.write(data)
+    return Path(path)
+
+# %% ../nbs/00_base.ipynb #a871ccb9
+_DASHES = {None: '-', 'solid': '-', 'dash': '--', 'dot': ':', 'dashdot': '-.', 'longdash': '--'}
+
+def _draw_scatter(ax, tr):
+    "One plotly Scatter trace on matplotlib axes: its lines or markers, dash, colour, opacity and error bars"
+    mode, err = tr.mode or 'lines+markers', tr.error_y
+    yerr = None if err.array is None else [err.arrayminus if err.arrayminus is not None else err.array, err.array]
+    ax.errorbar(list(tr.x), list(tr.y), yerr=yerr, label=tr.name, color=tr.line.color, capsize=2, markersize=4,
+                alpha=1 if tr.opacity is None else tr.opacity, marker='o' if 'markers' in mode else None,
+                linestyle=_DASHES[tr.line.dash] if 'lines' in mode else 'none', linewidth=tr.line.width or 1.5)
+
+# %% ../nbs/00_base.ipynb #0f5b43c7
+def _frame(ax, layout):
+    "Titles, a log₂ x axis with its tick values, and the horizontal reference lines of a plotly layout"
+    ax.set_title(layout.title.text or '', fontsize=10)
+    ax.set_xlabel(layout.xaxis.title.text or '')
+    ax.set_ylabel(layout.yaxis.title.text or '')
+    if layout.xaxis.type == 'log': ax.set_xscale('log', base=2)
+    if layout.xaxis.tickvals: ax.set_xticks(list(layout.xaxis.tickvals), [f'{v:g}' for v in layout.xaxis.tickvals])
+    for s in layout.shapes:
+        if s.type == 'line' and s.y0 == s.y1: ax.axhline(s.y0, color=s.line.color or 'grey', linewidth=1,
+                                                          linestyle=_DASHES[s.line.dash])
+
+def static_svg(fig, # a plotly figure of Scatter traces, e.g. `pass_at_k_figure` or a selection figure
+               path, # the SVG file to write
+               size=(8, 4.5) # width and height in inches
+              )->Path:
+    "The figure as an SVG file (matplotlib): lines, markers, error bars, log₂ axis and reference lines; byte-stable"
+    try: import matplotlib
+    except ImportError as e: raise ImportError('static_svg draws with matplotlib: pip install matplotlib') from e
+    from matplotlib.figure import Figure
+    if bad := sorted({tr.type for tr in fig.data} - {'scatter'}):
+        raise ValueError(f'static_svg draws scatter traces only, not {bad}')
+    out = Figure(figsize=size)
+    ax = out.subplots()
+    for tr in fig.data: _draw_scatter(ax, tr)
+    _frame(ax, fig.layout)
+    ax.legend(fontsize=7, loc='center left', bbox_to_anchor=(1.01, 0.5), frameon=False)
+    with matplotlib.rc_context({'svg.hashsalt': 'venus_nb', 'svg.fonttype': 'none'}):
+        out.savefig(Path(path), format='svg', bbox_inches='tight', metadata={'Date': None})
     return Path(path)
 
 # %% ../nbs/00_base.ipynb #ba751dc0

@@ -17,9 +17,10 @@ from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_j
 __all__ = ['FILTERS', 'ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'r1_searcher_messages',
            'load_r1_searcher', 'load_verl_parquet', 'load_qa_jsonl', 'decrypt_xbench', 'decrypt_browsecomp',
            'load_xbench', 'load_browsecomp_zh', 'as_questions', 'question_kind', 'by_kind', 'check_shares',
-           'kind_counts', 'correctness_judge', 'CleanConfig', 'normal_args', 'clean_think', 'parse_search_results',
-           'step_normalise', 'step_prune', 'signatures', 'step_dedupe', 'step_validate', 'scored_answer',
-           'step_correct', 'CleaningReport', 'clean', 'filter_words', 'judge_advice', 'clean_summary', 'funnel_figure']
+           'kind_counts', 'find_shared', 'shared_data', 'correctness_judge', 'CleanConfig', 'normal_args',
+           'clean_think', 'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe',
+           'step_validate', 'scored_answer', 'step_correct', 'CleaningReport', 'clean', 'filter_words', 'judge_advice',
+           'clean_summary', 'funnel_figure']
 
 # %% ../nbs/11_data.ipynb #b8ef6b1c
 def _json_files(folder:Path)->list:
@@ -240,6 +241,26 @@ def kind_counts(shares:dict, # {kind: weight}, normalised here
     counts = {k: int(x) for k, x in exact.items()}
     for k in sorted(exact, key=lambda k: counts[k] - exact[k])[:n - sum(counts.values())]: counts[k] += 1
     return counts
+
+# %% ../nbs/11_data.ipynb #26af5c2c
+def _repo_root()->Path:
+    "The folder above the package (the repository in a development install; above `nbs/` in a notebook)"
+    return Path(__file__).resolve().parents[1] if '__file__' in globals() else Path.cwd().parent
+
+def find_shared(root=None)->Path|None:
+    "Third-party data folder: `root`, `$VENUS_NB_SHARED`, or `../shared/data` above the working directory or package"
+    if root is not None or os.environ.get('VENUS_NB_SHARED'): cands = [Path(root or os.environ['VENUS_NB_SHARED'])]
+    else: cands = [Path.cwd()/'../shared/data', Path.cwd()/'../../shared/data', _repo_root().parent/'shared/data']
+    return next((p.resolve() for p in cands if p.is_dir()), None)
+
+def shared_data(root=None)->Path:
+    "`find_shared`, or a FileNotFoundError that says where the data should be"
+    if (p := find_shared(root)) is None:
+        raise FileNotFoundError('third-party data not found '
+                                f'({root or os.environ.get("VENUS_NB_SHARED") or "../shared/data"}): '
+                                'it lives in ../shared/data next to the repository (see its SOURCES.md), '
+                                'or set $VENUS_NB_SHARED')
+    return p
 
 # %% ../nbs/11_data.ipynb #d4e6b1a7
 FILTERS = ('none', 'em', 'f1', 'llm')   # the correctness filters by name; 'none' (or None) is no filter

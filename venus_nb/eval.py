@@ -4,24 +4,24 @@
 
 # %% ../nbs/25_eval.ipynb #338e6622
 from __future__ import annotations
-import json, math, os, random
+import json, math, random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
 from .base import summary_repr, BadRecord, read_records
-from .trajectory import Trajectory, Turn, ToolCall, between
+from .trajectory import Trajectory, Turn
 from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
-from .corpus import r1_passages, passage_docs, title_id, _BD, _ED, _SPACE
+from .corpus import r1_passages, passage_docs, title_id
+from .data import shared_data, r1_searcher_messages, _repo_root
 
 # %% auto #0
 __all__ = ['scorer', 'THRESHOLDS', 'CALL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
            'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
            'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table', 'EvalReport',
-           'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts', 'static_svg',
-           'world_eval', 'find_shared', 'shared_data', 'r1_searcher_eval', 'corpus_coverage', 'r1_turns',
-           'r1_searcher_trajectories']
+           'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts', 'world_eval',
+           'r1_searcher_eval', 'corpus_coverage', 'r1_searcher_trajectories']
 
 # %% ../nbs/25_eval.ipynb #67372624
 def pass_at_k(n:int, # samples drawn for the question
@@ -308,53 +308,7 @@ def synthetic_rollouts(trajs:list, # one trajectory per question, e.g. `synth.ge
             out.append(_sample(t, ok, rng.choice(others), meta, rng, skip_visits))
     return out
 
-# %% ../nbs/25_eval.ipynb #a871ccb9
-_DASHES = {None: '-', 'solid': '-', 'dash': '--', 'dot': ':', 'dashdot': '-.', 'longdash': '--'}
-
-def _draw_scatter(ax, tr):
-    "One plotly Scatter trace on matplotlib axes: its lines or markers, dash, colour, opacity and error bars"
-    mode, err = tr.mode or 'lines+markers', tr.error_y
-    yerr = None if err.array is None else [err.arrayminus if err.arrayminus is not None else err.array, err.array]
-    ax.errorbar(list(tr.x), list(tr.y), yerr=yerr, label=tr.name, color=tr.line.color, capsize=2, markersize=4,
-                alpha=1 if tr.opacity is None else tr.opacity, marker='o' if 'markers' in mode else None,
-                linestyle=_DASHES[tr.line.dash] if 'lines' in mode else 'none', linewidth=tr.line.width or 1.5)
-
-# %% ../nbs/25_eval.ipynb #0f5b43c7
-def _frame(ax, layout):
-    "Titles, a log₂ x axis with its tick values, and the horizontal reference lines of a plotly layout"
-    ax.set_title(layout.title.text or '', fontsize=10)
-    ax.set_xlabel(layout.xaxis.title.text or '')
-    ax.set_ylabel(layout.yaxis.title.text or '')
-    if layout.xaxis.type == 'log': ax.set_xscale('log', base=2)
-    if layout.xaxis.tickvals: ax.set_xticks(list(layout.xaxis.tickvals), [f'{v:g}' for v in layout.xaxis.tickvals])
-    for s in layout.shapes:
-        if s.type == 'line' and s.y0 == s.y1: ax.axhline(s.y0, color=s.line.color or 'grey', linewidth=1,
-                                                          linestyle=_DASHES[s.line.dash])
-
-def static_svg(fig, # a plotly figure of Scatter traces, e.g. `pass_at_k_figure` or a selection figure
-               path, # the SVG file to write
-               size=(8, 4.5) # width and height in inches
-              )->Path:
-    "The figure as an SVG file (matplotlib): lines, markers, error bars, log₂ axis and reference lines; byte-stable"
-    try: import matplotlib
-    except ImportError as e: raise ImportError('static_svg draws with matplotlib: pip install matplotlib') from e
-    from matplotlib.figure import Figure
-    if bad := sorted({tr.type for tr in fig.data} - {'scatter'}):
-        raise ValueError(f'static_svg draws scatter traces only, not {bad}')
-    out = Figure(figsize=size)
-    ax = out.subplots()
-    for tr in fig.data: _draw_scatter(ax, tr)
-    _frame(ax, fig.layout)
-    ax.legend(fontsize=7, loc='center left', bbox_to_anchor=(1.01, 0.5), frameon=False)
-    with matplotlib.rc_context({'svg.hashsalt': 'venus_nb', 'svg.fonttype': 'none'}):
-        out.savefig(Path(path), format='svg', bbox_inches='tight', metadata={'Date': None})
-    return Path(path)
-
 # %% ../nbs/25_eval.ipynb #9dedef63
-def _repo_root()->Path:
-    "The folder above the package (the repository in a development install; above `nbs/` in a notebook)"
-    return Path(__file__).resolve().parents[1] if '__file__' in globals() else Path.cwd().parent
-
 def _sample_world()->Path|None:
     "`data/sample/world` in the working directory, above it, or in the repository, if there"
     return next((p for p in (Path.cwd()/'data/sample/world', Path.cwd().parent/'data/sample/world',
@@ -379,21 +333,6 @@ def world_eval(world=None # a folder from `synth.write_world`, a `SynthData`, a 
 # %% ../nbs/25_eval.ipynb #26af5c2c
 R1_SETS = {'bamboogle': ('eval_set/bamboogle.jsonl', 'eval_results/bamboogle_qwen.jsonl'),
            'hotpotqa': ('eval_set/hotpotqa_500.jsonl', 'eval_results/hotpotqa_qwen.jsonl')}
-
-def find_shared(root=None)->Path|None:
-    "Third-party data folder: `root`, `$VENUS_NB_SHARED`, or `../shared/data` above the working directory or package"
-    if root is not None or os.environ.get('VENUS_NB_SHARED'): cands = [Path(root or os.environ['VENUS_NB_SHARED'])]
-    else: cands = [Path.cwd()/'../shared/data', Path.cwd()/'../../shared/data', _repo_root().parent/'shared/data']
-    return next((p.resolve() for p in cands if p.is_dir()), None)
-
-def shared_data(root=None)->Path:
-    "`find_shared`, or a FileNotFoundError that says where the data should be"
-    if (p := find_shared(root)) is None:
-        raise FileNotFoundError('third-party data not found '
-                                f'({root or os.environ.get("VENUS_NB_SHARED") or "../shared/data"}): '
-                                'it lives in ../shared/data next to the repository (see its SOURCES.md), '
-                                'or set $VENUS_NB_SHARED')
-    return p
 
 # %% ../nbs/25_eval.ipynb #00e918fd
 def _rollout(r, *_)->dict:
@@ -458,38 +397,6 @@ def corpus_coverage(questions:list, # from `r1_searcher_eval` (with `docs`) or a
                     answer_in_top_k=_has_answer(top, q['answer']))
     return pd.DataFrame([row(q) for q in questions], columns=['id', 'docs', 'answer_in_docs', 'answer_in_top_k'])
 
-# %% ../nbs/25_eval.ipynb #6656ae9e
-_BQ, _EQ = '<|begin_of_query|>', '<|end_of_query|>'   # a query block; the documents block after it is `corpus`'s
-
-def _queries(text:str):
-    "(start, end, query, documents or None) of each query block and the documents block right after it, in one pass"
-    i, no_close = 0, len(text) + 1   # no `<|end_of_documents|>` follows a documents block opened at or after no_close
-    while (a := text.find(_BQ, i)) != -1 and (b := text.find(_EQ, a + len(_BQ))) != -1:
-        end = j = _SPACE.match(text, b + len(_EQ)).end()
-        docs = None
-        if text.startswith(_BD, j) and j < no_close:
-            if (k := text.find(_ED, j + len(_BD))) == -1: no_close = j
-            else: docs, end = text[j + len(_BD):k], k + len(_ED)
-        yield a, end, text[a + len(_BQ):b], docs
-        i = end
-
-# %% ../nbs/25_eval.ipynb #d9f4490a
-def _final_turn(rest:str, index:int)->Turn:
-    think, _, tail = rest.partition('</think>')
-    if answers := between(tail or rest, '<answer>', '</answer>'):
-        return Turn.make(think.strip(), answer=answers[0].strip(), index=index)
-    return Turn.parse({'role': 'assistant', 'content': rest.strip()}, [], index, True)
-
-def r1_turns(text:str)->list:
-    "An R1-Searcher rollout as turns: a search per query (its documents as the observation), then the final turn"
-    turns, pos = [], 0
-    for start, end, query, docs in _queries(text):
-        obs = docs.strip() if docs is not None else None
-        turns.append(Turn.make(text[pos:start].strip(), ToolCall('search', {'query': [query.strip()]}), observation=obs,
-                               index=len(turns)))
-        pos = end
-    return turns + [_final_turn(text[pos:], len(turns))]
-
 # %% ../nbs/25_eval.ipynb #8e9e81e5
 def r1_searcher_trajectories(sets=('bamboogle', 'hotpotqa'), root=None, limit:int|None=None)->list:
     "R1-Searcher's own rollouts (Qwen) on its eval questions, one sample each, GPT-4o's verdict in `meta['judge']`"
@@ -499,6 +406,7 @@ def r1_searcher_trajectories(sets=('bamboogle', 'hotpotqa'), root=None, limit:in
             if rec is None: continue
             meta = dict(qid=q['id'], group=len(out), sample=0, source=f'r1-searcher/{name}',
                         judge=str(rec.get('gpt4o_output')) == 'True')
-            out.append(Trajectory(q['question'], r1_turns(rec['gen_text_store']), q['answer'], meta,
-                                  [{'role': 'user', 'content': q['question']}]))
+            try: msgs = r1_searcher_messages(q['question'], rec['gen_text_store'])
+            except ValueError as e: raise ValueError(f"R1-Searcher rollout of {q['id']}: {e}") from e
+            out.append(Trajectory.from_messages(msgs, q['question'], q['answer'], meta))
     return out

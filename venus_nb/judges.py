@@ -12,10 +12,10 @@ import httpx
 from .base import MAX_ANSWER_BYTES, bounded_send, config_kwargs, parse_json
 
 # %% auto #0
-__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases',
-           'normalize_answer', 'exact_match', 'f1_score', 'final_answer_span', 'judge_reference', 'defused',
-           'read_verdict', 'parse_verdict', 'LLMJudge', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes', 'judge_spec',
-           'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
+__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'VERIFY_PROMPT',
+           'JUDGES', 'aliases', 'normalize_answer', 'exact_match', 'f1_score', 'final_answer_span', 'judge_reference',
+           'defused', 'read_verdict', 'parse_verdict', 'LLMJudge', 'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge',
+           'judge_fn', 'outcomes', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
 ANSWER_SPLIT = '<|answer_split|>'
@@ -210,6 +210,67 @@ class LLMJudge:
         if reply is None: return self._no_verdict(question, answer, why)
         verdict, why = read_verdict(reply)
         return self._no_verdict(question, answer, why, reply) if verdict is None else verdict
+
+# %% ../nbs/04_judges.ipynb #19bcdbbb
+def answer_key(answer)->str:
+    "The answer as votes count it: SQuAD-normalised; '' for a missing, blank or placeholder answer (it gets no vote)"
+    if answer is None or str(answer).strip() in ('', PLACEHOLDER): return ''
+    return normalize_answer(answer)
+
+# %% ../nbs/04_judges.ipynb #2fe391e7
+VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research agent, supports its [response] to \
+[question]. You are not given the correct answer: judge only from the evidence.
+
+[question]: {question}
+[response]: {response}
+
+[evidence]:
+{evidence}
+
+Your judgement must be in the format and criteria specified below:
+
+extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if \
+there is no exact, final answer to extract from the response.
+
+reasoning: Explain whether the [evidence] states or clearly implies the extracted_final_answer as the answer to \
+[question], quoting the passage that does. Do not use knowledge beyond the evidence and do not attempt to solve the \
+problem another way.
+
+confidence: Your confidence score between 0|%| and 100|%| that the evidence supports the answer.
+
+correct: Answer 'yes' if the evidence supports the extracted_final_answer as the answer to [question]. Answer 'no' \
+otherwise, i.e. if the evidence is missing, does not mention it, contradicts it, or supports another answer.
+
+End your reply with your verdict on a line of its own, after everything else: `correct: yes` or `correct: no`.'''
+
+# %% ../nbs/04_judges.ipynb #49892c1e
+@dataclass
+class LLMVerifier(LLMJudge):
+    "An LLM asked whether a rollout's evidence supports its answer (no ground truth), via an OpenAI-compatible chat API"
+    max_chars: int = 8000          # evidence characters sent per rollout
+    prompt: str = VERIFY_PROMPT    # with {question}, {response} and {evidence}
+    workers: int = 8               # requests in flight at once when scoring many rollouts
+
+    def request(self, question:str, answer:str, evidence:str)->dict:
+        "The chat-completion body: the judge's model and sampling, the verifier's prompt"
+        body = super().request(question, answer, '')
+        body['messages'] = [{'role': 'user',
+                             'content': self.prompt.format(question=question, response=defused(answer),
+                                                           evidence=defused(evidence))}]
+        return body
+
+    def verify(self, question:str, answer:str, evidence:str)->tuple[float, int]:
+        "(1.0 supported | 0.0 not | NaN no verdict, estimated tokens sent and received)"
+        body = self.request(question, answer, evidence)
+        reply, why = self.ask(body)
+        (verdict, unclear), tokens = (read_verdict(reply) if reply else (None, why),
+                                      (len(body['messages'][0]['content']) + len(reply or '')) // 4)
+        if verdict is None: self.errors.append(dict(question=question, answer=answer, reason=unclear, reply=reply))
+        return (math.nan if verdict is None else verdict), tokens
+
+    def __call__(self, question:str, answer:str, evidence:str)->float:
+        self.url()   # a missing endpoint is a configuration error, raised rather than scored
+        return self.verify(question, answer, evidence)[0] if answer_key(answer) else 0.0
 
 # %% ../nbs/04_judges.ipynb #a3d4cb5f
 def em_judge(question:str, answer:str, gt)->float:

@@ -13,10 +13,10 @@ from .base import summary_repr
 
 # %% auto #0
 __all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'BACKENDS', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
-           'gpu_available', 'fast_bf16', 'fast_dtype', 'cpu_name', 'cell_flags', 'skip_flagged', 'package_dir',
-           'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend',
-           'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of',
-           'save_base', 'name_base', 'model_card']
+           'gpu_available', 'fast_bf16', 'fast_dtype', 'cpu_name', 'package_dir', 'embedded_gguf', 'cache_dir',
+           'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
+           'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'name_base',
+           'model_card']
 
 # %% ../nbs/02_models.ipynb #a298f7b6
 EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -54,30 +54,6 @@ def cpu_name()->str:
     import platform
     try: return next(l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name'))
     except (OSError, StopIteration): return platform.processor() or 'unknown CPU'
-
-# %% ../nbs/02_models.ipynb #09e30be6
-def cell_flags(lines:list)->set:
-    "The nbdev flags (`#| gpu`, `#| verl`, ...) among the comment lines that open a cell"
-    flags = set()
-    for line in lines:
-        if not line.strip(): continue
-        if not line.lstrip().startswith('#'): break
-        if m := re.match(r'\s*#\s*\|\s*([\w-]+)\s*$', line): flags.add(m[1])
-    return flags
-
-# %% ../nbs/02_models.ipynb #65df22e0
-def skip_flagged(flag:str, # an nbdev cell flag: 'gpu' for the cells marked `#| gpu`
-                 reason:str): # what each skipped cell prints, before ': skipped'
-    "From now on in this IPython kernel, cells flagged `#| flag` print a line, not run (as `nbdev_test` skips them)"
-    try: from IPython import get_ipython
-    except ImportError: return None
-    shell = get_ipython()
-    if shell is None: return None  # plain Python: no cells to skip
-    def skip(lines): return [f'print({reason + ": skipped"!r})\n'] if flag in cell_flags(lines) else lines
-    skip.venus_flag = flag
-    shell.input_transformers_cleanup[:] = [t for t in shell.input_transformers_cleanup
-                                           if getattr(t, 'venus_flag', None) != flag] + [skip]
-    return skip
 
 # %% ../nbs/02_models.ipynb #df3b1b51
 def package_dir(pkg:str, install:str|None=None)->Path:

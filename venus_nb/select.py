@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 import numpy as np, pandas as pd
 from .base import config_kwargs, summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl
-from .judges import LLMJudge, PLACEHOLDER, defused, normalize_answer, read_verdict
+from .judges import LLMVerifier, answer_key
 from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
                               each_prompt_once)
 from .eval import (KS, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids,
@@ -21,22 +21,17 @@ from .eval import (KS, final_answer, pass_at_k, trajectory_row, score_trajectori
 from .stats import TIE, bootstrap_mean, paired_stats
 
 # %% auto #0
-__all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFY_PROMPT', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS',
-           'ROLLOUT_COLUMNS', 'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'SELECTION_COLUMNS', 'answer_key',
-           'Candidate', 'vote', 'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified',
-           'Selector', 'selectors_of', 'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens',
-           'as_policy', 'policy_scores', 'evidence_text', 'LLMVerifier', 'as_verifier', 'verifier_scores', 'blind',
-           'answer_rows', 'candidate_table', 'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets',
-           'selected_accuracy', 'gap_share', 'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row',
-           'selection_table', 'Measurement', 'selection_figure', 'measure', 'write_selection', 'usable',
-           'measure_selection', 'with_selection', 'run_selection', 'read_selection']
+__all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS', 'ROLLOUT_COLUMNS',
+           'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'SELECTION_COLUMNS', 'Candidate', 'vote',
+           'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified', 'Selector', 'selectors_of',
+           'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens', 'as_policy', 'policy_scores',
+           'evidence_text', 'as_verifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
+           'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
+           'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row', 'selection_table', 'Measurement',
+           'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'with_selection',
+           'run_selection', 'read_selection']
 
 # %% ../nbs/32_select.ipynb #c610264f
-def answer_key(answer)->str:
-    "The answer as votes count it: SQuAD-normalised; '' for a missing, blank or placeholder answer (it gets no vote)"
-    if answer is None or str(answer).strip() in ('', PLACEHOLDER): return ''
-    return normalize_answer(answer)
-
 class Candidate(NamedTuple):
     "One rollout's answer as a selector sees it (there is no ground truth in it)"
     sample: int          # the rollout's number within its question; ties go to the lowest
@@ -200,31 +195,6 @@ def policy_scores(trajs:list, # rollouts without their ground truth, tokenised
     return pd.DataFrame(rows, columns=POLICY_COLUMNS)
 
 # %% ../nbs/32_select.ipynb #bfa9b1bf
-VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research agent, supports its [response] to \
-[question]. You are not given the correct answer: judge only from the evidence.
-
-[question]: {question}
-[response]: {response}
-
-[evidence]:
-{evidence}
-
-Your judgement must be in the format and criteria specified below:
-
-extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if \
-there is no exact, final answer to extract from the response.
-
-reasoning: Explain whether the [evidence] states or clearly implies the extracted_final_answer as the answer to \
-[question], quoting the passage that does. Do not use knowledge beyond the evidence and do not attempt to solve the \
-problem another way.
-
-confidence: Your confidence score between 0|%| and 100|%| that the evidence supports the answer.
-
-correct: Answer 'yes' if the evidence supports the extracted_final_answer as the answer to [question]. Answer 'no' \
-otherwise, i.e. if the evidence is missing, does not mention it, contradicts it, or supports another answer.
-
-End your reply with your verdict on a line of its own, after everything else: `correct: yes` or `correct: no`.'''
-
 def evidence_text(traj:Trajectory, max_chars:int=8000)->str:
     "The tool results a rollout saw, numbered with the call that fetched each, cut to share `max_chars` between them"
     seen = [(t.call, t.observation) for t in traj.turns if t.call is not None and t.observation]
@@ -232,35 +202,6 @@ def evidence_text(traj:Trajectory, max_chars:int=8000)->str:
     each = max(200, max_chars // len(seen))
     return '\n\n'.join(f'[{k + 1}] {c.name} {json.dumps(c.arguments, ensure_ascii=False)}\n{o[:each]}'
                        for k, (c, o) in enumerate(seen))
-
-# %% ../nbs/32_select.ipynb #1d71da8b
-@dataclass
-class LLMVerifier(LLMJudge):
-    "An LLM asked whether a rollout's evidence supports its answer (no ground truth), via an OpenAI-compatible chat API"
-    max_chars: int = 8000          # evidence characters sent per rollout
-    prompt: str = VERIFY_PROMPT    # with {question}, {response} and {evidence}
-    workers: int = 8               # requests in flight at once when scoring many rollouts
-
-    def request(self, question:str, answer:str, evidence:str)->dict:
-        "The chat-completion body: the judge's model and sampling, the verifier's prompt"
-        body = super().request(question, answer, '')
-        body['messages'] = [{'role': 'user',
-                             'content': self.prompt.format(question=question, response=defused(answer),
-                                                           evidence=defused(evidence))}]
-        return body
-
-    def verify(self, question:str, answer:str, evidence:str)->tuple[float, int]:
-        "(1.0 supported | 0.0 not | NaN no verdict, estimated tokens sent and received)"
-        body = self.request(question, answer, evidence)
-        reply, why = self.ask(body)
-        (verdict, unclear), tokens = (read_verdict(reply) if reply else (None, why),
-                                      (len(body['messages'][0]['content']) + len(reply or '')) // 4)
-        if verdict is None: self.errors.append(dict(question=question, answer=answer, reason=unclear, reply=reply))
-        return (math.nan if verdict is None else verdict), tokens
-
-    def __call__(self, question:str, answer:str, evidence:str)->float:
-        self.url()   # a missing endpoint is a configuration error, raised rather than scored
-        return self.verify(question, answer, evidence)[0] if answer_key(answer) else 0.0
 
 # %% ../nbs/32_select.ipynb #33cd1da8
 VERIFIER_COLUMNS = ['verifier', 'verifier_tokens']

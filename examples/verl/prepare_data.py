@@ -1,4 +1,4 @@
-"""Data for the DR-Venus run on verl (nbs/41_verl.ipynb).
+"""Data for the DR-Venus run on verl (nbs/41_verl_export.ipynb).
 
   python examples/verl/prepare_data.py rl QA_FILE [OUT_DIR]       RL prompts: OUT_DIR/train.parquet (default out/verl/rl)
   python examples/verl/prepare_data.py sft SFT.jsonl [OUT_DIR]    SFT set: OUT_DIR/train.parquet + sft.yaml (default out/verl/sft)
@@ -19,7 +19,7 @@ def load_qa(path:Path)->list:
     return loaded.trajectories
 
 def rl(qa_file, out='out/verl/rl'):
-    from venus_nb.verl import verl_rl_frame
+    from venus_nb.verl_export import verl_rl_frame
     qa, out = load_qa(Path(qa_file)), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     verl_rl_frame(qa).to_parquet(out/'train.parquet')
@@ -34,7 +34,7 @@ def tokenizer():
 
 def sft(sft_file, out='out/verl/sft'):
     from venus_nb.trajectory import read_jsonl
-    from venus_nb.verl import write_verl_sft
+    from venus_nb.verl_export import write_verl_sft
     trajs = read_jsonl(sft_file).trajectories
     out = write_verl_sft(trajs, out, tokenizer())
     print(f'{len(trajs)} trajectories -> {out}/train.parquet; start verl SFT with\n'

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 qa=${1:?usage: run_dr_venus.sh QA_FILE [hydra overrides...]}; shift
 PY=${PY:-.venv-verl/bin/python}
 export VENUS_RL_DATA=${VENUS_RL_DATA:-out/verl/rl} GPUS=${GPUS:-8} NNODES=${NNODES:-1}
-export VERL_USE_EXTERNAL_MODULES=venus_nb.verl
+export VERL_USE_EXTERNAL_MODULES=venus_nb.verl_trainer
 "$PY" examples/verl/prepare_data.py rl "$qa" "$VENUS_RL_DATA"
 profile=()
 if [ "$GPUS" = 1 ]; then
@@ -24,7 +24,7 @@ if [ -n "${DRY_RUN:-}" ]; then  # compose and validate the config as main_ppo wo
   exec "$PY" - ${profile[@]+"${profile[@]}"} "$@" <<'PYEOF'
 import sys
 from dataclasses import asdict
-from venus_nb.verl import load_verl_config, reward_config, ig_setup
+from venus_nb.verl_trainer import load_verl_config, reward_config, ig_setup
 cfg = load_verl_config('examples/verl/dr_venus_igpo.yaml', sys.argv[1:])
 rc = ', '.join(f'{k}={v}' for k, v in asdict(reward_config(cfg.algorithm)).items())
 print(f'config ok: {rc}, nnodes={cfg.trainer.nnodes}, gpus={cfg.trainer.n_gpus_per_node}, prompts={cfg.data.train_batch_size}, '
