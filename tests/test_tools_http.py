@@ -9,7 +9,7 @@ from collections import Counter
 import httpx, pytest
 from venus_nb import web as W, schema as S
 from venus_nb.web import Cassette, ToolConfig, fetch_page, make_client
-from venus_nb.tools import Toolbox, run_tool, visit, search
+from venus_nb.tools import Toolbox, run_tool, web_visit, web_search
 from venus_nb.trajectory import ToolCall
 
 HTML = b'<html><head><title>Tower</title></head><body><nav>Menu</nav><article><h1>The Eiffel Tower</h1>' \
@@ -128,26 +128,26 @@ def run(coro): return asyncio.run(coro)
 # --- retries, Retry-After, timeouts ---
 
 def test_500s_then_success_is_retried(server):
-    obs = run(visit(f'{server.base}/flaky', 'When did the tower open?', cfg(retries=3)))
+    obs = run(web_visit(f'{server.base}/flaky', 'When did the tower open?', cfg(retries=3)))
     assert 'opened in March 1889' in obs and server.hits['/flaky'] == 3
 
 def test_5xx_retries_are_bounded(server):
-    obs = run(visit(f'{server.base}/down', 'g', cfg(retries=2)))
+    obs = run(web_visit(f'{server.base}/down', 'g', cfg(retries=2)))
     assert obs == f'[visit error] {server.base}/down: HTTP 503' and server.hits['/down'] == 3
 
 def test_429_honours_retry_after(server):
     t0 = time.perf_counter()
-    obs = run(visit(f'{server.base}/limited', 'g', cfg(retries=1)))
+    obs = run(web_visit(f'{server.base}/limited', 'g', cfg(retries=1)))
     assert 'finally' in obs and time.perf_counter() - t0 >= 1.0 and server.hits['/limited'] == 2
 
 def test_slow_response_times_out(server):
     t0 = time.perf_counter()
-    obs = run(visit(f'{server.base}/slow', 'g', cfg(request_timeout=0.3, retries=1)))
+    obs = run(web_visit(f'{server.base}/slow', 'g', cfg(request_timeout=0.3, retries=1)))
     assert (obs == f'[visit error] {server.base}/slow: timed out after 0.3 s (2 tries)'
             and time.perf_counter() - t0 < 2.5)
 
 def test_whole_call_budget(server):
-    obs = run(visit(f'{server.base}/slow', 'g', cfg(timeout=0.4, request_timeout=10)))
+    obs = run(web_visit(f'{server.base}/slow', 'g', cfg(timeout=0.4, request_timeout=10)))
     assert obs == '[visit error] the call timed out after 0.4 s'
 
 # --- caps and content types ---
@@ -162,7 +162,8 @@ def test_50mb_page_is_capped(server):
         if server.sent: break
         time.sleep(0.05)
     assert f.truncated and len(f.body) == 1_000_000 and 1_000_000 <= server.sent < HUGE // 2
-    obs = run(visit(f'{server.base}/huge', 'filler', cfg(max_bytes=200_000, max_chars=20_000, evidence_chars=1_000)))
+    obs = run(web_visit(f'{server.base}/huge', 'filler',
+                        cfg(max_bytes=200_000, max_chars=20_000, evidence_chars=1_000)))
     parsed = S.parse_visit_observation(obs)
     assert parsed and len(parsed['evidence']) <= 1_000 and len(obs) < 3_000
 
@@ -180,7 +181,7 @@ def test_page_text_cap(server):
                                          ('/untyped-bin', 'content type application/octet-stream is not text'),
                                          ('/nowhere', 'HTTP 404')])
 def test_content_types(server, path, expect):
-    assert expect in run(visit(f'{server.base}{path}', 'what does it say', cfg()))
+    assert expect in run(web_visit(f'{server.base}{path}', 'what does it say', cfg()))
 
 # --- redirects ---
 
@@ -188,14 +189,14 @@ def test_redirect_chain_to_loopback_is_refused(server):
     "Start on `localhost` (allowed by name); the chain ends at 127.0.0.1, which is not allowed"
     server.hits.clear()
     url = f'http://localhost:{server.server_port}/r1'
-    obs = run(visit(url, 'g', ToolConfig(allow_hosts=['localhost'], retries=0)))
+    obs = run(web_visit(url, 'g', ToolConfig(allow_hosts=['localhost'], retries=0)))
     assert obs == f'[visit error] {url}: redirect to {server.base}/page refused: 127.0.0.1 is a loopback address'
     assert server.hits['/r3'] == 1 and server.hits['/page'] == 0
-    assert 'opened in March 1889' in run(visit(url, 'g', ToolConfig(allow_hosts=['localhost', '127.0.0.1'])))
+    assert 'opened in March 1889' in run(web_visit(url, 'g', ToolConfig(allow_hosts=['localhost', '127.0.0.1'])))
 
 def test_redirects_to_private_or_file_are_refused(server, no_connections):
     for path, why in [('/to-private', '10.0.0.1 is a private address'), ('/to-file', "scheme 'file' is not allowed")]:
-        assert why in run(visit(f'{server.base}{path}', 'g', cfg()))
+        assert why in run(web_visit(f'{server.base}{path}', 'g', cfg()))
     assert no_connections == []   # only the loopback server was contacted
 
 def test_allow_hosts_port_is_checked_on_redirects(server, other):
@@ -203,19 +204,19 @@ def test_allow_hosts_port_is_checked_on_redirects(server, other):
     server.other, url = f'{other.base}/page', f'{server.base}/to-port'
     other.hits.clear()
     only = ToolConfig(allow_hosts=[f'127.0.0.1:{server.server_port}'], retries=0)
-    assert (run(visit(url, 'g', only))
+    assert (run(web_visit(url, 'g', only))
             == f'[visit error] {url}: redirect to {other.base}/page refused: 127.0.0.1 is a loopback address')
     assert other.hits['/page'] == 0
     both = ToolConfig(allow_hosts=[f'127.0.0.1:{server.server_port}', f'127.0.0.1:{other.server_port}'])
-    assert 'opened in March 1889' in run(visit(url, 'g', both)) and other.hits['/page'] == 1
-    assert 'opened in March 1889' in run(visit(url, 'g', cfg()))   # a bare host admits any port, as documented
+    assert 'opened in March 1889' in run(web_visit(url, 'g', both)) and other.hits['/page'] == 1
+    assert 'opened in March 1889' in run(web_visit(url, 'g', cfg()))   # a bare host admits any port, as documented
     assert (ToolConfig(allow_hosts=['LocalHost:80', '[::1]:8000', '[::1]', 'Example.org']).allow_hosts
             == ('localhost:80', '[::1]:8000', '::1', 'example.org'))
     for bad in ('127.0.0.1:0', '127.0.0.1:65536', 'localhost:'):
         with pytest.raises(ValueError, match='allow_hosts'): ToolConfig(allow_hosts=[bad])
 
 def test_redirect_loop_is_bounded(server):
-    assert run(visit(f'{server.base}/loop', 'g', cfg(max_redirects=3))).endswith('too many redirects (more than 3)')
+    assert run(web_visit(f'{server.base}/loop', 'g', cfg(max_redirects=3))).endswith('too many redirects (more than 3)')
 
 # --- SSRF table ---
 
@@ -255,14 +256,14 @@ def test_ssrf_refused_without_connecting(url, reason, no_connections):
     sent = []
     client = httpx.AsyncClient(
         transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
-    assert run(visit(url, 'read it', ToolConfig(), client)) == f'[visit error] {url}: {reason}'
+    assert run(web_visit(url, 'read it', ToolConfig(), client)) == f'[visit error] {url}: {reason}'
     # the real client, sockets guarded
-    assert run(visit(url, 'read it', ToolConfig())) == f'[visit error] {url}: {reason}'
+    assert run(web_visit(url, 'read it', ToolConfig())) == f'[visit error] {url}: {reason}'
     assert sent == [] and no_connections == []
 
 @pytest.mark.parametrize('url', [None, 3, '', '   ', 'x' * 5000, 'http://[bad', ['http://127.0.0.1/', 7]])
 def test_bad_urls_are_observations(url):
-    obs = run(visit(url, 'g', ToolConfig()))
+    obs = run(web_visit(url, 'g', ToolConfig()))
     assert obs.startswith('[visit error]'), obs
 
 def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
@@ -275,10 +276,11 @@ def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
         sent.append(r)
         return httpx.Response(200, text='public words', headers={'content-type': 'text/plain'})
     client = lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    assert run(visit('http://intranet.test/x', 'g', ToolConfig(), client())).endswith(
+    assert run(web_visit('http://intranet.test/x', 'g', ToolConfig(), client())).endswith(
         'refused: intranet.test resolves to 10.1.2.3, a private address')
-    assert 'refused: mixed.test resolves to 10.0.0.5' in run(visit('http://mixed.test/', 'g', ToolConfig(), client()))
-    assert 'public words' in run(visit('https://public.test:8443/a?b=1', 'g', ToolConfig(), client()))
+    obs = run(web_visit('http://mixed.test/', 'g', ToolConfig(), client()))
+    assert 'refused: mixed.test resolves to 10.0.0.5' in obs
+    assert 'public words' in run(web_visit('https://public.test:8443/a?b=1', 'g', ToolConfig(), client()))
     (r,) = sent
     assert ((r.url.host, r.url.port, r.headers['host'], r.extensions['sni_hostname'])
             == ('93.184.215.14', 8443, 'public.test:8443', 'public.test'))
@@ -288,7 +290,7 @@ def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
 def test_searxng_backend_and_concurrency_limit(server):
     server.peak = 0
     c = cfg(search_api='searxng', search_url=f'{server.base}/search', concurrency=2, top_k=5)
-    obs = run(search([f'q{i}' for i in range(6)], c))
+    obs = run(web_search([f'q{i}' for i in range(6)], c))
     res = json.loads(obs)
     assert ([r['query'] for r in res] == [f'q{i}' for i in range(6)]
             and all(len(r['web_page_info_list']) == 5 for r in res))
@@ -299,21 +301,21 @@ def test_searxng_backend_and_concurrency_limit(server):
 def test_serper_backend(server, monkeypatch):
     c = cfg(search_url=f'{server.base}/serper', top_k=4)
     monkeypatch.delenv('SERPER_API_KEY', raising=False)
-    assert run(search('tower', c)) == "[search error] 'tower': no search API key: set $SERPER_API_KEY"
+    assert run(web_search('tower', c)) == "[search error] 'tower': no search API key: set $SERPER_API_KEY"
     monkeypatch.setenv('SERPER_API_KEY', 'wrong')
-    assert run(search('tower', c)) == "[search error] 'tower': the search API answered HTTP 403"
+    assert run(web_search('tower', c)) == "[search error] 'tower': the search API answered HTTP 403"
     monkeypatch.setenv('SERPER_API_KEY', 'k123')
-    res = json.loads(run(search(['tower', 'paris'], c)))
+    res = json.loads(run(web_search(['tower', 'paris'], c)))
     assert [h['title'] for h in res[1]['web_page_info_list']] == [f'paris {i}' for i in range(4)]
 
 def test_openai_summariser(server):
-    obs = run(visit(f'{server.base}/page', 'When did it open?', cfg(summary_url=f'{server.base}/v1')))
+    obs = run(web_visit(f'{server.base}/page', 'When did it open?', cfg(summary_url=f'{server.base}/v1')))
     assert obs == (f'The useful information in {server.base}/page for user goal When did it open? as follows: \n\n'
                    'Evidence in page: \nopened in March 1889\n\nSummary: \nThe tower opened in 1889.')
     assert ('The Eiffel Tower opened in March 1889' in server.prompts[-1]
             and '## **User Goal**\nWhen did it open?' in server.prompts[-1])
     n = server.hits['/bad/v1/chat/completions']
-    assert run(visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/bad/v1'))).endswith(
+    assert run(web_visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/bad/v1'))).endswith(
         'the summariser gave no JSON with "evidence" and "summary" (3 tries)')
     assert server.hits['/bad/v1/chat/completions'] == n + 3
 
@@ -327,9 +329,9 @@ def test_any_chat_model_summarises(server):
 def test_cache_makes_reruns_reproducible(server, tmp_path):
     c = cfg(search_api='searxng', search_url=f'{server.base}/search', cache_path=str(tmp_path/'cache.sqlite'))
     before = server.hits['/search']
-    first = run(search('cached query', c))
-    again = [run(search('cached query', c)), run(visit(f'{server.base}/page', 'g', c)),
-             run(visit(f'{server.base}/page', 'g', c))]
+    first = run(web_search('cached query', c))
+    again = [run(web_search('cached query', c)), run(web_visit(f'{server.base}/page', 'g', c)),
+             run(web_visit(f'{server.base}/page', 'g', c))]
     assert again[0] == first and again[1] == again[2] and server.hits['/search'] == before + 1
     assert len(W.Cache(c.cache_path)) == 2
 

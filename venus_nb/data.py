@@ -5,12 +5,12 @@
 # %% ../nbs/11_data.ipynb #dc2193a0
 from __future__ import annotations
 import base64, hashlib, json, math, os, re, time
-from dataclasses import dataclass, replace, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 import pandas as pd
 from .base import LoadError, BadRecord, MAX_RECORD_BYTES, read_records, parse_json, decode_utf8, must_exist
 from .judges import JUDGES, JUDGE_MODEL, LLMJudge, judge_fn, final_answer_span
-from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, read_jsonl, render_turn_text,
+from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, render_turn_text,
                                  observation_message, load_each, between, as_loaded, is_dataset, to_dataset)
 
 # %% auto #0

@@ -4,7 +4,7 @@
 
 # %% ../nbs/25_eval.ipynb #338e6622
 from __future__ import annotations
-import json, math, random
+import math, random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from .base import summary_repr, BadRecord, read_records
 from .trajectory import Trajectory, Turn
-from .judges import exact_match, f1_score, aliases, judge_fn, normalize_answer
+from .judges import aliases, judge_fn, normalize_answer
 from .corpus import r1_passages, passage_docs, title_id
 from .data import shared_data, r1_searcher_messages, _repo_root
 
