@@ -23,7 +23,8 @@ import argparse, copy, json, math, random, statistics, time
 from dataclasses import replace
 from pathlib import Path
 import torch
-from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, pieces, policy_update, token_logps
+from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, pieces, policy_update
+from venus_nb.scoring import token_logps
 from venus_nb.models import Policy, load_policy
 from venus_nb.synth import SynthConfig, generate
 from venus_nb.trajectory import from_record
