@@ -203,7 +203,8 @@ def check(args, work:Path)->dict:
     "Every phase in order; the figures as one dict"
     from venus_nb.models import pick_backend, load_policy
     from venus_nb.warm_start import WarmConfig, warm_world, rollout_config
-    from venus_nb.igpo import IGPOConfig, rl_policy, engine_dtype
+    from venus_nb.igpo import IGPOConfig, rl_policy
+    from venus_nb.rollout import engine_dtype
     from venus_nb.trajectory import write_jsonl
     t0, s = time.perf_counter(), settings(args)
     device, dtype = s['device'], s['dtype']

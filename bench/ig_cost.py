@@ -11,7 +11,8 @@ import json, sys, time
 from pathlib import Path
 import torch
 from venus_nb.models import load_policy
-from venus_nb.rewards import RewardConfig, gt_logprobs, scored_boundaries
+from venus_nb.rewards import RewardConfig
+from venus_nb.scoring import gt_logprobs, scored_boundaries
 from venus_nb.trajectory import from_record
 
 SRC = Path(__file__).resolve().parents[1].parent/'shared/data/dr-venus/Trajectory-Example/SFT_Trajectories/0000.json'

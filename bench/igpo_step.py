@@ -95,7 +95,7 @@ def greedy_rollouts(pol, qs, corpus, cfg, cache_turns):
 
 def update_tokens(ps, share:bool)->int:
     "Tokens the update runs through the model: every rollout whole, or each shared prompt (but its last token) once"
-    from venus_nb.rewards import prompt_groups
+    from venus_nb.scoring import prompt_groups
     whole = sum(len(p.ids) for p in ps)
     if not share: return whole
     return whole - sum((len(idx) - 1) * (len(pr) - 1) for pr, idx in prompt_groups(ps).items()

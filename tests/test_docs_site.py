@@ -140,7 +140,7 @@ def test_pages_in_chromium(site, browser):
     browser.get((site/'search.html').as_uri() + '?q=information_gain')
     hits = "return Array.from(document.querySelectorAll('#search-results li a'), a => a.getAttribute('href'))"
     WebDriverWait(browser, 30).until(lambda d: d.execute_script(hits))
-    assert any(h.startswith('24_rewards.html') for h in browser.execute_script(hits))
+    assert any(h.startswith('27_scoring.html') for h in browser.execute_script(hits))
     # the tutorials' pages open from the sidebar, two folders deep
     browser.get((site/'tutorials'/'experiment.html').as_uri())
     browser.execute_script('arguments[0].click()', browser.find_element(By.LINK_TEXT, 'Replay'))

@@ -331,7 +331,7 @@ def test_replay_without_ground_truth_is_refused_or_given_one(tmp_path, capsys, t
     assert not (tmp_path/'r.html').exists()
     code, out, err = _cli(['replay', f, '--model', tiny_dir, '--out', tmp_path/'r.html', '--gt', t.gt], capsys)
     assert code == 0 and (tmp_path/'r.html').exists() and 'wrote' in out
-    from venus_nb.rewards import gt_logprobs
+    from venus_nb.scoring import gt_logprobs
     m, tok = tiny_model('llama')
     with pytest.raises(ValueError, match='has no ground truth'): gt_logprobs(m, tok, read_jsonl(f).trajectories[0])
 

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
 from venus_nb.models import load_policy, tiny_model
-from venus_nb.rewards import (RewardConfig, answer_probe, gt_logprobs, information_gain, information_gain_naive,
-                              prefilled)
+from venus_nb.rewards import RewardConfig
+from venus_nb.scoring import answer_probe, gt_logprobs, information_gain, information_gain_naive, prefilled
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, from_record
 
 ALL = RewardConfig(scored='all_tools')

@@ -7,7 +7,8 @@ import pytest
 import torch
 from conftest import shared_file
 from venus_nb.igpo import (IGPOConfig, rl_policy, make_optimizer, pieces, policy_update, score_rollouts, advantages_of,
-                           float32_weights, cast_params)
+                           float32_weights)
+from venus_nb.rollout import cast_params
 from venus_nb.models import load_policy, tiny_model
 from venus_nb.rewards import RewardConfig
 from venus_nb.trajectory import from_record, read_jsonl

@@ -5,14 +5,16 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
-from venus_nb.igpo import (IGPOConfig, loss_terms, k3_kl, masked_mean, igpo_loss, token_logps, score_rollouts,
-                           advantages_of, Piece, pieces, fill_old_and_ref, policy_update, rl_policy, make_optimizer,
-                           save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo, turn_logps, learning_rate,
-                           reference, sync_engine,
-                           FULL_LR, LORA_LR)
+from venus_nb.igpo import (IGPOConfig, score_rollouts, advantages_of, Piece, pieces, fill_old_and_ref, policy_update,
+                           rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo,
+                           turn_logps, learning_rate, reference, FULL_LR, LORA_LR)
+from venus_nb.loss import loss_terms, k3_kl, masked_mean, igpo_loss
+from venus_nb.scoring import token_logps
+from venus_nb.rollout import sync_engine
 from venus_nb.models import tiny_model
 from venus_nb.judges import LLMJudge, em_judge, judge_fn, outcomes, judge_spec
-from venus_nb.rewards import RewardConfig, prefilled
+from venus_nb.rewards import RewardConfig
+from venus_nb.scoring import prefilled
 from venus_nb.rollout import RolloutConfig
 from venus_nb.trajectory import read_jsonl
 
@@ -35,15 +37,15 @@ def test_ratio_one_is_plain_policy_gradient_plus_kl():
     mask = (torch.rand(3, 7, generator=g) > 0.4).float()
     mask[0, 0] = 1
     cfg = IGPOConfig(kl_coef=0.05)
-    loss = igpo_loss(logp, logp.detach(), ref, adv, mask, cfg)
+    loss = igpo_loss(loss_terms(logp, logp.detach(), ref, adv, cfg), mask, cfg)
     kl = (torch.exp(ref - logp.detach()) - (ref - logp.detach()) - 1)
     want = -(adv * mask).sum() / mask.sum() + 0.05 * (kl * mask).sum() / mask.sum()
     assert torch.allclose(loss, want, atol=1e-6)
     t = loss_terms(logp, logp.detach(), ref, adv, cfg)
     assert torch.allclose(t['ratio'], torch.ones_like(logp)) and t['clipped'].sum() == 0
     # no reference (kl_coef=0 path): the KL term is zero
-    assert torch.allclose(igpo_loss(logp, logp.detach(), None, adv, mask, cfg), -(adv * mask).sum() / mask.sum(),
-                          atol=1e-6)
+    no_ref = igpo_loss(loss_terms(logp, logp.detach(), None, adv, cfg), mask, cfg)
+    assert torch.allclose(no_ref, -(adv * mask).sum() / mask.sum(), atol=1e-6)
 
 @pytest.mark.parametrize('r,A,want,clipped', [
     (1.5, 2.0, -2 * 1.2, 1),    # A > 0, r above 1+ε: −A(1+ε)
@@ -82,7 +84,7 @@ def test_masked_tokens_get_no_gradient():
     ref = logp.detach() + torch.randn(2, 9, generator=g)
     adv = 2 * torch.randn(2, 9, generator=g)
     mask = torch.tensor([[0, 0, 1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 0, 0, 0, 0, 0, 0.]])
-    igpo_loss(logp, old, ref, adv, mask, IGPOConfig(kl_coef=0.1)).backward()
+    igpo_loss(loss_terms(logp, old, ref, adv, (c := IGPOConfig(kl_coef=0.1))), mask, c).backward()
     assert (logp.grad[mask == 0] == 0).all()
     assert (logp.grad[mask == 1] != 0).any()
 
@@ -91,7 +93,7 @@ def test_token_mean_weights_sequences_by_tokens():
     logp = torch.zeros(2, 8)
     mask = torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 0, 0.]])
     adv = torch.tensor([[1.0] * 8, [0.0] * 8])
-    loss = igpo_loss(logp, logp, None, adv, mask, IGPOConfig(kl_coef=0))
+    loss = igpo_loss(loss_terms(logp, logp, None, adv), mask, IGPOConfig(kl_coef=0))
     assert float(loss) == pytest.approx(-2 / 8)      # seq-mean would give -0.5
     assert float(masked_mean(torch.ones(3), torch.zeros(3))) == 0.0   # an empty mask is 0, not NaN
 
@@ -103,7 +105,7 @@ def test_unclipped_loss_is_ratio_surrogate(b, n, seed):
     adv = torch.randn(b, n, generator=g) * 3
     mask = (torch.rand(b, n, generator=g) > 0.5).float()
     cfg = IGPOConfig(clip_low=1e6, clip_high=1e6, dual_clip=None, kl_coef=0.0)
-    got = igpo_loss(logp, old, ref, adv, mask, cfg)
+    got = igpo_loss(loss_terms(logp, old, ref, adv, cfg), mask, cfg)
     want = masked_mean(-adv * torch.exp(logp - old), mask)
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -222,7 +224,7 @@ def test_minibatch_gradient_is_the_token_mean(tiny_rl):
     lp = torch.cat([token_logps(model, p.ids) for p in ps])
     cat = lambda k: torch.cat([getattr(p, k) for p in ps])
     old = lp.detach() if ps[0].old is None else cat('old')   # one epoch of one mini-batch: π_old is π
-    igpo_loss(lp, old, None, cat('adv'), cat('mask'), cfg).backward()
+    igpo_loss(loss_terms(lp, old, None, cat('adv'), cfg), cat('mask'), cfg).backward()
     assert any(g.abs().sum() > 0 for g in got)
     for a, q in zip(got, params): assert torch.allclose(a, q.grad, atol=1e-6, rtol=1e-4)
 
@@ -555,18 +557,35 @@ def test_a_kind_with_too_few_questions_stops_before_training(tmp_path):
 
 def test_resume_is_refused_where_the_machine_computes_otherwise(tmp_path, monkeypatch):
     "A bf16 run's checkpoint records its bf16 kernels; resuming where they differ is refused unless allowed"
-    import venus_nb.igpo as lib
+    import venus_nb.igpo as lib, venus_nb.checkpoints as ck
     cfg = IGPOConfig(lora_r=None, dtype='bfloat16', output_dir=str(tmp_path))
     pol = rl_policy(tiny_model('llama'), cfg)
     save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [], random.Random(0))
-    here = lib.fast_bf16()
+    here = ck.fast_bf16()
     saved = lib.read_state(tmp_path/'checkpoint-1')['arithmetic']
     assert saved == dict(dtype='bfloat16', device='cpu', bf16_kernels=here)
     lib._start(pol, cfg)   # the same machine resumes
-    monkeypatch.setattr(lib, 'fast_bf16', lambda: not here)
+    monkeypatch.setattr(ck, 'fast_bf16', lambda: not here)
     with pytest.raises(ValueError, match=f'bf16_kernels {here} there, {not here} here'): lib._start(pol, cfg)
     assert lib._start(pol, cfg, allow_arithmetic_change=True)[3] == tmp_path/'checkpoint-1'
     f32 = replace(cfg, dtype='float32', output_dir=str(tmp_path/'f32'))   # float32 resumes on any machine
     p32 = rl_policy(tiny_model('llama'), f32)
     save_checkpoint(p32.model, make_optimizer(p32.model, f32), f32, 1, [], random.Random(0))
     lib._start(p32, f32)
+
+def test_step_bar_counts_steps_through_on_step(tmp_path):
+    "`step_bar` advances through `igpo(..., on_step=...)`, nothing patched; a resumed run's bar starts at its step"
+    import io
+    from venus_nb.terminal import step_bar
+    qs, world = _world()
+    cfg = replace(_cfg(tmp_path/'run'), steps=2)
+    rows, drawn = [], io.StringIO()
+    with step_bar(cfg, disable=False, file=drawn) as on_step:
+        seen = lambda row: rows.append(row) or on_step(row)
+        res = igpo(tiny_model('llama'), qs, world, cfg, live=False, on_step=seen)
+    assert on_step.bar.n == 2 and [r['step'] for r in rows] == [1, 2] == list(res.metrics.step)
+    assert '2/2' in drawn.getvalue()
+    more = replace(cfg, steps=3)
+    with step_bar(more, disable=False, file=io.StringIO()) as on_step:
+        igpo(tiny_model('llama'), qs, world, more, live=False, on_step=on_step)
+    assert (on_step.bar.initial, on_step.bar.n) == (2, 3)   # resumed from checkpoint-2

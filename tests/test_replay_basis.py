@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT, WORLD, cli_result as _cli, one_error as _one_error
 from venus_nb.models import tiny_model
-from venus_nb.rewards import RewardConfig, Scored, GTLogProbs, gt_logprobs
+from venus_nb.rewards import RewardConfig, Scored, GTLogProbs
+from venus_nb.scoring import gt_logprobs
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, read_jsonl, to_record
 from venus_nb.replay import Replay, random_logprobs, replay_html, replay_figure, rollout_rows
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, write_jsonl
 from venus_nb.judges import NO_VERDICT
-from venus_nb.rewards import answer_probe, information_gain_naive
+from venus_nb.scoring import answer_probe, information_gain_naive
 from venus_nb import select as S
 from venus_nb.judges import LLMVerifier, answer_key
 from venus_nb.select import (SELECTORS, Candidate, Selector, pick_majority, pick_weighted, pick_verified, top, select,

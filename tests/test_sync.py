@@ -10,8 +10,9 @@ import pytest, torch
 from venus_nb.corpus import load_corpus  # noqa: F401 (before vllm: the import order of the kernel-scan crash)
 from venus_nb.rollout import RolloutConfig, rollout
 from venus_nb.models import load_policy
-from venus_nb.igpo import (IGPOConfig, rl_policy, sync_engine, token_logps, pieces, policy_update, make_optimizer,
-                           warn_rounding, merge_kept)
+from venus_nb.igpo import IGPOConfig, rl_policy, pieces, policy_update, make_optimizer
+from venus_nb.rollout import sync_engine, warn_rounding, merge_kept
+from venus_nb.scoring import token_logps
 from conftest import tiny_vllm_folder, need_vllm
 
 pytestmark = pytest.mark.usefixtures('one_thread')   # see conftest.py

@@ -7,7 +7,7 @@ import pytest
 from venus_nb.igpo import IGPOConfig, igpo, run_dir, scalars
 from venus_nb.models import tiny_model
 from venus_nb.sft import SFTConfig, sft
-from venus_nb.checkpoints import trackers
+from venus_nb.tracking import trackers
 
 pytest.importorskip('tensorboard', reason='TensorBoard is not installed: pip install tensorboard')
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -33,7 +33,7 @@ def test_config_round_trip_keeps_report_to(tmp_path):
     assert SFTConfig.load(s.save(tmp_path/'s.json')) == s
 
 def test_missing_tensorboard_is_a_clear_error(monkeypatch, tmp_path):
-    import venus_nb.checkpoints as S
+    import venus_nb.tracking as S
     monkeypatch.setattr(S, 'has_module', lambda name: name != 'tensorboard')
     with pytest.raises(ImportError, match='pip install tensorboard'): S.need_tensorboard()
     from test_igpo import _cfg, _world

@@ -10,7 +10,8 @@ import torch
 from omegaconf import OmegaConf
 from conftest import ROOT
 from venus_nb.models import tiny_model
-from venus_nb.rewards import RewardConfig, turn_advantages, token_advantages, information_gain, information_gain_naive
+from venus_nb.rewards import RewardConfig, turn_advantages, token_advantages
+from venus_nb.scoring import information_gain, information_gain_naive
 from venus_nb.trajectory import Tokenized, Trajectory, Turn, ToolCall, from_record, special_tokens
 from venus_nb import verl_export as vx, verl_trainer as vv
 

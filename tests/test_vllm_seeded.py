@@ -71,7 +71,8 @@ def test_reload_follows_trained_weights(tmp_path, world):
     try: import vllm  # noqa: F401
     except ImportError as e: pytest.skip(f'vllm is not importable ({e})')
     from venus_nb.rollout import vllm_engine
-    from venus_nb.igpo import IGPOConfig, rl_policy, sync_engine
+    from venus_nb.igpo import IGPOConfig, rl_policy
+    from venus_nb.rollout import sync_engine
     from venus_nb.models import load_policy
     from conftest import _set_threads
     folder = tiny_model(tmp_path/'base')

@@ -124,7 +124,7 @@ def _fix(reason:str, max_chars:int|None)->str:
 
 def unscored_note(lp, traj:Trajectory, model, name:str, max_chars:int|None=None)->str|None:
     "What the replay could not score, counted by reason (past the model's context, ...), with the fix; None if nothing"
-    from venus_nb.rewards import window_reason
+    from venus_nb.scoring import window_reason
     n = len(lp.unscored) or lp.cut
     if not n: return None
     counts = Counter(lp.unscored.values()) or Counter({window_reason(model.config.max_position_embeddings): n})
@@ -142,7 +142,7 @@ def scoring_line(traj:Trajectory, where:str, name:str)->str:
 def _score(traj:Trajectory, args):
     "(log p(gt) of the trajectory under --model, the model): the line first in a terminal"
     from venus_nb.models import load_policy
-    from venus_nb.rewards import gt_logprobs
+    from venus_nb.scoring import gt_logprobs
     pol = load_policy(args.model, dtype='float32')
     traj = replace(traj, tokens=traj.tokenize(pol.tokenizer))
     if in_terminal(): print(scoring_line(traj, f'trajectory {args.index} of {args.input}', args.model), file=sys.stderr,
@@ -382,9 +382,9 @@ def run_igpo(inputs:dict, cfg)->list:
                          read_corpus(inputs['corpus'], inputs['questions']))
     engine = None if inputs['engine'] == 'transformers' else policy_engine(inputs)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
-    with step_bar(cfg):
+    with step_bar(cfg) as on_step:
         res = igpo(inputs['policy'], questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,
-                   live=False)
+                   live=False, on_step=on_step)
     say(res._repr_markdown_() + '\n'
         + res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]].round(4).to_string(index=False))
     return [write_csv(res.metrics, res.output_dir/'metrics.csv'), res.output_dir]

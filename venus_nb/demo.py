@@ -123,7 +123,7 @@ def question_groups(trajs:list)->list:
 def step_rewards(trajs:list, policy_dir:str, n:int=3):
     "Score log p(gt) and IG after every visit on the n shortest trajectories (a group per question), build TurnRewards"
     from venus_nb.models import load_policy
-    from venus_nb.rewards import gt_logprobs
+    from venus_nb.scoring import gt_logprobs
     from venus_nb.rewards import Scored
     pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
     groups = question_groups(trajs)
@@ -191,9 +191,9 @@ def step_igpo(engine, warm, questions:list, corpus, out:Path, steps:int=2):
     from venus_nb.rollout import HFEngine
     cfg = demo_igpo_config(warm, out, steps)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
-    with step_bar(cfg):
+    with step_bar(cfg) as on_step:
         res = igpo(warm.policy(), questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,
-                   live=False)
+                   live=False, on_step=on_step)
     write_csv(res.metrics, out/'igpo_metrics.csv')
     shown = res.metrics[[c for c in IGPO_COLUMNS if c in res.metrics]]
     say(f'## 9. IGPO: {res._repr_markdown_()}\n' + shown.round(4).to_string(index=False))

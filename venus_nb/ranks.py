@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from .base import free_port
-from .rewards import Probe, cached_logps, cached_passes
+from .scoring import Probe, cached_logps, cached_passes
 
 # %% auto #0
 __all__ = ['CountedModel', 'rollout_logps', 'planned_passes', 'most_over_ranks', 'lockstep', 'lockstep_logps', 'gloo_ranks',
@@ -30,12 +30,12 @@ class CountedModel:
 # %% ../nbs/28_ranks.ipynb #22e4c872
 def rollout_logps(model, requests:list, # per rollout: `ids` (prompt + response) and its `ig_plan`
                   temperature:float=1.0, chunk:int=8192)->list[list[float]]:
-    "Mean log p(gt) at every boundary of every rollout: `rewards.cached_logps`, the scorer of local IGPO"
+    "Mean log p(gt) at every boundary of every rollout: `scoring.cached_logps`, the scorer of local IGPO"
     return [cached_logps(model, r['ids'], r['bounds'], Probe(r['probe'], tuple(r['gt_span'])), temperature, chunk)
             for r in requests]
 
 def planned_passes(requests:list, chunk:int=8192)->int:
-    "The forward passes `rollout_logps` runs on `requests`, known from their plans beforehand (`rewards.cached_passes`)"
+    "The forward passes `rollout_logps` runs on `requests`, known from their plans beforehand (`scoring.cached_passes`)"
     return sum(cached_passes(r['bounds'], len(r['probe']), chunk) for r in requests)
 
 # %% ../nbs/28_ranks.ipynb #0189a1e5

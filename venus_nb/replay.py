@@ -16,8 +16,8 @@ import traitlets
 from fastcore.basics import patch
 from .base import write_atomic
 from .trajectory import Trajectory, Turn
-from .rewards import (RewardConfig, GTLogProbs, Scored, Slots, slot_rewards, discount, scored_kinds,
-                              NO_RESPONSE)
+from .rewards import RewardConfig, GTLogProbs, Scored, Slots, slot_rewards, discount, scored_kinds
+from .scoring import NO_RESPONSE
 from .judges import aliases
 
 # %% auto #0

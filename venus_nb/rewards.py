@@ -10,17 +10,14 @@ from pathlib import Path
 from typing import Callable, Literal
 from fastcore.basics import patch
 import numpy as np
-from .judges import aliases, exact_match
+from .judges import exact_match
 from .base import summary_repr, check_ranges
 
 # %% auto #0
-__all__ = ['ESTIMATORS', 'REPLY', 'NO_RESPONSE', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages', 'grpo_advantages',
-           'estimator_fn', 'finite', 'Slots', 'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards',
-           'discount', 'spread', 'RewardDetails', 'with_visit_bonus', 'reward_details', 'turn_advantages',
-           'token_advantages', 'Probe', 'answer_probe', 'scored_kinds', 'scored_boundaries', 'probe_mask', 'Prefix',
-           'prefilled', 'crop_to', 'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes',
-           'cached_logps', 'GTLogProbs', 'window_reason', 'unscored_turns', 'gt_logprobs', 'ig_from_logprobs',
-           'information_gain', 'information_gain_naive', 'turn_rewards', 'Scored', 'scores_problem']
+__all__ = ['ESTIMATORS', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
+           'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
+           'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'scored_kinds', 'GTLogProbs',
+           'ig_from_logprobs', 'turn_rewards', 'Scored', 'scores_problem']
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -227,186 +224,13 @@ def token_advantages(tokens, # a `Tokenized` (ids, loss_mask, assistant_spans)
             if tokens.loss_mask[j]: out[j] = float(adv)
     return out
 
-# %% ../nbs/24_rewards.ipynb #0d193c6f
-from contextlib import contextmanager
-from typing import NamedTuple
-import torch
-from .trajectory import generation_prompt, end_of_turn, literal_span, encode_text
-
-REPLY = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer>"
-
-@dataclass
-class Probe:
-    "Token ids of the teacher-forced answer and where the ground truth sits in them"
-    ids: list
-    gt_span: tuple  # [start, end) within ids
-
-# %% ../nbs/24_rewards.ipynb #49eb2e70
-def _literal_probe(tok, text:str, a:int, b:int)->Probe:
-    "The probe with the ground truth `text[a:b]` encoded as plain text (it holds a special token's string)"
-    head, gt = tok.encode(text[:a], add_special_tokens=False), encode_text(tok, text[a:b])
-    return Probe(head + gt + tok.encode(text[b:], add_special_tokens=False), (len(head), len(head) + len(gt)))
-
-def answer_probe(tokenizer, gt)->Probe:
-    "The fake final reply (generation prompt + answer) that IG teacher-forces"
-    if not (golds := aliases(gt)): raise ValueError(f'no ground truth to score log p(gt) against (gt={gt!r})')
-    gt = golds[0]
-    gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
-    text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + REPLY.format(gt=gt)
-    start = text.rindex('<answer>\n') + len('<answer>\n')
-    if literal_span(tokenizer, gt):
-        return _literal_probe(tokenizer, text + end_of_turn(tokenizer), start, start + len(gt))
-    enc = tokenizer(text + end_of_turn(tokenizer), add_special_tokens=False, return_offsets_mapping=True)
-    in_gt = [j for j, (a, b) in enumerate(enc['offset_mapping']) if a < start + len(gt) and b > start]
-    if not in_gt: raise ValueError(f'ground truth {gt!r} has no tokens')
-    return Probe(enc['input_ids'], (in_gt[0], in_gt[-1] + 1))
-
-# %% ../nbs/24_rewards.ipynb #0fd43111
+# %% ../nbs/24_rewards.ipynb #daee557c
 def scored_kinds(cfg:RewardConfig=RewardConfig())->set:
     "The turn kinds whose boundary IG scores (`cfg.scored`)"
     return dict(visit={'visit'}, none=set()).get(cfg.scored, {'search', 'visit', 'other', 'invalid'})
 
-def scored_boundaries(traj, tokens, cfg:RewardConfig=RewardConfig())->dict:
-    "{turn index: token position after its observation} for the turns whose boundary is scored"
-    want = scored_kinds(cfg)
-    return {t.index: span[1] for t, span in zip(traj.turns[:-1], tokens.observation_spans[:-1])
-            if span and t.kind in want}
 
-def _mean_logp(logits, probe, temperature):
-    "Mean log-prob of the GT tokens given logits over the probe positions"
-    a, b = probe.gt_span
-    lp = torch.log_softmax(logits[a - 1:b - 1].float() / temperature, dim=-1)
-    return lp.gather(-1, torch.tensor(probe.ids[a:b])[:, None]).mean().item()
-
-# %% ../nbs/24_rewards.ipynb #f43b0fde
-@torch.no_grad()
-def _naive_logp(model, ids, boundary, probe, temperature):
-    x = torch.tensor([ids[:boundary] + probe.ids], device=model.device)
-    return _mean_logp(model(input_ids=x).logits[0, boundary:], probe, temperature)
-
-def _points(traj, tokens, cfg):
-    "(token position, turn or None for the baseline) of every scored boundary"
-    return [(tokens.prompt_len, None)] + [(b, t) for t, b in scored_boundaries(traj, tokens, cfg).items()]
-
-# %% ../nbs/24_rewards.ipynb #472f38a2
-def probe_mask(bounds:list, L:int, R:int, dtype=torch.float32)->torch.Tensor:
-    "4D additive mask for K probes of R tokens after L cached tokens: probe k sees [0, bounds[k]) and its own past"
-    neg = torch.finfo(dtype).min
-    mask = torch.full((1, 1, len(bounds) * R, L + len(bounds) * R), neg, dtype=dtype)
-    own = torch.triu(torch.full((R, R), neg, dtype=dtype), 1)
-    for k, b in enumerate(bounds):
-        rows = slice(k * R, (k + 1) * R)
-        mask[0, 0, rows, :b] = 0
-        mask[0, 0, rows, L + k * R:L + (k + 1) * R] = own
-    return mask
-
-# %% ../nbs/24_rewards.ipynb #62eb5853
-@torch.no_grad()
-def _prefill(model, ids, cache, chunk):
-    "Fill the cache with ids, chunk by chunk, computing no logits over them"
-    for s in range(0, len(ids), chunk):
-        model(input_ids=torch.tensor([ids[s:s + chunk]], device=model.device), past_key_values=cache, use_cache=True,
-              logits_to_keep=1)
-
-# %% ../nbs/24_rewards.ipynb #8b0e2479
-class Prefix(NamedTuple):
-    "A KV cache holding the first `n` tokens that several sequences share (the prompt of a group of rollouts)"
-    n: int
-    cache: object
-
-def prefilled(model, ids:list, chunk:int=8192)->Prefix:
-    "`ids` run through `model` once, as a `Prefix` that every sequence starting with them can continue from"
-    from transformers import DynamicCache
-    cache = DynamicCache()
-    _prefill(model, ids, cache, chunk)
-    return Prefix(len(ids), cache)
-
-# %% ../nbs/24_rewards.ipynb #308038ba
-def crop_to(cache, n:int):
-    "Drop what `cache` holds past its first `n` tokens"
-    extra = cache.get_seq_length() - n
-    if extra > 0: cache.crop(-extra)   # a count to remove (`crop(0)` would keep everything)
-
-@contextmanager
-def continued(prefix:Prefix|None):
-    "(n, cache) to continue from (a fresh cache without a prefix); the cache is cropped back to the prefix afterwards"
-    from transformers import DynamicCache
-    n, cache = prefix or (0, DynamicCache())
-    try: yield n, cache
-    finally: crop_to(cache, n)
-
-# %% ../nbs/24_rewards.ipynb #072d4ad5
-def prompt_groups(token_lists:list)->dict:
-    "{prompt ids: indices of the sequences that start with it}, from each `Tokenized`'s `prompt_len` (None skipped)"
-    groups = {}
-    for i, t in enumerate(token_lists):
-        if t is not None: groups.setdefault(tuple(t.ids[:t.prompt_len]), []).append(i)
-    return groups
-
-def each_prompt_once(model, tokens:list, # per sequence its `Tokenized` (or None: scored from scratch)
-                     max_len:int|None, # the window; a prompt longer than it is not prefilled
-                     score # (index, `Prefix` or None) -> the sequence's result
-                    )->list:
-    "`score` on every sequence, the prompt of each group that shares one run through `model` once (a KV cache)"
-    window = max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)
-    out = [None] * len(tokens)
-    for prompt, idx in prompt_groups(tokens).items():
-        # all but the prompt's last token: the first generated token's log-prob is computed from the position before it
-        prefix = prefilled(model, list(prompt[:-1])) if len(idx) > 1 and 1 < len(prompt) < window else None
-        for i in idx: out[i] = score(i, prefix)
-    for i, t in enumerate(tokens):
-        if t is None: out[i] = score(i, None)
-    return out
-
-# %% ../nbs/24_rewards.ipynb #bd02143c
-@torch.no_grad()
-def _probe_logps(model, cache, bounds, probe, temperature):
-    "Score several boundaries in one pass over the cache, then crop the probes off it"
-    L, R, dev = cache.get_seq_length(), len(probe.ids), model.device
-    x = torch.tensor([probe.ids * len(bounds)], device=dev)
-    pos = torch.tensor([[b + j for b in bounds for j in range(R)]], device=dev)
-    logits = model(input_ids=x, position_ids=pos, attention_mask=probe_mask(bounds, L, R, model.dtype).to(dev),
-                   past_key_values=cache, use_cache=True).logits[0]
-    cache.crop(-len(bounds) * R)
-    return [_mean_logp(logits[k * R:(k + 1) * R], probe, temperature) for k in range(len(bounds))]
-
-# %% ../nbs/24_rewards.ipynb #61c3ba3d
-def probe_group(bounds:list, # increasing token positions to score after
-                probe_len:int # tokens in the probe
-               )->int:
-    "Probes per pass: as many as keep the probe mask under about 2^25 entries"
-    return max(1, 2**25 // (probe_len * (bounds[-1] + probe_len)))
-
-def cached_passes(bounds:list, probe_len:int, chunk:int=8192, group:int|None=None,
-                  prefix_n:int=0 # tokens already in a cache (`Prefix.n`)
-                 )->int:
-    "How many forward passes `cached_logps` runs for these boundaries: prefill chunks, then one per group of probes"
-    if not bounds: return 0
-    return -(-max(0, bounds[-1] - prefix_n) // chunk) + -(-len(bounds) // (group or probe_group(bounds, probe_len)))
-
-# %% ../nbs/24_rewards.ipynb #2da8d0ec
-def cached_logps(model, # a causal LM: a transformers model, or the module a trainer holds (e.g. verl's actor)
-                 ids:list, # the token ids of one trajectory
-                 bounds:list, # increasing token positions to score after
-                 probe:Probe, # the teacher-forced answer (`answer_probe`)
-                 temperature:float=1.0, chunk:int=8192,
-                 group:int|None=None, # probes per pass; None: as many as keep the mask under about 2^25 entries
-                 prefix:Prefix|None=None # the first tokens of `ids` already cached (`prefilled`), ending ≤ bounds[0]
-                )->list[float]:
-    "Mean log p(gt) after each boundary of one token sequence: one chunked prefill, then the probes over the cache"
-    if not bounds: return []
-    if prefix and prefix.n > bounds[0]:
-        raise ValueError(f'the prefix ({prefix.n} tokens) runs past the first boundary ({bounds[0]})')
-    with continued(prefix) as (n, cache):
-        _prefill(model, ids[n:bounds[-1]], cache, chunk)
-        g = group or probe_group(bounds, len(probe.ids))
-        return [lp for i in range(0, len(bounds), g)
-                for lp in _probe_logps(model, cache, bounds[i:i + g], probe, temperature)]
-
-def _cached_logps(model, ids, points, probe, temperature, chunk, group=None, prefix=None):
-    return cached_logps(model, ids, [b for b, _ in points], probe, temperature, chunk, group, prefix)
-
-# %% ../nbs/24_rewards.ipynb #d44016d4
+# %% ../nbs/24_rewards.ipynb #6ffed1ed
 @dataclass
 class GTLogProbs:
     "Mean log p(gt) at the baseline and after each turn (None where not scored), and why a turn IG scores has none"
@@ -415,43 +239,6 @@ class GTLogProbs:
     cut: int = 0  # scored boundaries dropped because they exceed the window
     unscored: dict = field(default_factory=dict)  # {turn index: why it has no log p(gt)}, for turns IG would score
 
-def window_reason(window:int)->str:
-    "Why a boundary past the model's context window has no log p(gt)"
-    return f"past the model's context window ({window:,} positions)"
-
-NO_RESPONSE = 'no tool response to score after'
-
-def unscored_turns(traj, # the rollout
-                   bounds:dict, # {turn index: token position} of its scored boundaries (`scored_boundaries`)
-                   kept:set, # the turns of `bounds` that were scored
-                   window:int, # the model's context window, in positions
-                   cfg:RewardConfig=RewardConfig())->dict:
-    "{turn: reason} for every well-formed turn IG scores that got no log p(gt) (malformed turns take a penalty instead)"
-    want = scored_kinds(cfg)
-    return {t.index: window_reason(window) if t.index in bounds else NO_RESPONSE
-            for t in traj.turns[:-1] if t.ok and t.kind in want and t.index not in kept}
-
-def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), method:str='cached',
-                chunk:int=8192, max_len:int|None=None, probe_batch:int|None=None,
-                prefix:Prefix|None=None # the rollout's prompt already in a cache (`prefilled`), shared with its group
-               )->GTLogProbs:
-    "Mean log-prob of the ground truth at every scored boundary of `traj`, and why any turn IG scores has none"
-    if not aliases(gt := traj.gt if gt is None else gt):   # IG is the rise of log p(gt): without one, no number
-        raise ValueError(f'trajectory {traj.meta.get("id", traj.question[:60])!r} has no ground truth (gt={gt!r}): '
-                         'information gain needs one: pass gt=..., or `venus-nb replay --gt TEXT`; '
-                         '`venus-nb replay --no-scores` replays its turns without scores')
-    probe = answer_probe(tokenizer, gt)
-    window = max_len or getattr(model.config, 'max_position_embeddings', 1 << 30)
-    limit, tokens = window - len(probe.ids), traj.tokens or traj.tokenize(tokenizer)
-    every = _points(traj, tokens, cfg)
-    ids, pts = tokens.ids, [(b, t) for b, t in every if b <= limit]
-    if method == 'naive': lps = [_naive_logp(model, ids, b, probe, cfg.temperature) for b, _ in pts]
-    else: lps = _cached_logps(model, ids, pts, probe, cfg.temperature, chunk, probe_batch, prefix if pts else None)
-    per_turn = [None] * len(traj.turns)
-    for (_, t), lp in zip(pts[1:], lps[1:]): per_turn[t] = lp
-    kept = {t for _, t in pts[1:]} if pts and pts[0][1] is None else set()   # no baseline: no IG at all
-    why = unscored_turns(traj, {t: b for b, t in every[1:]}, kept, window, cfg)
-    return GTLogProbs(lps[0] if lps else float('nan'), per_turn, len(every) - len(pts), why)
 
 # %% ../nbs/24_rewards.ipynb #2a29c4ff
 def ig_from_logprobs(lp:GTLogProbs, cfg:RewardConfig=RewardConfig())->list:
@@ -462,15 +249,6 @@ def ig_from_logprobs(lp:GTLogProbs, cfg:RewardConfig=RewardConfig())->list:
         out.append(None if v is None else finite(f(v) - f(prev)))
         if v is not None: prev = v
     return out
-
-# %% ../nbs/24_rewards.ipynb #4706642c
-def information_gain(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), **kw)->list:
-    "IG per assistant turn, None where not scored (one prefill with KV-cache reuse)"
-    return ig_from_logprobs(gt_logprobs(model, tokenizer, traj, gt, cfg, 'cached', **kw), cfg)
-
-def information_gain_naive(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), **kw)->list:
-    "IG per assistant turn by re-encoding prefix + reply at every boundary (reference)"
-    return ig_from_logprobs(gt_logprobs(model, tokenizer, traj, gt, cfg, 'naive', **kw), cfg)
 
 # %% ../nbs/24_rewards.ipynb #a3196a80
 import pandas as pd

@@ -4,8 +4,8 @@
 
 # %% ../nbs/23_rollout.ipynb #890a5c5a
 from __future__ import annotations
-import asyncio, math, os, random, time, warnings, concurrent.futures
-from dataclasses import dataclass, field, replace
+import asyncio, copy, json, math, os, random, shutil, time, warnings, concurrent.futures
+from dataclasses import dataclass, field, asdict, fields, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,
@@ -18,6 +18,7 @@ from .schema import system_prompt, tool_error
 __all__ = ['LIMIT_MESSAGES', 'SEEDS', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated',
            'cut_generation', 'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache',
            'plain_cache', 'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for',
+           'cast_params', 'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
            'Running', 'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round',
            'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync', 'kv_capacity', 'projected_tokens',
            'typical_length', 'in_flight', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
@@ -501,6 +502,68 @@ def engine_for(policy, cfg:RolloutConfig=RolloutConfig()):
     if isinstance(policy, (HFEngine, VLLMEngine)) or hasattr(policy, 'stop_ids'): return policy
     model, tok = policy
     return HFEngine(model, tok, cfg.batch_size)
+
+# %% ../nbs/23_rollout.ipynb #a28a59a0
+def cast_params(model, dtype):
+    "Cast the parameters to `dtype` in place; buffers (rotary frequencies) stay as they are"
+    for p in model.parameters(): p.data = p.data.to(dtype)
+    return model
+
+# %% ../nbs/23_rollout.ipynb #f8948c87
+def engine_follows(engine, model)->str|None:
+    "How an engine gets new weights: 'lora' (the adapter), 'reload' (merged weights), None (generates with the policy)"
+    from venus_nb.checkpoints import is_adapter
+    if isinstance(engine, HFEngine) or not hasattr(engine, 'load_lora'): return None
+    if is_adapter(model) and getattr(engine, 'takes_lora', True): return 'lora'
+    if hasattr(engine, 'reload'): return 'reload'
+    raise NotImplementedError('this engine follows LoRA adapters only: train LoRA, or use `vllm_engine` '
+                              '(which reloads weights) or the transformers engine (the default)')
+
+# %% ../nbs/23_rollout.ipynb #626e792e
+def merged_copy(model):
+    "The policy as a plain model: LoRA merged into a float32 copy of the weights (no rounding); a full fine-tune as is"
+    import torch
+    from venus_nb.checkpoints import is_adapter
+    return cast_params(copy.deepcopy(model), torch.float32).merge_and_unload() if is_adapter(model) else model
+
+# %% ../nbs/23_rollout.ipynb #15b99114
+def engine_dtype(engine):
+    "The dtype a vLLM engine computes in (None for other engines)"
+    cfg = getattr(getattr(getattr(engine, 'llm', None), 'llm_engine', None), 'model_config', None)
+    return getattr(cfg, 'dtype', None)
+
+# %% ../nbs/23_rollout.ipynb #b95eff8c
+def merge_kept(w, delta, dtype=None # the engine's dtype; None: bfloat16
+              )->dict:
+    "What a `dtype` engine keeps of an update `delta` merged into weights `w` (on its grid): share changed, cosine"
+    import torch
+    dtype = dtype or torch.bfloat16
+    w, delta = w.detach().to(dtype).float(), delta.detach().float()
+    kept = (w + delta).to(dtype).float() - w
+    cos = float(torch.nn.functional.cosine_similarity(kept.flatten(), delta.flatten(), dim=0)) if kept.any() else 0.0
+    return dict(changed=float((kept != 0).float().mean()), cosine=cos)
+
+# %% ../nbs/23_rollout.ipynb #59ab5346
+def warn_rounding(engine, model):
+    "Warn where a LoRA update would be merged into an engine computing in half precision (it rounds away)"
+    import torch
+    from venus_nb.checkpoints import is_adapter
+    dt = engine_dtype(engine)
+    if engine_follows(engine, model) == 'reload' and is_adapter(model) and dt not in (None, torch.float32):
+        warnings.warn(f'the engine computes in {dt}: a LoRA update merged into its weights rounds away; build it with '
+                      '`vllm_engine(..., enable_lora=True)` so it serves the adapter '
+                      '(the step metrics logp_mismatch_* show the gap)')
+
+def sync_engine(engine, model, folder:Path):
+    "Make the engine generate with the current policy: load its adapter, or reload its merged weights"
+    how = engine_follows(engine, model)
+    if how: shutil.rmtree(folder, ignore_errors=True)   # nothing stale: an engine reads every weight file in the folder
+    if how == 'lora':
+        model.save_pretrained(folder)
+        engine.load_lora(str(folder))
+    if how == 'reload':
+        merged_copy(model).save_pretrained(folder)
+        engine.reload(str(folder))
 
 # %% ../nbs/23_rollout.ipynb #c1b37a02
 @dataclass

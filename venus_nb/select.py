@@ -14,8 +14,8 @@ import numpy as np, pandas as pd
 from .base import config_kwargs, summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl
 from .judges import LLMVerifier, answer_key
-from .rewards import (RewardConfig, answer_probe, gt_logprobs, ig_from_logprobs, scored_boundaries,
-                              each_prompt_once)
+from .rewards import RewardConfig, ig_from_logprobs
+from .scoring import answer_probe, gt_logprobs, scored_boundaries, each_prompt_once
 from .eval import (KS, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table, _fill_ids,
                            _paper_traces)
 from .stats import TIE, bootstrap_mean, paired_stats

@@ -11,8 +11,9 @@ import pandas as pd
 import torch
 from .models import Policy, load_policy, optional_import, pick_backend, BACKENDS
 from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
-from .checkpoints import (trackers, need_tensorboard, newest_whole, first_problem, file_checks, check_json,
-                                  config_changes, describe_changes, is_adapter, in_notebook, remove_stale_temps)
+from .tracking import trackers, need_tensorboard, in_notebook
+from .checkpoints import (newest_whole, first_problem, file_checks, check_json, config_changes,
+                                  describe_changes, is_adapter, remove_stale_temps)
 from .trajectory import as_trajectories
 
 # %% auto #0

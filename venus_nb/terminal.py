@@ -99,20 +99,17 @@ IGPO_COLUMNS = ['step', 'accuracy', 'groups_differing', 'ig_slots', 'mean_ig', '
 
 # %% ../nbs/40_terminal.ipynb #0c667904
 @contextmanager
-def step_bar(cfg):
-    "A progress bar over IGPO steps in a terminal (the library's `igpo` shows a live figure in a notebook instead)"
+def step_bar(cfg, **kw # passed on to tqdm, e.g. `disable=False, file=...` to draw where there is no terminal
+            ):
+    "A progress bar over IGPO steps and the callback that advances it: `igpo(..., on_step=...)`"
     from tqdm.auto import tqdm
-    from venus_nb import igpo as lib
-    ckpt = lib.last_igpo_checkpoint(cfg.output_dir)
-    bar, step = tqdm(total=cfg.steps, initial=lib.read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step',
-                     disable=None), lib.igpo_step
-    def counted(*args, **kw):
-        row, scored = step(*args, **kw)
+    from venus_nb.igpo import last_igpo_checkpoint, read_state
+    ckpt = last_igpo_checkpoint(cfg.output_dir)
+    bar = tqdm(total=cfg.steps, initial=read_state(ckpt)['step'] if ckpt else 0, desc='IGPO', unit='step',
+               **{'disable': None, **kw})
+    def on_step(row:dict):
         bar.update()
         bar.set_postfix(accuracy=f"{row['accuracy']:.2f}", loss=f"{row['loss']:+.4f}")
-        return row, scored
-    lib.igpo_step = counted
-    try: yield bar
-    finally:
-        lib.igpo_step = step
-        bar.close()
+    on_step.bar = bar
+    try: yield on_step
+    finally: bar.close()

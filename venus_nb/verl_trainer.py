@@ -10,8 +10,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from .judges import judge_fn, outcomes, aliases, LLMJudge
-from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages,
-                              Probe, answer_probe, scored_boundaries, cached_logps, GTLogProbs, ig_from_logprobs)
+from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages, GTLogProbs,
+                              ig_from_logprobs)
+from .scoring import Probe, answer_probe, scored_boundaries, cached_logps
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening,
                                  encode_text)
