@@ -32,12 +32,12 @@ test: env
 	$(VENV)/bin/pytest $(PYTEST_ARGS) -m "not slow" tests
 
 # ruff, lines of at most 120 characters: no long lines or ;-joined statements in the notebooks (the source of the
-# library; the exported modules' docstring and __all__ lines are nbdev's), tests and benches; no syntax errors or
-# comparisons to literals anywhere
+# library; the exported modules' docstring and __all__ lines are nbdev's), tests and benches; in the library, tests and
+# benches no syntax errors and pyflakes' F rules (unused imports, redefinitions, undefined names, comparisons to literals)
 RUFF := $(VENV)/bin/ruff check --line-length 120
 lint: env
 	$(RUFF) --select E501,E702,E703,E9 nbs tests bench
-	$(RUFF) --select E702,E703,E9,F63,F7 venus_nb tests bench
+	$(RUFF) --select E702,E703,E9,F venus_nb tests bench
 
 slow: env
 	$(VENV)/bin/pytest $(PYTEST_ARGS) -m slow tests

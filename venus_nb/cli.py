@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, contextlib, importlib, json, logging, os, sys, time, warnings
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, asdict, replace
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 from typing import Callable
 from .base import MAX_RECORD_BYTES, write_atomic, check_keys, config_kwargs, Settings

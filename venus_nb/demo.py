@@ -8,9 +8,11 @@ import json, re, time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from .base import atomic_open
 from .trajectory import read_jsonl, write_jsonl, Loaded
 from .terminal import say, in_terminal, CLIError, readable, writable_folder, write_csv, step_bar, IGPO_COLUMNS
+if TYPE_CHECKING: from venus_nb.igpo import IGPOConfig   # imported where the demo trains: the CLI starts without torch
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'step_load', 'error_rule', 'rule_counts', 'step_check', 'step_clean', 'step_resample', 'step_tokenize',

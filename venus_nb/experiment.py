@@ -7,15 +7,18 @@ from __future__ import annotations
 import datetime, hashlib, json, math, re, time
 from dataclasses import dataclass, field, fields, asdict, replace, is_dataclass, MISSING
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 import numpy as np, pandas as pd
 from .base import summary_repr, write_atomic, config_kwargs, Settings
 from .eval import pass_at_k, tool_counts
 from .data import as_questions, question_kind
 from .models import fast_dtype, cpu_name
 from .checkpoints import weights_sha256, prune_checkpoints
-from .stats import (TIE, MIN_SEEDS, bootstrap_mean, paired_stats, sign_test, verdict, directed_verdict, holm,
-                    resampled, seed_note, seed_tests)
+from .stats import (TIE, bootstrap_mean, paired_stats, directed_verdict, holm, resampled, seed_note,
+                            seed_tests)
+if TYPE_CHECKING:   # imported where they run: reading an experiment's tables loads no trainer
+    from venus_nb.rewards import Scored
+    from venus_nb.igpo import IGPOConfig
 
 # %% auto #0
 __all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES',

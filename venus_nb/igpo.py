@@ -313,7 +313,6 @@ def _full(model, dtype, cfg):
 def rl_policy(policy:Policy|str, cfg:IGPOConfig=IGPOConfig())->Policy:
     "The policy stage 2 trains: a new LoRA adapter, or every weight with `lora_r=None`; an SFT adapter is merged first"
     from peft import PeftModel
-    from venus_nb.models import weights_source
     policy = load_policy(policy, 'transformers', dtype='float32') if isinstance(policy, str) else policy
     if getattr(policy.model, '_hf_peft_config_loaded', False):
         raise ValueError('this policy carries an adapter loaded by transformers, which stage 2 cannot merge: '

@@ -4,8 +4,8 @@
 
 # %% ../nbs/23_rollout.ipynb #890a5c5a
 from __future__ import annotations
-import asyncio, copy, json, math, os, random, shutil, time, warnings, concurrent.futures
-from dataclasses import dataclass, field, asdict, fields, replace
+import asyncio, copy, math, os, random, shutil, time, warnings, concurrent.futures
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .trajectory import (Trajectory, Tokenized, Turn, message_pieces, generation_prompt, end_of_turn,

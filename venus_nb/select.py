@@ -4,10 +4,10 @@
 
 # %% ../nbs/32_select.ipynb #a51e1825
 from __future__ import annotations
-import itertools, json, math, os
+import itertools, json, math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd

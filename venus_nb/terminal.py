@@ -4,7 +4,7 @@
 
 # %% ../nbs/40_terminal.ipynb #2ddd4e5b
 from __future__ import annotations
-import os, re, sys, tempfile
+import re, sys, tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from .base import write_atomic

@@ -10,16 +10,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from .judges import judge_fn, outcomes, aliases, LLMJudge
-from .rewards import (RewardConfig, rollout_slots, turn_advantages, token_advantages, GTLogProbs,
-                              ig_from_logprobs)
-from .scoring import Probe, answer_probe, scored_boundaries, cached_logps
+from .rewards import RewardConfig, rollout_slots, turn_advantages, GTLogProbs, ig_from_logprobs
+from .scoring import answer_probe, scored_boundaries
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening,
                                  encode_text)
 # where a message's own text lies in a render: the local path's plain-text rule
 from .trajectory import _literal_span
-from .schema import TOOL_SCHEMAS, system_prompt
-from .ranks import CountedModel, rollout_logps, planned_passes, most_over_ranks, lockstep, lockstep_logps
+from .schema import TOOL_SCHEMAS
+from .ranks import lockstep_logps
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +34,7 @@ __all__ = ['log', 'SLOT_CODES', 'UNSCORED', 'NO_PLAN', 'IG_FIELDS', 'assistant_r
 
 # %% ../nbs/42_verl_trainer.ipynb #89153eca
 try:
-    import verl
+    import verl  # noqa: F401 (is verl here at all?)
     from verl.trainer.ppo.core_algos import register_adv_est, get_adv_estimator_fn
 except ImportError as e:
     raise ImportError('venus_nb.verl_trainer needs verl, in its own environment: pip install "venus_nb[verl]" '
@@ -370,7 +369,7 @@ def register_estimator(name:str='venus_igpo'):
 register_estimator()
 
 # %% ../nbs/42_verl_trainer.ipynb #ff258819
-from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopMetrics, register as register_agent_loop
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register as register_agent_loop
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop, AgentState
 from fastcore.basics import patch
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import hashlib, json, os, shutil, tempfile, time
 from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
-from fastcore.basics import patch
 from .models import cache_dir, load_policy, has_module, fast_bf16
 from .base import summary_repr, write_atomic
-from .trajectory import Trajectory, read_jsonl, write_jsonl
+from .trajectory import read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['TEST_WORLD_OFFSET', 'WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config',
