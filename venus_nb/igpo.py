@@ -41,12 +41,9 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'STATE_KEYS', 'IG
 from .data import check_shares
 
 FULL_LR = 1e-6   # DR-Venus' constant lr, every weight trained
-LORA_LR = 2.5e-5 # a LoRA step (r=16, alpha=32) moves the policy as far as a full step at FULL_LR (bench/igpo_lr.py)
-# the embedded 135M model's full step, measured (31_experiment): 1e-6 leaves KL at 0.000, 1e-5 takes a shortcut
-# (one hop on uniform batches, two on every question by step 16), 6e-6 for 12 steps lifted held-out Pass@1 by 0.10
-CPU_FULL_LR = 6e-6
-# a LoRA step that moves it as far (a step's change grows linearly with the lr)
-CPU_LORA_LR = LORA_LR * CPU_FULL_LR / FULL_LR
+LORA_LR = 2.5e-5 # the LoRA lr (r=16, alpha=32) whose step moves the policy as far as a full step at FULL_LR
+CPU_FULL_LR = 6e-6   # the full step of the embedded 135M model, for which FULL_LR is too small
+CPU_LORA_LR = LORA_LR * CPU_FULL_LR / FULL_LR   # a LoRA step that moves it as far (a step's change is linear in lr)
 
 @dataclass
 class IGPOConfig(Settings):
