@@ -180,9 +180,9 @@ def test_qa_loaders_make_datasets_in_one_call():
         as_questions(Dataset.from_list([{'id': 1, 'question': 'a'}, {'id': 2, 'question': None}]))
 
 def test_world_questions_as_dataset_feed_an_experiment_start():
-    from venus_nb.eval import world_eval
+    from venus_nb.evaluation import world_questions
     from venus_nb.experiment import Start
-    qs, _ = world_eval()
+    qs, _ = world_questions()
     start = Start(lambda: None, Dataset.from_list(qs[:4]), Dataset.from_list(qs[4:6]), None, None)
     assert start.train == qs[:4] and start.validation == qs[4:6]
 

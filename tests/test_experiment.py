@@ -81,9 +81,9 @@ def test_config_reads_yaml(tmp_path):
 
 def test_tiny_experiment_writes_everything_and_resumes(tmp_path):
     from venus_nb.models import tiny_model
-    from venus_nb.eval import world_eval
+    from venus_nb.evaluation import world_questions
     from venus_nb.rollout import RolloutConfig
-    qa, corpus = world_eval()
+    qa, corpus = world_questions()
     start = Start(lambda: tiny_model('llama'), qa[:4], qa[4:6], corpus,
                   RolloutConfig(max_turns=2, max_new_tokens=8, min_answer_tokens=4, turn_jitter=0, progress=False))
     cfg = ExperimentConfig(seeds=(0, 1), steps=2, questions_per_step=1, G=2, eval_questions=2, ks=(1, 2),

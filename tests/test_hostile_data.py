@@ -266,7 +266,7 @@ def test_an_over_long_line_is_reported_not_read(tmp_path):
 
 def test_a_gt_list_means_any_item(tmp_path):
     from venus_nb.judges import exact_match, f1_score
-    from venus_nb.eval import evaluate_trajectories
+    from venus_nb.evaluation import evaluate_trajectories
     rec = dict(RECORDS[0], gt=['a', 'b'])
     rec['messages'] = (rec['messages'][:-1]
                        + [{'role': 'assistant', 'content': '<think>\nso\n</think>\n<answer>b</answer>'}])

@@ -7,7 +7,7 @@ import pytest
 from venus_nb.trajectory import Trajectory, Turn, ToolCall
 from venus_nb.judges import (LLMJudge, JUDGE_PROMPT, JUDGE_MODEL, judge_fn, judge_reference, parse_verdict, outcomes,
                              exact_match)
-from venus_nb import eval as ev
+from venus_nb import evaluation as ev
 
 # --- a tiny chat-completions server --------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ the third-party data too); the manual it used to hold lives on the documentation
 draws what its tables hold"""
 import json, os, re, subprocess, sys
 from conftest import ROOT
-from venus_nb.select import read_selection
+from venus_nb.selection import read_selection
 
 README = ROOT/'README.md'
 LINK = re.compile(r'(!?)\[(?:[^\]`]|`[^`]*`)*\]\(([^)\s]+)\)')
@@ -83,7 +83,7 @@ def test_cli_page_lists_every_command():
     assert [c for c in sub.choices if f'| `{c}` |' not in table] == []
 
 def test_selection_figure_draws_every_selector_measured():
-    "The warm start's selection figure (README, `explanations/results` and `32_select`) has a line for each selector"
+    "The warm start's selection figure (README, `explanations/results` and `32_selection`) has a line for each selector"
     folder = ROOT/'examples'/'select'/'warm_start'
     svg, table = (folder/'selection.svg').read_text(), read_selection(folder).table
     assert [s for s in table.selector.unique() if f'>{s}<' not in svg] == []

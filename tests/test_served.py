@@ -214,7 +214,7 @@ def test_rollouts_stay_in_the_servers_context(smol_tok, world, qa):
     assert all(len(t.tokens.ids) <= 1500 for t in trajs) and {t.meta['stop'] for t in trajs} <= {'context', 'no_answer'}
 
 def test_evaluate_takes_the_engine(smol_tok, world, qa):
-    from venus_nb.eval import evaluate
+    from venus_nb.evaluation import evaluate
     report = evaluate(engine(smol_tok, scripted_server(smol_tok, [ANSWER])), qa[:2], world, cfg(), ks=(1, 2))
     assert report.rows.answer.tolist() == ['42'] * 4 and len(report.rows) == 4
 

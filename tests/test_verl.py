@@ -13,7 +13,7 @@ from venus_nb.models import tiny_model
 from venus_nb.rewards import RewardConfig, turn_advantages, token_advantages
 from venus_nb.scoring import information_gain, information_gain_naive
 from venus_nb.trajectory import Tokenized, Trajectory, Turn, ToolCall, from_record, special_tokens
-from venus_nb import verl_export as vx, verl_trainer as vv
+from venus_nb import verl_export as vx, verl_trainer as vv, ranks as rk
 
 VARIANTS = {'default': {}, 'separate': dict(norm='separate'), 'joint': dict(norm='joint'),
             'split': dict(credit='split'), 'replace': dict(penalty='replace'), 'prob_diff': dict(ig='prob_diff'),
@@ -326,12 +326,12 @@ def test_worker_method_is_registered_for_data_parallel_dispatch():
 def test_lockstep_evens_out_forward_passes():
     "Ranks that scored less run 1-token passes until every rank ran as many forward passes as the busiest"
     model, _ = tiny_model()
-    ranks = [vv.CountedModel(model) for _ in range(3)]
+    ranks = [rk.CountedModel(model) for _ in range(3)]
     for n, m in zip([0, 2, 5], ranks):
         for _ in range(n): m(input_ids=torch.zeros((1, 2), dtype=torch.long))
     most = max(m.calls for m in ranks)
-    assert [vv.lockstep(m, most) for m in ranks] == [5, 3, 0] and {m.calls for m in ranks} == {5}
-    assert vv.most_over_ranks(4, 'cpu') == 4  # outside torch.distributed
+    assert [rk.lockstep(m, most) for m in ranks] == [5, 3, 0] and {m.calls for m in ranks} == {5}
+    assert rk.most_over_ranks(4, 'cpu') == 4  # outside torch.distributed
 
 def _fsdp_worker_rank(job):
     "One actor rank on CPU: the tiny model under FSDP2 (every forward pass all-gathers), scored by the worker method"
@@ -350,11 +350,11 @@ def test_two_fsdp_ranks_with_unequal_shares_agree_before_the_first_forward():
             for r in (_as_verl(_random_traj(rng), tok, cfg) for _ in range(3))]
     jobs = [{'requests': reqs[:2], 'temperature': 1.0, 'chunk': 16, 'seed': 4},
             {'requests': reqs[2:], 'temperature': 1.0, 'chunk': 16, 'seed': 4}]
-    planned = [vv.planned_passes(j['requests'], 16) for j in jobs]
+    planned = [rk.planned_passes(j['requests'], 16) for j in jobs]
     assert planned[0] != planned[1]
     (lp0, n0), (lp1, n1) = gloo_ranks(_fsdp_worker_rank, jobs, timeout=240)
     assert n0 == n1 == max(planned)
-    want = vv.rollout_logps(model, reqs, 1.0, 16)
+    want = rk.rollout_logps(model, reqs, 1.0, 16)
     for got, ref in zip(lp0 + lp1, want): assert _same(got, ref, 1e-5), (got, ref)
 
 def test_balanced_shards():
@@ -486,7 +486,7 @@ def test_a_plan_without_marker_codes_is_an_error_naming_the_row(caplog):
     good, bad = [_as_verl(_random_traj(rng), tok, cfg) for _ in range(2)]
     bad = {**_scalar_only(bad), 'key': 'q7_1_0'}
     assert bad['plan']['turns'][1:] and vv.pending_turns(bad['rm_scores'], bad['response_mask']) == []
-    score = lambda reqs: vv.rollout_logps(model, reqs)
+    score = lambda reqs: rk.rollout_logps(model, reqs)
     with pytest.raises(ValueError, match=r'q7_1_0: the plan scores turns'):
         vv.information_gain_rows([good, bad], score, cfg)
     with caplog.at_level('WARNING'):
@@ -538,7 +538,7 @@ def test_ig_is_scored_at_the_venus_temperature(venus_trainer):
                   ['algorithm.venus.temperature=0.7', 'actor_rollout_ref.rollout.temperature=1.0'])
     [lp] = tr._score_ig([{**r['plan'], 'ids': r['prompts'] + r['responses']}])
     assert {j['temperature'] for j in actors.jobs[0]} == {0.7}
-    assert _same(lp, vv.rollout_logps(model, [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 0.7)[0], 1e-6)
+    assert _same(lp, rk.rollout_logps(model, [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 0.7)[0], 1e-6)
 
 def test_trainer_swaps_in_the_venus_worker(venus_trainer):
     from verl.trainer.ppo.utils import Role
@@ -842,7 +842,7 @@ def test_agent_loop_output_reaches_the_ig_step_through_verl(venus_trainer, monke
     rcfg = vv.reward_config(cfg.algorithm)
     rows, masks = [], []
     for o in outs:  # the IG the actor gives on the loop's own ids and plan, written into the loop's row
-        lp = vv.rollout_logps(model, [{**o.extra_fields['venus_ig'], 'ids': o.prompt_ids + o.response_ids}],
+        lp = rk.rollout_logps(model, [{**o.extra_fields['venus_ig'], 'ids': o.prompt_ids + o.response_ids}],
                               rcfg.temperature)[0]
         ig = vv.ig_from_plan(o.extra_fields['venus_ig'], lp, len(vv.assistant_runs(o.response_mask)), rcfg)
         rows.append(vv.fill_ig(torch.tensor(o.turn_rewards), o.response_mask, ig, rcfg))

@@ -342,7 +342,7 @@ def run_rollout(inputs:dict, cfg)->list:
 # %% ../nbs/45_cli.ipynb #5e646e9d
 def eval_selectors(inputs:dict)->tuple[dict, object]:
     "The selectors `--select` names and their verifier (URL checked); a CLIError for an unknown one or a missing URL"
-    from venus_nb.select import selectors_of, as_verifier
+    from venus_nb.selection import selectors_of, as_verifier
     if not inputs.get('select'): return {}, None
     try:
         sel = selectors_of(inputs['select'])
@@ -354,8 +354,8 @@ def eval_selectors(inputs:dict)->tuple[dict, object]:
 def run_eval(inputs:dict, cfg)->list:
     "Pass@k of a policy on held-out questions: rollouts, score rows, Pass@k; --select: each selector's picks and scores"
     from venus_nb.rollout import rollout
-    from venus_nb.eval import evaluate_trajectories, KS
-    from venus_nb.select import as_policy, write_selection, with_selection
+    from venus_nb.evaluation import evaluate_trajectories, KS
+    from venus_nb.selection import as_policy, write_selection, with_selection
     select, verifier = eval_selectors(inputs)   # checked before anything loads
     questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
                          read_corpus(inputs['corpus'], inputs['questions']))

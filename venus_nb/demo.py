@@ -215,7 +215,7 @@ def step_meaning(row:dict)->str:
 def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that generates with it
               questions:list, corpus, out:Path, warm):
     "Pass@K and browse statistics of the warm start's rollouts and of the IGPO policy's rollouts on the same questions"
-    from venus_nb.eval import evaluate_trajectories, evaluate
+    from venus_nb.evaluation import evaluate_trajectories, evaluate
     from venus_nb.warm_start import rollout_config
     import pandas as pd
     cfg = replace(rollout_config(warm.config), seed=1, progress=in_terminal())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, TYPE_CHECKING
 import numpy as np, pandas as pd
 from .base import summary_repr, write_atomic, config_kwargs, Settings
-from .eval import pass_at_k, tool_counts
+from .evaluation import pass_at_k, tool_counts
 from .data import as_questions, question_kind
 from .models import fast_dtype, cpu_name
 from .checkpoints import weights_sha256, prune_checkpoints
@@ -484,7 +484,7 @@ class Registration:
 
     __repr__ = summary_repr
     def _repr_markdown_(self):
-        from venus_nb.eval import markdown_table
+        from venus_nb.evaluation import markdown_table
         hs = pd.DataFrame(self.hypotheses).assign(difference=lambda d: d.a + ' − ' + d.b)
         return (f'**Registration** `{self.config_hash}` ({self.registered_at or "not written"}): '
                 f'{len(self.arms)} arms × {len(self.seeds)} seeds, {len(self.hypotheses)} hypotheses\n\n'
@@ -539,7 +539,7 @@ def eval_seed(arm:str, seed:int, split:str='validation')->int:
 
 def _question_rows(trajs:list, label:str, seed:int, kinds:list|None=None)->pd.DataFrame:
     "Per question: samples `n`, correct samples `c`, mean turns and visits per rollout, the question's kind"
-    from venus_nb.eval import score_trajectories
+    from venus_nb.evaluation import score_trajectories
     df = score_trajectories(trajs)
     g = df.groupby('group').agg(n=('correct', 'size'), c=('correct', 'sum'), turns=('turns', 'mean'),
                                 visits=('visit', 'mean'))
@@ -687,7 +687,7 @@ class ExperimentResult:
 
     __repr__ = summary_repr
     def _repr_markdown_(self):
-        from venus_nb.eval import markdown_table
+        from venus_nb.evaluation import markdown_table
         note = seed_note(len(self.cfg.seeds))
         registered = ('' if not self.cfg.hypotheses
                       else '\n\n**Registered hypotheses** (test split, Holm-corrected):\n\n'

@@ -560,7 +560,7 @@ class IGPOResult:
                 f'format errors {m.format_error_rate.iloc[-1]:.2f}, KL {m.kl.iloc[-1]:.4f}; '
                 f'saved to `{self.output_dir}`')
 
-def _live(rows, handle):
+def _live_figure(rows, handle):
     if not in_notebook(): return handle
     from IPython.display import display
     fig = metrics_figure(pd.DataFrame(rows))
@@ -656,7 +656,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
             if cfg.save_rollouts and last: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
             if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
                 save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
-            if live is not False: handle = _live(rows, handle)
+            if live is not False: handle = _live_figure(rows, handle)
             if on_step: on_step(row)
     save_final(pol, cfg, data, len(rows))
     return IGPOResult(pol, pd.DataFrame(rows), last, out, str(ckpt) if ckpt else None, changes)

@@ -534,7 +534,7 @@ def _rollout_summary(r, traj, rows):
                 advantage=float(_num(rows['advantage']).mean()), answer=plain_answer(traj.turns[-1].answer)[:40])
 
 # %% ../nbs/30_replay.ipynb #06b328c3
-def picked_by(picks:dict|None, # {selector: rollout id} (`select.Selection.picked`)
+def picked_by(picks:dict|None, # {selector: rollout id} (`selection.Selection.picked`)
               r:int)->str:
     "The selectors that picked rollout `r`, comma-separated ('' for none)"
     return ', '.join(n for n, p in (picks or {}).items() if p == r)
@@ -621,7 +621,7 @@ class Replay(widgets.VBox):
                  rewards=None, # its `TurnRewards` rows, a `Scored` (then credit variants can be toggled), or None
                  rollout:int|None=None, # rollout to start with
                  limit:int=1500, # characters of each text shown before the expand control
-                 picks:dict|None=None): # {selector: rollout id} (`select.Selection.picked`), shown in the group
+                 picks:dict|None=None): # {selector: rollout id} (`selection.Selection.picked`), shown in the group
         self.rewards, self.limit, self.picks = rewards, limit, picks
         self.trajs, self.rollout = pair_rollouts(traj, rewards, rollout)
         self.table = rewards_table(rewards, self.trajs)
@@ -859,7 +859,7 @@ def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
                 rewards=None, # its `TurnRewards` rows, a `Scored`, or None (no scores: the turns alone)
                 rollout:int|None=None, # the rollout to show
                 limit:int=1500, # characters of each text shown before the expand control
-                picks:dict|None=None # {selector: rollout id} (`select.Selection.picked`), shown in the group
+                picks:dict|None=None # {selector: rollout id} (`selection.Selection.picked`), shown in the group
                )->str:
     "The replay of one rollout as a self-contained HTML page: plotly.js inlined, no network"
     trajs, r = pair_rollouts(traj, rewards, rollout)

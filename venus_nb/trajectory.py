@@ -20,7 +20,7 @@ __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_b
            'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
            'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
            'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span', 'literal_span',
-           'turn_markers', 'encode_around', 'message_ids']
+           'turn_markers', 'encode_around', 'message_literal_span', 'message_ids']
 
 # %% ../nbs/01_trajectory.ipynb #6896a637
 TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -625,7 +625,7 @@ def encode_around(tok, text:str, span:tuple[int, int]|None)->list[int]:
 # %% ../nbs/01_trajectory.ipynb #117b0182
 _STAND_IN = '\x00venus-nb text\x00'
 
-def _literal_span(tok, messages, k, full, **kw):
+def message_literal_span(tok, messages, k, full, **kw):
     "Where message k's own text lies in the full render, if it must be plain text; found by rendering a stand-in for it"
     m = messages[k]
     if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return None
@@ -660,7 +660,7 @@ def _segments(tok, messages, **kw):
         if m['role'] == 'assistant':
             out.append([(*s, False) for s in
                         _assistant_segments(full[a:b], generation_prompt(tok, messages[:k], **kw), eot)])
-        else: out.append(_text_segments(full, a, b, _literal_span(tok, messages, k, full, **kw)))
+        else: out.append(_text_segments(full, a, b, message_literal_span(tok, messages, k, full, **kw)))
     return out
 
 # %% ../nbs/01_trajectory.ipynb #f0e60533

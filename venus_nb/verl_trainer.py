@@ -16,7 +16,7 @@ from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening,
                                  encode_text)
 # where a message's own text lies in a render: the local path's plain-text rule
-from .trajectory import _literal_span
+from .trajectory import message_literal_span
 from .schema import TOOL_SCHEMAS
 from .ranks import lockstep_logps
 
@@ -345,7 +345,9 @@ def limit_reason(turns:int, # assistant turns generated so far
     return 'context' if room is None or room < max_new_tokens else None
 
 # %% ../nbs/42_verl_trainer.ipynb #f06c52f8
-def _live(tokenizer, text:str)->list[int]: return tokenizer.encode(text, add_special_tokens=False) if text else []
+def _encoded_live(tokenizer, text:str)->list[int]:
+    "Token ids of `text` with its special-token strings live (encoded as the special tokens)"
+    return tokenizer.encode(text, add_special_tokens=False) if text else []
 
 def plain_text_ids(tokenizer, messages:list,
                    **template_kw # `apply_chat_template` arguments: add_generation_prompt, tools, ...
@@ -353,10 +355,10 @@ def plain_text_ids(tokenizer, messages:list,
     "Token ids of `messages` rendered by the chat template; text plain where `Trajectory.tokenize` reads it so"
     full = tokenizer.apply_chat_template(messages, tokenize=False, **template_kw)
     cuts = [x for k in range(len(messages))
-            if (s := _literal_span(tokenizer, messages, k, full, **template_kw)) for x in s]
+            if (s := message_literal_span(tokenizer, messages, k, full, **template_kw)) for x in s]
     edges = [0, *cuts, len(full)]
     return [i for j, (a, b) in enumerate(zip(edges, edges[1:]))
-            for i in (encode_text if j % 2 else _live)(tokenizer, full[a:b])]
+            for i in (encode_text if j % 2 else _encoded_live)(tokenizer, full[a:b])]
 
 # %% ../nbs/42_verl_trainer.ipynb #5065251a
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY

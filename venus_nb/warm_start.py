@@ -171,7 +171,7 @@ def check(folder, held:list, corpus, cfg:WarmConfig=WarmConfig(),
          )->dict:
     "Well-formed share, Pass@1 and rollout figures of a model folder on the held-out questions"
     from venus_nb.rollout import rollout
-    from venus_nb.eval import evaluate_trajectories
+    from venus_nb.evaluation import evaluate_trajectories
     t = time.time()
     engine = engine_for_folder(folder, cfg.engine, dtype=cfg.dtype)
     trajs = rollout(engine, held, corpus, rollout_config(cfg))

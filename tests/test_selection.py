@@ -7,10 +7,11 @@ import numpy as np, pandas as pd, pytest, torch
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, write_jsonl
 from venus_nb.judges import NO_VERDICT
 from venus_nb.scoring import answer_probe, information_gain_naive
-from venus_nb import select as S
+from venus_nb import selection as S
 from venus_nb.judges import LLMVerifier, answer_key
-from venus_nb.select import (SELECTORS, Candidate, Selector, pick_majority, pick_weighted, pick_verified, top, select,
-                             candidate_table, measure, subsets, evidence_text, LOGP, run_selection, SELECTION_FILES)
+from venus_nb.selection import (SELECTORS, Candidate, Selector, pick_majority, pick_weighted, pick_verified, top,
+                                select, candidate_table, measure, subsets, evidence_text, LOGP, run_selection,
+                                SELECTION_FILES)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -304,8 +305,8 @@ def test_measurement_is_paired_and_reproducible():
 # --- evaluate, the saved run and the command ------------------------------------------------------------------------
 
 def test_evaluate_with_select(tiny):
-    from venus_nb.eval import evaluate_trajectories
-    from venus_nb.select import with_selection
+    from venus_nb.evaluation import evaluate_trajectories
+    from venus_nb.selection import with_selection
     rep = with_selection(evaluate_trajectories(hand(), ks=(1, 2, 4)), hand(), 'majority,evidence', tiny)
     assert rep.selection is not None and set(rep.selection.table.selector) == {'majority', 'evidence'}
     assert rep.selection.selection.picks.correct.dtype == bool and '**model**' in rep._repr_markdown_()
@@ -343,7 +344,7 @@ def test_cli_eval_select_writes_the_selection(server, sent, monkeypatch, tmp_pat
 
 # run-folder readers: a selection folder with junk tables is an error naming the file, not a crash in `figure()`
 def test_read_selection_names_the_file_and_needs_its_columns(tmp_path):
-    from venus_nb.select import read_selection, SELECTION_FILES
+    from venus_nb.selection import read_selection, SELECTION_FILES
     src = Path(__file__).parents[1]/'examples/select/warm_start'
     for f in SELECTION_FILES.values():
         if (src/f).exists(): (tmp_path/f).write_bytes((src/f).read_bytes())

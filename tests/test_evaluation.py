@@ -9,10 +9,10 @@ from venus_nb.trajectory import Trajectory, Turn, ToolCall
 from venus_nb.synth import generate, SynthConfig, SAMPLE, write_world
 from venus_nb.judges import LLMJudge
 from venus_nb.corpus import r1_passages
-from venus_nb.eval import (pass_at_k, final_answer, score_trajectories, pass_at_k_table, browse_summary, per_question,
-                           evaluate_trajectories, evaluate, pass_at_k_figure, browse_figure,
-                           synthetic_rollouts, world_eval, r1_searcher_eval, r1_searcher_trajectories,
-                           corpus_coverage, COLUMNS)
+from venus_nb.evaluation import (pass_at_k, final_answer, score_trajectories, pass_at_k_table, browse_summary,
+                                 per_question, evaluate_trajectories, evaluate, pass_at_k_figure, browse_figure,
+                                 synthetic_rollouts, world_questions, r1_searcher_questions, r1_searcher_trajectories,
+                                 corpus_coverage, COLUMNS)
 from venus_nb.data import shared_data, r1_searcher_messages
 
 def r1_turns(text): return Trajectory.from_messages(r1_searcher_messages('q', text)).turns
@@ -191,18 +191,18 @@ def test_evaluate_calls_rollout(monkeypatch, experts):
 # --- QA sets -------------------------------------------------------------------------------------------------------
 
 def test_world_eval_default_folder_and_generated(tmp_path):
-    qs, corpus = world_eval()
+    qs, corpus = world_questions()
     assert len(qs) == SAMPLE.n and all(q['answer'] and q['id'] for q in qs) and len(corpus) > 0
     data = generate(SynthConfig(n=5, seed=7))
-    q2, c2 = world_eval(write_world(data, tmp_path)['qa'].parent)
-    q3, c3 = world_eval(data)
+    q2, c2 = world_questions(write_world(data, tmp_path)['qa'].parent)
+    q3, c3 = world_questions(data)
     assert ([q['question'] for q in q2] == [q['question'] for q in q3] == [q['question'] for q in data.qa]
             and len(c2) == len(c3))
-    assert len(world_eval(SynthConfig(n=3, seed=1))[0]) == 3
+    assert len(world_questions(SynthConfig(n=3, seed=1))[0]) == 3
 
 def test_missing_shared_data_says_where(tmp_path):
     with pytest.raises(FileNotFoundError, match='SOURCES.md'): shared_data(tmp_path/'nowhere')
-    with pytest.raises(FileNotFoundError, match='SOURCES.md'): r1_searcher_eval(root=tmp_path/'nowhere')
+    with pytest.raises(FileNotFoundError, match='SOURCES.md'): r1_searcher_questions(root=tmp_path/'nowhere')
 
 def test_r1_passages_and_turns():
     text = ('I should search. <|begin_of_query|> Citibank founded year<|end_of_query|>\n\n<|begin_of_documents|>\n'
@@ -223,7 +223,7 @@ def test_r1_passages_and_turns():
 
 def test_r1_searcher_loader_on_real_data():
     root = shared_file('r1-searcher/eval_results/hotpotqa_qwen.jsonl').parents[2]
-    qs, corpus = r1_searcher_eval(root=root)
+    qs, corpus = r1_searcher_questions(root=root)
     assert len(qs) == 625 and len({q['id'] for q in qs}) == 625
     assert all(q['answer'].strip() and q['question'].strip() for q in qs)          # every question has its gold answer
     cov = corpus_coverage(qs, corpus)
@@ -234,7 +234,7 @@ def test_r1_searcher_loader_on_real_data():
     assert frac > 0.95 and cov.answer_in_docs.mean() > 0.6 and cov.answer_in_top_k.mean() > 0.5
     # the corpus is exactly what was retrieved
     assert {d for q in qs for d in q['docs']} == {d.id for d in corpus.docs}
-    small, c_small = r1_searcher_eval('bamboogle', root=root, limit=10)
+    small, c_small = r1_searcher_questions('bamboogle', root=root, limit=10)
     assert len(small) == 10 and all(q['source'] == 'bamboogle' for q in small) and len(c_small) < len(corpus)
 
 def test_r1_searcher_rollouts_against_gpt4o_labels():
