@@ -121,7 +121,7 @@ def test_docs_preprocessing(nb, tmp_path, monkeypatch):
 # Saved outputs: the lesson notebooks keep the outputs of their cheap cells, for GitHub and the docs.
 # notebook -> why it keeps no outputs
 NO_SAVED_OUTPUTS = {n: 'prose only: no code cells' for n in ('tutorials/setup', 'explanations/status',
-                                                               'explanations/performance')}
+                                                               'explanations/performance', 'explanations/defaults')}
 ERROR_MARKS = ('Traceback', 'NameError')
 MAX_OUTPUT_CHARS = 100_000   # one saved output's text; a dataclass repr that dumps its data runs to megabytes
 

@@ -14,7 +14,7 @@ from fastcore.basics import patch
 import numpy as np
 import pandas as pd
 import torch
-from .models import Policy, load_policy
+from .models import Policy, load_policy, weights_source, name_base, model_card
 from .rollout import (RolloutConfig, rollout, engine_for, UnslothEngine, SEEDS, cast_params, engine_follows,
                               warn_rounding, sync_engine)
 from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings, check_ranges, SEED
@@ -415,8 +415,6 @@ def load_checkpoint(model, opt, d:Path)->tuple[int, list, random.Random]:
     return s['step'], s['metrics'], _rng_from(s['rng'])
 
 # %% ../nbs/29_igpo.ipynb #b8708e8c
-from .models import weights_source, name_base, model_card
-
 def rl_adapter_base(model, cfg:IGPOConfig, tokenizer=None)->str:
     "Name the adapter's base: the starting weights' Hub name or folder, else weights under it saved once to `base_dir`"
     return name_base(model, getattr(model, 'venus_base', None), Path(cfg.base_dir or Path(cfg.output_dir)/'base'),
