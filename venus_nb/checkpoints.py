@@ -166,5 +166,4 @@ def check_arithmetic(ckpt:Path, saved:dict|None, now:dict, allow:bool=False):
                      if saved.get(k) != now.get(k))
     raise ValueError(f'{ckpt} was trained computing otherwise than this machine would ({said}): resume on a machine '
                      'that computes the same way, or pass allow_arithmetic_change=True to go on (the run then mixes '
-                     'two '
-                     'arithmetics; say so where you report it)')
+                     'two arithmetics; say so where you report it)')
