@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from venus_nb.models import load_policy
 from venus_nb.rewards import RewardConfig
-from venus_nb.scoring import gt_logprobs, scored_boundaries
+from venus_nb.scoring import gt_logps, scored_boundaries
 from venus_nb.trajectory import from_record
 
 SRC = Path(__file__).resolve().parents[1].parent/'shared/data/dr-venus/Trajectory-Example/SFT_Trajectories/0000.json'
@@ -30,10 +30,10 @@ def main(max_chars=120, max_turns=12):
     tokens = traj.tokenize(tok)
     k = len(scored_boundaries(traj, tokens, cfg))
     ids = torch.tensor([tokens.ids])
-    gt_logprobs(model, tok, traj.shorten(max_chars, 2), cfg=cfg)  # warm-up
+    gt_logps(model, tok, traj.shorten(max_chars, 2), cfg=cfg)  # warm-up
     with torch.no_grad(): t_fwd = timed(lambda: model(input_ids=ids))
-    t_cached = timed(lambda: gt_logprobs(model, tok, traj, cfg=cfg))
-    t_naive = timed(lambda: gt_logprobs(model, tok, traj, cfg=cfg, method='naive'))
+    t_cached = timed(lambda: gt_logps(model, tok, traj, cfg=cfg))
+    t_naive = timed(lambda: gt_logps(model, tok, traj, cfg=cfg, method='naive'))
     print(f'{len(tokens.ids):,} tokens, K = {k} scored boundaries (+ baseline), {torch.get_num_threads()} threads')
     print(f'plain forward {t_fwd:.2f}s | cached scorer {t_cached:.2f}s | naive scorer {t_naive:.2f}s')
     print(f'naive/cached = {t_naive / t_cached:.2f}x (target >= K/2 = {k / 2:.1f}) | '

@@ -204,10 +204,10 @@ def toctrees(sections):
 
 REPLAY_SCRIPT = """import sys
 from venus_nb.rewards import Scored
-from venus_nb.replay import random_logprobs, write_replay
+from venus_nb.replay import random_logps, write_replay
 from venus_nb.trajectory import read_jsonl
 trajs = read_jsonl(sys.argv[1]).trajectories
-sc = Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0][:len(trajs)])
+sc = Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0][:len(trajs)])
 write_replay(sys.argv[2], trajs, sc, rollout=1)"""
 
 def replay_export(dest):

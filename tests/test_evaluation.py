@@ -1,6 +1,6 @@
 """Evaluation: Pass@K by hand and by property, the score table, browse ratio, K > samples, and the R1-Searcher loader
 on real data."""
-import math, sys, types
+import math
 from fractions import Fraction
 import httpx, pytest
 from hypothesis import given, settings, strategies as st
@@ -10,7 +10,7 @@ from venus_nb.synth import generate, SynthConfig, SAMPLE, write_world
 from venus_nb.judges import LLMJudge
 from venus_nb.corpus import r1_passages
 from venus_nb.evaluation import (pass_at_k, final_answer, score_trajectories, pass_at_k_table, browse_summary,
-                                 per_question, evaluate_trajectories, evaluate, pass_at_k_figure, browse_figure,
+                                 per_question, evaluate, pass_at_k_figure, browse_figure,
                                  synthetic_rollouts, world_questions, r1_searcher_questions, r1_searcher_trajectories,
                                  corpus_coverage, COLUMNS)
 from venus_nb.data import shared_data, r1_searcher_messages
@@ -138,7 +138,7 @@ def test_k_larger_than_the_samples_is_left_out_with_a_note(experts):
     uneven = score_trajectories(synthetic_rollouts(experts, G=4, seed=0)[:-1])   # the last question has 3 samples
     assert (pass_at_k_table(uneven).k.tolist() == [1, 2]
             and 'fewest any question has is 3' in pass_at_k_table(uneven).attrs['notes'][0])
-    report = evaluate_trajectories(synthetic_rollouts(experts, G=2, seed=0))
+    report = evaluate(synthetic_rollouts(experts, G=2, seed=0))
     assert len(report.notes) == 3 and 'Pass@4 left out' in report._repr_markdown_()
 
 def test_pass_at_k_table_by_hand():
@@ -148,7 +148,7 @@ def test_pass_at_k_table_by_hand():
     assert t.pass_at_k.tolist() == pytest.approx([(0.5 + 0) / 2, (1 + 0) / 2]) and t.questions.tolist() == [2, 2]
 
 def test_browse_summary_and_report(experts):
-    report = evaluate_trajectories(synthetic_rollouts(experts, G=8, seed=2), label='synthetic')
+    report = evaluate(synthetic_rollouts(experts, G=8, seed=2), label='synthetic')
     b = report.browse
     assert list(b.index) == ['correct', 'incorrect'] and b.trajectories.sum() == len(report.rows)
     assert b.loc['correct', 'browse_ratio'] > b.loc['incorrect', 'browse_ratio']   # built in by synthetic_rollouts
@@ -162,8 +162,8 @@ def test_browse_summary_and_report(experts):
     assert only_right.loc['incorrect', 'trajectories'] == 0
 
 def test_figures(experts):
-    a = evaluate_trajectories(synthetic_rollouts(experts, G=4, seed=0), label='a')
-    b = evaluate_trajectories(synthetic_rollouts(experts, G=4, seed=1), label='b')
+    a = evaluate(synthetic_rollouts(experts, G=4, seed=0), label='a')
+    b = evaluate(synthetic_rollouts(experts, G=4, seed=1), label='b')
     fig = pass_at_k_figure([a, b], paper='BrowseComp-ZH')
     assert [t.name for t in fig.data][:2] == ['a', 'b'] and len(fig.data) == 4 and len(fig.layout.shapes) == 3
     assert list(fig.data[0].x) == [1, 2, 4] and fig.data[2].y == (35.7, 52.9, 65.7, 74.0, 78.5)
@@ -171,22 +171,6 @@ def test_figures(experts):
     with pytest.raises(ValueError, match='paper must be'): pass_at_k_figure(a, paper='GAIA')
     h = browse_figure(a)
     assert len(h.data) == 2 and sum(len(d.x) for d in h.data) == a.rows.browse_ratio.notna().sum()
-
-def test_evaluate_calls_rollout(monkeypatch, experts):
-    "`evaluate` wires rollout to evaluate_trajectories (a stand-in rollout module, so this runs before it exists)"
-    calls = []
-    class RolloutConfig:
-        def __init__(self, G=4): self.G = G
-    def rollout(policy, questions, tools, cfg):
-        calls.append((policy, len(questions), tools, cfg.G))
-        return synthetic_rollouts(experts[:len(questions)], G=cfg.G)
-    monkeypatch.setitem(sys.modules, 'venus_nb.rollout',
-                        types.SimpleNamespace(rollout=rollout, RolloutConfig=RolloutConfig))
-    r = evaluate(types.SimpleNamespace(name='tiny'), [{'question': 'q', 'answer': 'a'}] * 3, 'corpus',
-                 RolloutConfig(G=2))
-    assert (calls == [(calls[0][0], 3, 'corpus', 2)] and r.label == 'tiny' and len(r.rows) == 6
-            and r.pass_at_k.k.tolist() == [1, 2])
-    assert len(evaluate(None, [{'question': 'q', 'answer': 'a'}], 'corpus').rows) == 4   # the default config
 
 # --- QA sets -------------------------------------------------------------------------------------------------------
 
@@ -244,7 +228,7 @@ def test_r1_searcher_rollouts_against_gpt4o_labels():
     assert [len(v) for v in by_set.values()] == [125, 500]
     # SOURCES.md: judged correct 68 / 375
     assert [sum(t.meta['judge'] for t in v) for v in by_set.values()] == [68, 375]
-    df = evaluate_trajectories(trajs, ks=(1,)).rows
+    df = evaluate(trajs, ks=(1,)).rows
     gpt = [t.meta['judge'] for t in trajs]
     assert df.answer.notna().all() and (df.stop == 'answer').all()
     agree = sum(g for c, g in zip(df.correct, gpt) if c) / df.correct.sum()

@@ -266,7 +266,7 @@ def test_an_over_long_line_is_reported_not_read(tmp_path):
 
 def test_a_gt_list_means_any_item(tmp_path):
     from venus_nb.judges import exact_match, f1_score
-    from venus_nb.evaluation import evaluate_trajectories
+    from venus_nb.evaluation import evaluate
     rec = dict(RECORDS[0], gt=['a', 'b'])
     rec['messages'] = (rec['messages'][:-1]
                        + [{'role': 'assistant', 'content': '<think>\nso\n</think>\n<answer>b</answer>'}])
@@ -274,7 +274,7 @@ def test_a_gt_list_means_any_item(tmp_path):
     assert t.gt == ['a', 'b'] and exact_match('a', t.gt) == 1.0 and f1_score('b', t.gt) == 1.0
     assert step_correct(t, CleanConfig(judge='em'))[0] is t
     assert clean([t], CleanConfig(judge='em'))[1].kept.all()
-    assert evaluate_trajectories([t], ks=(1,)).rows.correct.all()
+    assert evaluate([t], ks=(1,)).rows.correct.all()
     back = read_jsonl(write_jsonl([t], tmp_path/'t.jsonl')).trajectories[0]
     assert back.gt == ['a', 'b']
 

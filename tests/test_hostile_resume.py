@@ -225,10 +225,10 @@ def test_configs_state_and_optimizer_are_written_atomically(tmp_path, renamed):
 
 def test_replay_page_and_cli_csvs_are_written_atomically(tmp_path, renamed, capsys):
     from venus_nb.rewards import Scored
-    from venus_nb.replay import random_logprobs, write_replay
+    from venus_nb.replay import random_logps, write_replay
     from venus_nb.cli import main
     t = read_jsonl(WORLD/'trajectories.jsonl').trajectories[0]
-    page = write_replay(tmp_path/'r.html', t, Scored.from_logprobs([t], [random_logprobs(t)]))
+    page = write_replay(tmp_path/'r.html', t, Scored.from_logps([t], [random_logps(t)]))
     assert page.resolve() in renamed
     main(['clean', str(WORLD/'trajectories.jsonl'), '--out', str(tmp_path/'c')])
     assert (tmp_path/'c'/'clean_report.csv').resolve() in renamed
@@ -331,18 +331,18 @@ def test_replay_without_ground_truth_is_refused_or_given_one(tmp_path, capsys, t
     assert not (tmp_path/'r.html').exists()
     code, out, err = _cli(['replay', f, '--model', tiny_dir, '--out', tmp_path/'r.html', '--gt', t.gt], capsys)
     assert code == 0 and (tmp_path/'r.html').exists() and 'wrote' in out
-    from venus_nb.scoring import gt_logprobs
+    from venus_nb.scoring import gt_logps
     m, tok = tiny_model('llama')
-    with pytest.raises(ValueError, match='has no ground truth'): gt_logprobs(m, tok, read_jsonl(f).trajectories[0])
+    with pytest.raises(ValueError, match='has no ground truth'): gt_logps(m, tok, read_jsonl(f).trajectories[0])
 
 def test_replay_says_which_turns_lie_past_the_context(tmp_path, capsys):
     "Visits past the model's positions are counted in the command's output, with the fix"
     from venus_nb.cli import unscored_note
-    from venus_nb.rewards import GTLogProbs
+    from venus_nb.rewards import GTLogps
     m, tok = tiny_model('llama')
-    note = unscored_note(GTLogProbs(-3.0, [None, -2.0, None, None], cut=2), None, m, 'tiny')
+    note = unscored_note(GTLogps(-3.0, [None, -2.0, None, None], cut=2), None, m, 'tiny')
     assert note.startswith('2 of the 3 scored turns have no IG') and '--max-chars' in note
-    assert unscored_note(GTLogProbs(-3.0, [None, -2.0], cut=0), None, m, 'tiny') is None
+    assert unscored_note(GTLogps(-3.0, [None, -2.0], cut=0), None, m, 'tiny') is None
     t = next(t for t in read_jsonl(WORLD/'trajectories.jsonl').trajectories
              if sum(u.kind == 'visit' for u in t.turns) >= 2)
     m.config.max_position_embeddings = len(t.tokenize(tok).ids) // 2   # the later visits lie past it

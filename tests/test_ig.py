@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from conftest import shared_file
 from venus_nb.models import load_policy, tiny_model
 from venus_nb.rewards import RewardConfig
-from venus_nb.scoring import answer_probe, gt_logprobs, information_gain, information_gain_naive, prefilled
+from venus_nb.scoring import answer_probe, gt_logps, information_gain, information_gain_naive, prefilled
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, from_record
 
 ALL = RewardConfig(scored='all_tools')
@@ -44,9 +44,9 @@ def test_cached_equals_naive_on_tiny_models(turns, arch, chunk, scored, probe_ba
 def test_window_policy_cuts_late_boundaries():
     model, tok = tiny_model()
     traj = _random_traj([('visit', ['river'] * 5)] * 6)
-    full = gt_logprobs(model, tok, traj)
+    full = gt_logps(model, tok, traj)
     ends = [s[1] for s in traj.tokenize(tok).observation_spans if s]
-    cut = gt_logprobs(model, tok, traj, max_len=ends[2] + len(answer_probe(tok, traj.gt).ids))
+    cut = gt_logps(model, tok, traj, max_len=ends[2] + len(answer_probe(tok, traj.gt).ids))
     assert (full.cut == 0 and cut.cut == 3 and cut.per_turn[:3] == pytest.approx(full.per_turn[:3], abs=1e-5)
             and cut.per_turn[3:] == [None] * 4)
 
@@ -62,8 +62,8 @@ def test_a_shared_prompt_prefix_scores_as_a_fresh_prefill(groups, arch, chunk):
     assert len({tuple(t.ids[:t.prompt_len]) for t in toks}) == 1
     shared = prefilled(model, toks[0].ids[:toks[0].prompt_len], chunk=chunk)
     for t in trajs:
-        alone, cont = (gt_logprobs(model, tok, t, cfg=ALL),
-                       gt_logprobs(model, tok, t, cfg=ALL, chunk=chunk, prefix=shared))
+        alone, cont = (gt_logps(model, tok, t, cfg=ALL),
+                       gt_logps(model, tok, t, cfg=ALL, chunk=chunk, prefix=shared))
         assert cont.baseline == pytest.approx(alone.baseline, abs=1e-5) and _same(cont.per_turn, alone.per_turn, 1e-5)
         assert shared.cache.get_seq_length() == shared.n
 
@@ -72,4 +72,4 @@ def test_a_prefix_past_the_first_boundary_is_refused():
     traj = _random_traj([('visit', ['river'])])
     t = traj.tokenize(tok)
     with pytest.raises(ValueError, match='runs past the first boundary'):
-        gt_logprobs(model, tok, traj, cfg=ALL, prefix=prefilled(model, t.ids[:t.prompt_len + 2]))
+        gt_logps(model, tok, traj, cfg=ALL, prefix=prefilled(model, t.ids[:t.prompt_len + 2]))

@@ -372,14 +372,14 @@ def experts(): return list(_experts())
 
 def test_grpo_gives_one_advantage_per_rollout(experts):
     from venus_nb.rewards import Scored
-    from venus_nb.replay import random_logprobs
-    lps = [random_logprobs(t, seed=i) for i, t in enumerate(experts)]
-    g = Scored.from_logprobs(experts, lps, outcomes(experts), [0] * 4, RewardConfig(estimator='grpo'))
+    from venus_nb.replay import random_logps
+    lps = [random_logps(t, seed=i) for i, t in enumerate(experts)]
+    g = Scored.from_logps(experts, lps, outcomes(experts), [0] * 4, RewardConfig(estimator='grpo'))
     adv, _ = advantages_of(g)
     assert [len(a) for a in adv] == [len(t.turns) for t in experts]
     for row in adv: assert max(row) - min(row) < 1e-9
     assert adv[0][0] > 0 > adv[1][0] and adv[0][0] == pytest.approx(adv[2][0]) and adv[1][0] == pytest.approx(adv[3][0])
-    i, _ = advantages_of(Scored.from_logprobs(experts, lps, outcomes(experts), [0] * 4, RewardConfig()))
+    i, _ = advantages_of(Scored.from_logps(experts, lps, outcomes(experts), [0] * 4, RewardConfig()))
     assert any(max(row) - min(row) > 1e-6 for row in i)      # IGPO, by contrast, varies across turns
 
 # ---------------------------------------------------------------------------------------------------------------------

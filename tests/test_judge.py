@@ -148,7 +148,7 @@ def test_outcomes_through_the_server(server, sent):
 
 def test_evaluation_through_the_server(server, sent):
     j = judge_at(server)
-    report = ev.evaluate_trajectories([_rollout(a, i=i) for i, a in enumerate(ANSWERS)], score=j, ks=(1, 2))
+    report = ev.evaluate([_rollout(a, i=i) for i, a in enumerate(ANSWERS)], score=j, ks=(1, 2))
     assert report.rows.score.tolist() == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0] and report.rows.correct.sum() == 2
     assert len(sent) == 4 and report.pass_at_k.pass_at_k.tolist()[0] == pytest.approx(2 / 6)
 

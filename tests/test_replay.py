@@ -6,7 +6,7 @@ from conftest import shared_file, ROOT
 from venus_nb.rewards import RewardConfig, turn_rewards
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, read_jsonl, from_record
 from venus_nb.rewards import Scored
-from venus_nb.replay import (Replay, random_logprobs, pair_rollouts, credit_links, group_summary,
+from venus_nb.replay import (Replay, random_logps, pair_rollouts, credit_links, group_summary,
                              replay_figure, highlight, replay_html, write_replay, turn_html, clip)
 
 def rollout(kinds, answer='42', bad=(), seed=0):
@@ -23,7 +23,7 @@ def rollout(kinds, answer='42', bad=(), seed=0):
     return Trajectory(f'question {seed}', turns, '42')
 
 def scored(trajs, outcome=None, **cfg):
-    return Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)],
+    return Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)],
                                 outcome=outcome or [1.0] * len(trajs), cfg=RewardConfig(**cfg))
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT, WORLD, cli_result as _cli, one_error as _one_error
 from venus_nb.models import tiny_model
-from venus_nb.rewards import RewardConfig, Scored, GTLogProbs
-from venus_nb.scoring import gt_logprobs
+from venus_nb.rewards import RewardConfig, Scored, GTLogps
+from venus_nb.scoring import gt_logps
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, read_jsonl, to_record
-from venus_nb.replay import Replay, random_logprobs, replay_html, replay_figure, rollout_rows
+from venus_nb.replay import Replay, random_logps, replay_html, replay_figure, rollout_rows
 
 def rollout(kinds, answer='42', seed=0, gt='42', bad=()):
     "A trajectory from a kind string such as 'svsv', then an answer turn; turns in `bad` are malformed"
@@ -41,7 +41,7 @@ def _without_gt(tmp_path):
 def test_library_refuses_or_replays_a_trajectory_without_gt():
     t = rollout('svsv', gt=None)
     m, tok = tiny_model('llama')
-    with pytest.raises(ValueError, match='no-scores'): gt_logprobs(m, tok, t)   # never scored against "None"
+    with pytest.raises(ValueError, match='no-scores'): gt_logps(m, tok, t)   # never scored against "None"
     page = replay_html(t)   # no rewards: the turns alone
     assert 'not scored</b>: turns only' in page and 'GT:</b> none given' in page
     assert 'IG-Scale' not in page and 'class="venus-basis"' not in page and 'GT:</b> None' not in page
@@ -90,8 +90,8 @@ def test_an_overlong_trajectory_reports_its_unscored_visits_on_the_page_and_in_t
 def test_unscored_reasons_reach_the_chart_and_survive_save_and_load(tmp_path):
     from venus_nb.replay import explained
     t = rollout('svsvsv')
-    lp = GTLogProbs(-5.0, [None, -4.0, None, None, None, -2.0, None], cut=1, unscored={3: 'past the window'})
-    sc = Scored.from_logprobs([t], [lp])
+    lp = GTLogps(-5.0, [None, -4.0, None, None, None, -2.0, None], cut=1, unscored={3: 'past the window'})
+    sc = Scored.from_logps([t], [lp])
     back = Scored.load(sc.save(tmp_path/'s.jsonl'))
     assert (back.baseline, back.unscored) == ([-5.0], [{3: 'past the window'}])
     rows = explained(rollout_rows(back.table(), 0), t, back.cfg, back.baseline[0], back.unscored[0])
@@ -106,8 +106,8 @@ def test_unscored_reasons_reach_the_chart_and_survive_save_and_load(tmp_path):
 def test_chart_draws_the_baseline_and_the_sum_behind_every_advantage():
     from venus_nb.replay import explained, advantage_basis, chart_key
     good, poor = rollout('sv', seed=0), rollout('sv', seed=1, answer='7')
-    lps = [GTLogProbs(-6.0, [None, -2.0, None]), GTLogProbs(-6.0, [None, -4.0, None])]   # IG +4 and +2
-    sc = Scored.from_logprobs([good, poor], lps, outcome=[1.0, 0.0])
+    lps = [GTLogps(-6.0, [None, -2.0, None]), GTLogps(-6.0, [None, -4.0, None])]   # IG +4 and +2
+    sc = Scored.from_logps([good, poor], lps, outcome=[1.0, 0.0])
     rows = explained(rollout_rows(sc.table(), 1), poor, sc.cfg, sc.baseline[1])
     assert rows.ig[1] == pytest.approx(2.0) and rows.advantage[1] < 0   # IG +2 with a negative advantage...
     assert rows.adv_basis[1].startswith('IG +2.000, normalised in the group: -')   # ...and why
@@ -126,7 +126,7 @@ def test_chart_draws_the_baseline_and_the_sum_behind_every_advantage():
 def test_every_marker_is_visible_and_answers_are_text():
     from venus_nb.replay import plain_answer
     t, t2 = rollout('sv', bad={2}), rollout('sv', seed=1, answer='**2019**')   # t: its final answer is malformed
-    sc = Scored.from_logprobs([t, t2], [random_logprobs(t), random_logprobs(t2)], outcome=[0.0, 1.0])
+    sc = Scored.from_logps([t, t2], [random_logps(t), random_logps(t2)], outcome=[0.0, 1.0])
     fig = replay_figure(rollout_rows(sc.table(), 0), t)   # × and ★ belong to the same bar
     star, cross = (next(d for d in fig.data if d.name == n) for n in ('outcome', 'format penalty'))
     assert list(cross.x) == [2] and cross.y[0] == fig.data[0].y[2]   # the × at the bar's end
@@ -142,7 +142,7 @@ def test_the_demo_replays_one_questions_group(tmp_path, capsys, tiny_dir):
     from venus_nb.demo import rollouts_page, turn_rewards_page
     a, b = [rollout('svsv', seed=0), rollout('sv', seed=0, answer='7'), rollout('svv', seed=0)], \
            [rollout('vv', seed=1), rollout('sv', seed=1)]
-    last = Scored.from_logprobs(a + b, [random_logprobs(t, seed=i) for i, t in enumerate(a + b)],
+    last = Scored.from_logps(a + b, [random_logps(t, seed=i) for i, t in enumerate(a + b)],
                                 outcome=[1.0, 0.0, 1.0, 1.0, 1.0], groups=[5, 5, 5, 9, 9])
     page = rollouts_page(last, tmp_path)[0].read_text()
     table = re.search(r'<table class="venus-group">.*?</table>', page, re.S).group(0)
@@ -162,9 +162,9 @@ def test_the_widget_static_view_is_saved_in_a_notebooks_outputs(tmp_path):
     from execnb.nbio import write_nb, new_nb, mk_cell
     from execnb.shell import CaptureShell
     world = str(WORLD/'trajectories.jsonl')
-    code = ('from venus_nb.replay import Replay, random_logprobs\nfrom venus_nb.rewards import Scored\n'
+    code = ('from venus_nb.replay import Replay, random_logps\nfrom venus_nb.rewards import Scored\n'
             f'from venus_nb.trajectory import read_jsonl\nts = read_jsonl({world!r}).trajectories[:2]\n'
-            'Replay(ts[0], Scored.from_logprobs(ts, [random_logprobs(t) for t in ts], outcome=[1.0, 0.0]))')
+            'Replay(ts[0], Scored.from_logps(ts, [random_logps(t) for t in ts], outcome=[1.0, 0.0]))')
     nb = new_nb([mk_cell(code)])
     CaptureShell(tmp_path).run_all(nb)
     write_nb(nb, tmp_path/'saved.ipynb')

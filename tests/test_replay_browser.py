@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT
 from venus_nb.base import free_port
 from venus_nb.rewards import Scored
-from venus_nb.replay import random_logprobs, write_replay
+from venus_nb.replay import random_logps, write_replay
 from venus_nb.trajectory import read_jsonl
 
 CHROMIUM, DRIVER = Path('/usr/bin/chromium'), Path('/usr/bin/chromedriver')
@@ -54,7 +54,7 @@ def browser(webdriver, tmp_path):
 
 def sample_scored():
     trajs = read_jsonl(SAMPLE).trajectories
-    return trajs, Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)],
+    return trajs, Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)],
                                        outcome=[1.0, 0.0, 1.0])
 
 def visible_turn(d):
@@ -95,10 +95,10 @@ def test_exported_html_in_chromium(browser, tmp_path):
 # --- the widget inside JupyterLab ---------------------------------------------------------------------------------
 
 NOTEBOOK = """from venus_nb.rewards import Scored
-from venus_nb.replay import Replay, random_logprobs
+from venus_nb.replay import Replay, random_logps
 from venus_nb.trajectory import read_jsonl
 trajs = read_jsonl({sample!r}).trajectories
-sc = Scored.from_logprobs(trajs, [random_logprobs(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0])
+sc = Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0])
 Replay(trajs[1], sc)"""
 
 def _get(url, timeout=5):

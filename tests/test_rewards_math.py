@@ -125,12 +125,12 @@ def test_empty_rollout_gives_empty_list():
     assert turn_advantages([[], ['answer']], [[], [None]], [[], [True]], [0.0, 1.0], [0, 1]) == [[], [0.0]]
 
 def test_ig_from_logprobs_log_and_prob_diff():
-    from venus_nb.rewards import GTLogProbs, ig_from_logprobs
-    lp = GTLogProbs(-2.0, [None, -1.5, None, -1.0, None])
-    got = ig_from_logprobs(lp)
+    from venus_nb.rewards import GTLogps, ig_from_logps
+    lp = GTLogps(-2.0, [None, -1.5, None, -1.0, None])
+    got = ig_from_logps(lp)
     assert (got[0] is None and got[2] is None and got[4] is None and got[1] == pytest.approx(0.5)
             and got[3] == pytest.approx(0.5))
-    p = ig_from_logprobs(lp, RewardConfig(ig='prob_diff'))
+    p = ig_from_logps(lp, RewardConfig(ig='prob_diff'))
     assert (p[1] == pytest.approx(math.exp(-1.5) - math.exp(-2.0))
             and p[3] == pytest.approx(math.exp(-1.0) - math.exp(-1.5)))
 

@@ -1,6 +1,7 @@
 """Test-time selection: each selector on hand-made rollouts, evidence gain against naive IG, no ground truth read,
 the verifier on a loopback server, the measurement by hand, evaluate and the CLI."""
 import math, re, types
+from dataclasses import replace
 from conftest import ChatHandler, chat_server
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
@@ -305,14 +306,15 @@ def test_measurement_is_paired_and_reproducible():
 # --- evaluate, the saved run and the command ------------------------------------------------------------------------
 
 def test_evaluate_with_select(tiny):
-    from venus_nb.evaluation import evaluate_trajectories
-    from venus_nb.selection import with_selection
-    rep = with_selection(evaluate_trajectories(hand(), ks=(1, 2, 4)), hand(), 'majority,evidence', tiny)
+    from venus_nb.evaluation import evaluate
+    rep = evaluate(hand(), ks=(1, 2, 4))
+    rep = replace(rep, selection=run_selection(hand(), tiny, selectors='majority,evidence', correct=rep.rows.correct,
+                                               gs=(1, 2, 4), label=rep.label))
     assert rep.selection is not None and set(rep.selection.table.selector) == {'majority', 'evidence'}
     assert rep.selection.selection.picks.correct.dtype == bool and '**model**' in rep._repr_markdown_()
     # Rhine, Elbe (a tie, given first: wrong), Elbe, Po, none
     assert rep.selection.table.set_index(['selector', 'g']).loc[('majority', 4)].accuracy == pytest.approx(0.6)
-    assert evaluate_trajectories(hand()).selection is None
+    assert evaluate(hand()).selection is None
 
 def test_run_selection_from_a_saved_file(tiny, tmp_path):
     write_jsonl(hand(), tmp_path/'rollouts.jsonl')

@@ -215,7 +215,7 @@ def test_rollouts_stay_in_the_servers_context(smol_tok, world, qa):
 
 def test_evaluate_takes_the_engine(smol_tok, world, qa):
     from venus_nb.evaluation import evaluate
-    report = evaluate(engine(smol_tok, scripted_server(smol_tok, [ANSWER])), qa[:2], world, cfg(), ks=(1, 2))
+    report = evaluate(rollout(engine(smol_tok, scripted_server(smol_tok, [ANSWER])), qa[:2], world, cfg()), ks=(1, 2))
     assert report.rows.answer.tolist() == ['42'] * 4 and len(report.rows) == 4
 
 def test_serve_command_has_the_cpu_settings():

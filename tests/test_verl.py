@@ -164,7 +164,7 @@ def test_launch_script_dry_run(tmp_path, gpus):
     assert 'credit=split' in r.stdout and f'nnodes=1, gpus={gpus}' in r.stdout
     assert ('sp=1, tp=1' if gpus == '1' else 'sp=8, tp=4') in r.stdout
     assert ('IG: scored by the actor before the advantage '
-            '(trainer venus_igpo, VenusActorRolloutRefWorker.venus_gt_logprobs)') in r.stdout
+            '(trainer venus_igpo, VenusActorRolloutRefWorker.venus_gt_logps)') in r.stdout
 
 def test_rl_parquet_loads_with_verl(tmp_path, qwen3_tok):
     import json
@@ -275,7 +275,7 @@ def _as_verl(traj, tok, cfg, outcome=1.0):
     return dict(prompts=p, responses=r, response_mask=m, rm_scores=row, plan=plan)
 
 def _rank(model, dtype=torch.float32):
-    "One actor rank as `venus_gt_logprobs` sees it: its engine, computing in `dtype`, its module (tiny model, no FSDP)"
+    "One actor rank as `venus_gt_logps` sees it: its engine, computing in `dtype`, its module (tiny model, no FSDP)"
     engine = SimpleNamespace(module=model, eval_mode=contextlib.nullcontext, _autocast_dtype=dtype)
     return SimpleNamespace(actor=SimpleNamespace(engine=engine))
 
@@ -298,7 +298,7 @@ def test_actor_ig_equals_information_gain(arch):
             assert r['plan']['bounds'] == [k.prompt_len, *vv.scored_boundaries(traj, k, cfg).values()]
             job = {'requests': [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 'temperature': 1.0,
                    'chunk': rng.randint(3, 40)}
-            [lp] = vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model), job)
+            [lp] = vv.VenusActorRolloutRefWorker.venus_gt_logps(_rank(model), job)
             ig = vv.ig_from_plan(r['plan'], lp, len(traj.turns), cfg)
             assert _same(ig, information_gain(model, tok, traj, cfg=cfg)), (
                 ig, information_gain(model, tok, traj, cfg=cfg))
@@ -310,8 +310,8 @@ def test_worker_method_under_bf16_autocast():
     traj, cfg = _random_traj(random.Random(7)), RewardConfig(scored='all_tools')
     r = _as_verl(traj, tok, cfg)
     job = {'requests': [{**r['plan'], 'ids': r['prompts'] + r['responses']}], 'temperature': 1.0, 'chunk': 16}
-    [lp16] = vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model, torch.bfloat16), job)
-    [lp32] = vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model), job)
+    [lp16] = vv.VenusActorRolloutRefWorker.venus_gt_logps(_rank(model, torch.bfloat16), job)
+    [lp32] = vv.VenusActorRolloutRefWorker.venus_gt_logps(_rank(model), job)
     assert len(lp16) == len(lp32) > 1 and all(abs(a - b) < 0.1 for a, b in zip(lp16, lp32))
     assert (isinstance(vv.autocast(torch.bfloat16), torch.autocast)
             and isinstance(vv.autocast(torch.float32), contextlib.nullcontext))
@@ -319,7 +319,7 @@ def test_worker_method_under_bf16_autocast():
 def test_worker_method_is_registered_for_data_parallel_dispatch():
     from verl.single_controller.base.decorator import MAGIC_ATTR, Dispatch
     from verl.workers.engine_workers import ActorRolloutRefWorker
-    attrs = getattr(vv.VenusActorRolloutRefWorker.venus_gt_logprobs, MAGIC_ATTR)
+    attrs = getattr(vv.VenusActorRolloutRefWorker.venus_gt_logps, MAGIC_ATTR)
     assert attrs['dispatch_mode'] == Dispatch.DP_COMPUTE and attrs['blocking']
     assert issubclass(vv.VenusActorRolloutRefWorker, ActorRolloutRefWorker)
 
@@ -339,7 +339,7 @@ def _fsdp_worker_rank(job):
     from venus_nb import verl_trainer as vv
     model, passes = fsdp_cpu(tiny_model(seed=job['seed']).model), []
     model.register_forward_pre_hook(lambda *a: passes.append(1))
-    return vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(model), job), len(passes)
+    return vv.VenusActorRolloutRefWorker.venus_gt_logps(_rank(model), job), len(passes)
 
 def test_two_fsdp_ranks_with_unequal_shares_agree_before_the_first_forward():
     "Two gloo ranks, FSDP2 on CPU, one rank with more forward passes to run: both finish, with one process's log-probs"
@@ -401,12 +401,12 @@ def venus_trainer():
     return cls
 
 class _LocalActors:
-    "The actor worker group as `world_size` ranks in this process, each running `venus_gt_logprobs` on the tiny model"
+    "The actor worker group as `world_size` ranks in this process, each running `venus_gt_logps` on the tiny model"
     def __init__(self, model, world_size): self.model, self.world_size, self.jobs = model, world_size, []
-    def venus_gt_logprobs(self, jobs):
+    def venus_gt_logps(self, jobs):
         assert len(jobs) == self.world_size  # DP_COMPUTE: one job per rank
         self.jobs.append(jobs)
-        return [vv.VenusActorRolloutRefWorker.venus_gt_logprobs(_rank(self.model), job) for job in jobs]
+        return [vv.VenusActorRolloutRefWorker.venus_gt_logps(_rank(self.model), job) for job in jobs]
 
 def _trainer(cls, actors, overrides=()):
     tr = object.__new__(cls)  # only what the advantage step reads: the config and the actor worker group

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 # %% auto #0
-__all__ = ['MAX_RECORD_BYTES', 'MAX_DEPTH', 'SEED', 'MAX_ANSWER_BYTES', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json',
+__all__ = ['MAX_RECORD_BYTES', 'SEED', 'MAX_ANSWER_BYTES', 'BadRecord', 'must_exist', 'decode_utf8', 'parse_json',
            'jsonl_records', 'LoadError', 'load_records', 'read_records', 'atomic_open', 'write_atomic', 'static_svg',
            'save_config', 'read_config', 'nested_config', 'typed', 'check_keys', 'config_kwargs', 'load_config',
-           'Settings', 'in_range', 'check_ranges', 'free_port', 'BodyTooLarge', 'BodyReader', 'read_body',
-           'bounded_send', 'summary_repr']
+           'Settings', 'in_range', 'check_ranges', 'free_port', 'BodyTooLarge', 'BodyReader', 'bounded_send',
+           'summary_repr']
 
 # %% ../nbs/00_base.ipynb #43da2838
 MAX_RECORD_BYTES = 64 * 2**20  # a longer JSONL line (or JSON-array record) is reported, never read into memory whole
-MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it
+_MAX_DEPTH = 100                # JSON nested deeper than this is reported: Python's recursive code would crash on it
 
 class BadRecord(ValueError):
     "Why a record cannot be read (a message for the reader, shown as it is), and the line (from 1) where it broke"
@@ -49,7 +49,7 @@ def _too_deep(obj, limit:int)->bool:
         if not level: return False
     return any(isinstance(x, (list, dict)) for x in level)
 
-def parse_json(text:str, max_depth:int=MAX_DEPTH):
+def parse_json(text:str, max_depth:int=_MAX_DEPTH):
     "One JSON value, or a `BadRecord` that says why not (not JSON, or nested deeper than `max_depth`)"
     try: obj = json.loads(text)
     except RecursionError: raise BadRecord(f'JSON nested deeper than {max_depth} levels') from None
@@ -82,7 +82,7 @@ def _line_record(raw, max_bytes, max_depth):
     except BadRecord as e:
         return e if raw.endswith(b'\n') else BadRecord(f'cut short (no newline at the end of the file): {e}', e.line)
 
-def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
+def jsonl_records(path, max_line_bytes:int=MAX_RECORD_BYTES, max_depth:int=_MAX_DEPTH):
     "(line number, record or a `BadRecord` saying why it cannot be read) for every non-blank line of a JSONL file"
     with open(must_exist(path), 'rb') as f:
         for n, raw in _lines(f, max_line_bytes):
@@ -176,7 +176,7 @@ class _Chunks:
             self.more()
 
 # %% ../nbs/00_base.ipynb #48d08352
-def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=MAX_DEPTH):
+def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=_MAX_DEPTH):
     "(position, record or `BadRecord`) per record of the JSON array in binary file `f`, read in chunks; else ValueError"
     text, decoder = _Chunks(f, max_bytes), json.JSONDecoder()
     if (c := text.next()) != '[': raise ValueError(f"expected '[', found {c[:1]!r}")
@@ -325,7 +325,7 @@ def read_config(path):
     except (ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
         raise ValueError(f"{p}: not valid {'YAML' if yaml_file else 'JSON'} "
                          f"({' '.join(str(e).split())[:200]})") from None
-    if _too_deep(d, MAX_DEPTH): raise ValueError(f'{p}: JSON nested deeper than {MAX_DEPTH} levels')
+    if _too_deep(d, _MAX_DEPTH): raise ValueError(f'{p}: JSON nested deeper than {_MAX_DEPTH} levels')
     return d
 
 # %% ../nbs/00_base.ipynb #18738511
@@ -539,7 +539,7 @@ def _url_of(resp)->str:
     try: return str(resp.request.url)
     except RuntimeError: return 'the server'   # a response made in memory, with no request
 
-def read_body(resp, # an httpx response, streamed (`send(..., stream=True)`) or read already
+def _read_body(resp, # an httpx response, streamed (`send(..., stream=True)`) or read already
               max_bytes:int, seconds:float|None=None, start:float|None=None # see `BodyReader`
              )->tuple[bytes, bool]:
     "A response's decoded body (at most `max_bytes` of it) and whether it was cut"
@@ -562,7 +562,7 @@ def bounded_send(client:httpx.Client, method:str, url, # a path joins the client
     start, req = time.monotonic(), client.build_request(method, url, **kw)
     seconds = client.timeout.read if seconds is None else seconds
     resp = client.send(req, stream=True)
-    try: body, cut = read_body(resp, max_bytes, seconds, start)
+    try: body, cut = _read_body(resp, max_bytes, seconds, start)
     finally: resp.close()
     if cut: raise BodyTooLarge(f'{req.url} sent more than {max_bytes:,} bytes')
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _NOT_KEPT]

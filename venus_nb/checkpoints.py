@@ -11,10 +11,9 @@ from .base import read_config
 from .models import fast_bf16
 
 # %% auto #0
-__all__ = ['STALE_TEMP', 'MAX_TABLE_BYTES', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole',
-           'remove_stale_temps', 'check_torch_file', 'check_safetensors', 'file_checks', 'weights_sha256',
-           'prune_checkpoints', 'check_json', 'check_csv', 'flat_settings', 'config_changes', 'describe_changes',
-           'is_adapter', 'compute_dtype', 'arithmetic', 'check_arithmetic']
+__all__ = ['checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'remove_stale_temps', 'check_torch_file',
+           'check_safetensors', 'file_checks', 'weights_sha256', 'prune_checkpoints', 'check_json', 'check_csv',
+           'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'arithmetic', 'check_arithmetic']
 
 # %% ../nbs/03_checkpoints.ipynb #7d96bc1b
 def checkpoint_folders(output_dir)->list[Path]:
@@ -45,12 +44,12 @@ def newest_whole(output_dir, problem # folder -> why it would not load, or None
     return None
 
 # %% ../nbs/03_checkpoints.ipynb #st4le0cd
-STALE_TEMP = re.compile(r'\..+\.[0-9a-f]{12}\.tmp')   # the temp file `base.atomic_open` writes through
+_STALE_TEMP = re.compile(r'\..+\.[0-9a-f]{12}\.tmp')   # the temp file `base.atomic_open` writes through
 
 def remove_stale_temps(output_dir)->list[Path]:
     "Delete the temp files killed writes left in `output_dir`'s checkpoint folders (subfolders too); the paths deleted"
     stale = [Path(root)/n for d in checkpoint_folders(output_dir) for root, _, names in os.walk(d)
-             for n in names if STALE_TEMP.fullmatch(n)]
+             for n in names if _STALE_TEMP.fullmatch(n)]
     for p in stale: p.unlink(missing_ok=True)
     return stale
 
@@ -102,7 +101,7 @@ def check_json(path, *keys)->dict:
     return d
 
 # %% ../nbs/03_checkpoints.ipynb #04d0a220
-MAX_TABLE_BYTES = 256 * 2**20   # a run folder's CSV table; larger is not one the kit wrote
+_MAX_TABLE_BYTES = 256 * 2**20   # a run folder's CSV table; larger is not one the kit wrote
 
 def check_csv(path, columns=(), # the columns the reader needs
               folder=None        # the folder the file must lie in: a link pointing out of it is refused
@@ -112,7 +111,8 @@ def check_csv(path, columns=(), # the columns the reader needs
     p = Path(path)
     if folder is not None and not p.resolve().is_relative_to(Path(folder).resolve()):
         raise ValueError(f'{p}: a link to {p.resolve()}, outside {folder}: a run folder\'s tables are its own files')
-    if (size := p.stat().st_size) > MAX_TABLE_BYTES: raise ValueError(f'{p}: {size:,} bytes, over {MAX_TABLE_BYTES:,}')
+    if (size := p.stat().st_size) > _MAX_TABLE_BYTES:
+        raise ValueError(f'{p}: {size:,} bytes, over {_MAX_TABLE_BYTES:,}')
     try: df = pd.read_csv(p, encoding='utf-8')
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as e:   # EmptyDataError is a ValueError
         raise ValueError(f'{p}: not a readable CSV table ({one_line(e, 160)})') from None
@@ -147,7 +147,7 @@ def is_adapter(model)->bool:
     return hasattr(model, 'peft_config')
 
 # %% ../nbs/03_checkpoints.ipynb #49131477
-def compute_dtype(model)->torch.dtype:
+def _compute_dtype(model)->torch.dtype:
     "The dtype the policy's matmuls run in: the full fine-tune's autocast, else its frozen (base) weights' dtype"
     if (dt := getattr(model, 'venus_autocast', None)) is not None: return dt
     ps = [q for q in model.parameters() if q.is_floating_point()]
@@ -155,7 +155,7 @@ def compute_dtype(model)->torch.dtype:
 
 def arithmetic(model)->dict:
     "How this machine computes the policy: compute dtype and device, and for half precision whether bf16 kernels run it"
-    dt = compute_dtype(model)
+    dt = _compute_dtype(model)
     d = dict(dtype=str(dt).removeprefix('torch.'), device=model.device.type)
     return d if dt == torch.float32 else d | dict(bf16_kernels=fast_bf16())
 

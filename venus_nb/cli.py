@@ -17,13 +17,12 @@ from .terminal import (say, in_terminal, CLIError, readable, writable_folder, wr
 from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 
 # %% auto #0
-__all__ = ['FORMATS', 'METAVARS', 'TRUST_HELP', 'COMMANDS', 'NOISY', 'QUIET_ENV', 'cmd_synth', 'unreadable_lines',
-           'trajectory_file', 'clean_config', 'cmd_clean', 'output_file', 'cmd_resample', 'pick', 'with_gt',
-           'unscored_note', 'scoring_line', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged', 'read_settings',
-           'build', 'settings_of', 'save_settings', 'Stage', 'output_folder', 'run_stage', 'world_file',
+__all__ = ['FORMATS', 'COMMANDS', 'cmd_synth', 'unreadable_lines', 'trajectory_file', 'clean_config', 'cmd_clean', 'output_file',
+           'cmd_resample', 'pick', 'with_gt', 'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged',
+           'read_settings', 'build', 'settings_of', 'save_settings', 'Stage', 'run_stage', 'world_file',
            'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
-           'run_eval', 'run_igpo', 'stages', 'positive_int', 'parser', 'cmd_experiment', 'unsloth_first', 'cmd_stage',
-           'quiet_libraries', 'error_line', 'main']
+           'run_eval', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'cmd_stage', 'quiet_libraries', 'error_line',
+           'main']
 
 # %% ../nbs/45_cli.ipynb #96790ac9
 def cmd_synth(args):
@@ -134,7 +133,7 @@ def unscored_note(lp, traj:Trajectory, model, name:str, max_chars:int|None=None)
     return f'{n} of the {scored} scored turns have no IG (marked “not scored” on the page): {parts}'
 
 # %% ../nbs/45_cli.ipynb #af90a732
-def scoring_line(traj:Trajectory, where:str, name:str)->str:
+def _scoring_line(traj:Trajectory, where:str, name:str)->str:
     "What `replay` is about to score, said before the model runs (only in a terminal: a long trajectory takes a while)"
     n, toks = sum(t.kind == 'visit' for t in traj.turns[:-1]), len(traj.tokens.ids) if traj.tokens else 0
     return f'scoring {where} with {name}: {len(traj.turns)} turns, {n} visits, {toks:,} tokens …'
@@ -142,12 +141,13 @@ def scoring_line(traj:Trajectory, where:str, name:str)->str:
 def _score(traj:Trajectory, args):
     "(log p(gt) of the trajectory under --model, the model): the line first in a terminal"
     from venus_nb.models import load_policy
-    from venus_nb.scoring import gt_logprobs
+    from venus_nb.scoring import gt_logps
     pol = load_policy(args.model, dtype='float32')
     traj = replace(traj, tokens=traj.tokenize(pol.tokenizer))
-    if in_terminal(): print(scoring_line(traj, f'trajectory {args.index} of {args.input}', args.model), file=sys.stderr,
-                            flush=True)
-    return gt_logprobs(pol.model, pol.tokenizer, traj), pol.model
+    if in_terminal():
+        print(_scoring_line(traj, f'trajectory {args.index} of {args.input}', args.model), file=sys.stderr,
+              flush=True)
+    return gt_logps(pol.model, pol.tokenizer, traj), pol.model
 
 def cmd_replay(args):
     "Score one trajectory of a file with a model and write its replay page (--no-scores: its turns alone, no model)"
@@ -161,7 +161,7 @@ def cmd_replay(args):
         return
     traj = with_gt(traj, args.gt, f'trajectory {args.index} of {args.input}')   # before the model loads, too
     lp, model = _score(traj, args)
-    page = write_replay(out, traj, Scored.from_logprobs([traj], [lp]))
+    page = write_replay(out, traj, Scored.from_logps([traj], [lp]))
     if note := unscored_note(lp, traj, model, args.model, args.max_chars): say(note)
     say(f'wrote {page}')
 
@@ -270,12 +270,12 @@ class Stage:
         return {k: d[k] for k in self.inputs}, build(self.cls, {k: v for k, v in d.items() if k not in self.inputs})
 
 # %% ../nbs/45_cli.ipynb #9ebce682
-def output_folder(inputs:dict, cfg)->Path: return writable_folder(inputs.get('output_dir') or cfg.output_dir)
+def _output_folder(inputs:dict, cfg)->Path: return writable_folder(inputs.get('output_dir') or cfg.output_dir)
 
 def run_stage(name:str, stage:Stage, d:dict)->list:
     "Check the settings, save them with the outputs, run the stage and say what it wrote"
     inputs, cfg = stage.resolve(d)
-    saved = save_settings(output_folder(inputs, cfg)/'config.yaml', name, settings_of(inputs, cfg))
+    saved = save_settings(_output_folder(inputs, cfg)/'config.yaml', name, settings_of(inputs, cfg))
     files = [saved] + stage.run(inputs, cfg)
     say('\n'.join(f'wrote {f}' for f in files))
     return files
@@ -337,7 +337,7 @@ def run_rollout(inputs:dict, cfg)->list:
     engine, t = policy_engine(inputs), time.time()
     trajs = rollout(engine, questions, corpus, cfg)
     say(rollout_line(trajs, engine.name, time.time() - t))
-    return [write_jsonl(trajs, output_folder(inputs, cfg)/'trajectories.jsonl')]
+    return [write_jsonl(trajs, _output_folder(inputs, cfg)/'trajectories.jsonl')]
 
 # %% ../nbs/45_cli.ipynb #5e646e9d
 def eval_selectors(inputs:dict)->tuple[dict, object]:
@@ -354,8 +354,8 @@ def eval_selectors(inputs:dict)->tuple[dict, object]:
 def run_eval(inputs:dict, cfg)->list:
     "Pass@k of a policy on held-out questions: rollouts, score rows, Pass@k; --select: each selector's picks and scores"
     from venus_nb.rollout import rollout
-    from venus_nb.evaluation import evaluate_trajectories, KS
-    from venus_nb.selection import as_policy, write_selection, with_selection
+    from venus_nb.evaluation import evaluate, KS
+    from venus_nb.selection import as_policy, write_selection, run_selection
     select, verifier = eval_selectors(inputs)   # checked before anything loads
     questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
                          read_corpus(inputs['corpus'], inputs['questions']))
@@ -364,11 +364,12 @@ def run_eval(inputs:dict, cfg)->list:
     say(rollout_line(trajs, engine.name, time.time() - t))
     # the policy's own weights score its answers
     scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None
-    rep = evaluate_trajectories(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,),
-                                label=inputs['label'] or str(inputs['policy']))
-    if select: rep = with_selection(rep, trajs, select, scorer, verifier)
+    rep = evaluate(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,),
+                   label=inputs['label'] or str(inputs['policy']))
+    if select: rep = replace(rep, selection=run_selection(trajs, scorer, verifier, select, rep.rows.correct,
+                                                        gs=tuple(rep.pass_at_k.k), label=rep.label))
     say(rep._repr_markdown_())
-    out = output_folder(inputs, cfg)
+    out = _output_folder(inputs, cfg)
     files = [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'),
              write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
     return files + (write_selection(out, rep.selection) if rep.selection is not None else [])
@@ -402,7 +403,7 @@ _SELECT = {'--select': ('select', 'also choose one answer per question from its 
                                   'weighted, verifier (comma-separated)'),
            '--verifier': ('verifier', 'OpenAI-compatible base URL of the verifier LLM (default: $VENUS_NB_JUDGE_URL)')}
 # any other input option takes a PATH
-METAVARS = {'limit': 'N', 'output_dir': 'DIR', 'select': 'NAME[,NAME]', 'verifier': 'URL'}
+_METAVARS = {'limit': 'N', 'output_dir': 'DIR', 'select': 'NAME[,NAME]', 'verifier': 'URL'}
 
 def _asking(out:str)->dict:
     "The inputs of the commands that roll a policy out on questions"
@@ -448,7 +449,7 @@ def _add_demo(sub):
     w.add_argument('--force', action='store_true', help='make it anew even when it is cached')
 
 # %% ../nbs/45_cli.ipynb #212e6da1
-def positive_int(text:str)->int:
+def _positive_int(text:str)->int:
     "An option's value as a whole number of at least 1 (argparse says which option when it is not)"
     try: n = int(text)
     except ValueError: n = 0
@@ -457,7 +458,7 @@ def positive_int(text:str)->int:
 
 def _add_stages(sub):
     s = sub.add_parser('synth', help='generate a research world: corpus, QA and expert trajectories')
-    s.add_argument('--n', type=positive_int, default=1000,
+    s.add_argument('--n', type=_positive_int, default=1000,
                    help='questions, one expert trajectory each (default: %(default)s)')
     s.add_argument('--seed', type=int, default=0, help='seed of the world and its trajectories (default: %(default)s)')
     s.add_argument('--out', type=Path, required=True, help='output folder: corpus.jsonl, qa.jsonl, trajectories.jsonl')
@@ -485,9 +486,9 @@ def _add_stages(sub):
                                                          '(IG scored over every check rollout: minutes on a CPU)')
     e.add_argument('--signal-only', action='store_true',
                    help='only the signal density of the warm start rollouts (no training)')
-    e.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
+    e.add_argument('--trust-code', action='store_true', help=_TRUST_HELP)
 
-TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
+_TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
               'without it a config runs no code: use it only for a file you trust')
 
 # %% ../nbs/45_cli.ipynb #d0f6b2e4
@@ -529,9 +530,9 @@ def _add_training(sub):
                        help='one setting over the config file, read as YAML '
                             '(a dotted key for a nested one: rollout.G=4); repeat it for more')
         for flag, (key, text) in st.flags.items():
-            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar=METAVARS.get(key, 'PATH'),
+            s.add_argument(flag, dest=key, type=int if key == 'limit' else str, metavar=_METAVARS.get(key, 'PATH'),
                            help=text)
-        if name == 'igpo': s.add_argument('--trust-code', action='store_true', help=TRUST_HELP)
+        if name == 'igpo': s.add_argument('--trust-code', action='store_true', help=_TRUST_HELP)
 
 # %% ../nbs/45_cli.ipynb #7d639326
 def parser()->argparse.ArgumentParser:
@@ -572,7 +573,7 @@ def cmd_experiment(args):
     return res
 
 # %% ../nbs/45_cli.ipynb #cc5d6476
-def unsloth_first(command:str, d:dict):
+def _unsloth_first(command:str, d:dict):
     "Unsloth patches transformers only if imported first (else it warns): `sft` imports it first when training with it"
     from venus_nb.models import has_module, pick_backend
     if command == 'sft' and pick_backend(d.get('backend', 'auto')) == 'unsloth' and has_module('unsloth'):
@@ -585,7 +586,7 @@ def cmd_stage(args):
     if getattr(args, 'trust_code', False):
         from venus_nb.judges import trusted_judge
         d = trusted_judge(d, trust_code=True)
-    unsloth_first(args.cmd, d)
+    _unsloth_first(args.cmd, d)
     return run_stage(args.cmd, st, d)
 
 COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only),
@@ -595,9 +596,9 @@ COMMANDS = {'demo': lambda a: demo(a.data, a.out, a.model, not a.stage1_only),
             **{k: cmd_stage for k in ('sft', 'rollout', 'igpo', 'eval')}}
 
 # %% ../nbs/45_cli.ipynb #3e8c8a29
-NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'trl', 'unsloth', 'unsloth_zoo',
+_NOISY = ('vllm', 'transformers', 'torch', 'torchao', 'bitsandbytes', 'peft', 'trl', 'unsloth', 'unsloth_zoo',
          'accelerate', 'datasets', 'huggingface_hub', 'bm25s', 'numba', 'httpx', 'triton')
-QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR',
+_QUIET_ENV = dict(VLLM_LOGGING_LEVEL='ERROR', TORCH_LOGS='-all', TORCH_CPP_LOG_LEVEL='ERROR',
                  TRANSFORMERS_VERBOSITY='error', HF_HUB_DISABLE_PROGRESS_BARS='1',
                  TRANSFORMERS_NO_ADVISORY_WARNINGS='1')
 
@@ -610,15 +611,15 @@ def _restore_env(saved:dict):
 def quiet_libraries():
     "Only the command's own lines: libraries' logs below errors, warnings and loading bars off; all put back after"
     from venus_nb.rollout import ENGINE_KW
-    env = QUIET_ENV | ({} if in_terminal() else dict(TQDM_DISABLE='1'))   # in a log file no library draws a bar
-    saved, levels, engine_kw = ({k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in NOISY},
+    env = _QUIET_ENV | ({} if in_terminal() else dict(TQDM_DISABLE='1'))   # in a log file no library draws a bar
+    saved, levels, engine_kw = ({k: os.environ.get(k) for k in env}, {n: logging.getLogger(n).level for n in _NOISY},
                                 dict(ENGINE_KW))
     # vLLM draws its loading bar whatever TQDM_DISABLE says
     if not in_terminal(): ENGINE_KW['use_tqdm_on_load'] = False
     for k, v in env.items(): os.environ.setdefault(k, v)   # each library reads them when it is first imported
     with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', module='(' + '|'.join(NOISY) + r')(\.|$)')
-        for n in NOISY: logging.getLogger(n).setLevel(logging.ERROR)
+        warnings.filterwarnings('ignore', module='(' + '|'.join(_NOISY) + r')(\.|$)')
+        for n in _NOISY: logging.getLogger(n).setLevel(logging.ERROR)
         try: yield
         finally:
             _restore_env(saved)

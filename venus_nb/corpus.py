@@ -13,9 +13,9 @@ from .trajectory import between
 from .web import Page, ToolError
 
 # %% auto #0
-__all__ = ['DOC_FORMATS', 'BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'title_id',
-           'wiki_url', 'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'kilt_doc', 'detect_format', 'read_docs',
-           'load_corpus', 'write_docs', 'parse_r1_passage', 'r1_passages', 'passage_docs']
+__all__ = ['BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'title_id', 'wiki_url',
+           'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'read_docs', 'load_corpus', 'write_docs', 'parse_r1_passage',
+           'r1_passages', 'passage_docs']
 
 # %% ../nbs/21_corpus.ipynb #0e6f8bdf
 @functools.lru_cache(None)
@@ -199,7 +199,7 @@ def _kilt_paragraph(p:str)->str:
     if p.startswith('Section::::'): return '## ' + p[len('Section::::'):].rstrip('.').replace('.:', ': ')
     return p.replace('BULLET::::', '', 1) if p.startswith('BULLET::::') else p
 
-def kilt_doc(rec:dict, i:int)->Doc:
+def _kilt_doc(rec:dict, i:int)->Doc:
     "A KILT Wikipedia page `{wikipedia_title, text: [paragraph, ...]}`"
     title, paras = _field(rec, 'wikipedia_title'), rec.get('text')
     if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras):
@@ -207,10 +207,10 @@ def kilt_doc(rec:dict, i:int)->Doc:
     body = [q for q in map(_kilt_paragraph, paras) if q and q != title.strip()]
     return Doc(title_id(title), title.strip(), '\n\n'.join(body), wiki_url(title))
 
-DOC_FORMATS = {'jsonl': jsonl_doc, 'hipporag': hipporag_doc, 'kilt': kilt_doc, 'search-r1': search_r1_doc}
+_DOC_FORMATS = {'jsonl': jsonl_doc, 'hipporag': hipporag_doc, 'kilt': _kilt_doc, 'search-r1': search_r1_doc}
 
 # %% ../nbs/21_corpus.ipynb #0c73dcbb
-def detect_format(rec)->str:
+def _detect_format(rec)->str:
     "The corpus format a record looks like"
     keys = set(rec) if isinstance(rec, dict) else set()
     if 'wikipedia_title' in keys: return 'kilt'
@@ -219,13 +219,13 @@ def detect_format(rec)->str:
 
 def read_docs(path, fmt:str='auto')->tuple[list[Doc], list[LoadError]]:
     "Documents of a corpus file, and the records that could not be read (bad fields, repeated ids: the first is kept)"
-    if fmt != 'auto' and fmt not in DOC_FORMATS:
-        raise ValueError(f'unknown corpus format {fmt!r}; one of {sorted(DOC_FORMATS)}')
+    if fmt != 'auto' and fmt not in _DOC_FORMATS:
+        raise ValueError(f'unknown corpus format {fmt!r}; one of {sorted(_DOC_FORMATS)}')
     seen = set()
     def doc(rec, _, i):
         nonlocal fmt
-        if fmt == 'auto': fmt = detect_format(rec)   # the first record that reads decides
-        d = DOC_FORMATS[fmt](rec, i)
+        if fmt == 'auto': fmt = _detect_format(rec)   # the first record that reads decides
+        d = _DOC_FORMATS[fmt](rec, i)
         if d.id in seen: raise BadRecord(f'duplicate id {d.id!r} (the first one is kept)')
         seen.add(d.id)
         return d

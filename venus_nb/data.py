@@ -14,13 +14,12 @@ from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, render
                                  observation_message, load_each, between, as_loaded, is_dataset, to_dataset)
 
 # %% auto #0
-__all__ = ['FILTERS', 'ALIASES', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'r1_searcher_messages',
-           'load_r1_searcher', 'load_verl_parquet', 'load_qa_jsonl', 'decrypt_xbench', 'decrypt_browsecomp',
-           'load_xbench', 'load_browsecomp_zh', 'as_questions', 'question_kind', 'by_kind', 'check_shares',
-           'kind_counts', 'find_shared', 'shared_data', 'correctness_judge', 'CleanConfig', 'normal_args',
-           'clean_think', 'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe',
-           'step_validate', 'scored_answer', 'step_correct', 'CleaningReport', 'clean', 'filter_words', 'judge_advice',
-           'clean_summary', 'funnel_figure']
+__all__ = ['FILTERS', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 'r1_searcher_messages', 'load_r1_searcher',
+           'load_verl_parquet', 'load_qa_jsonl', 'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench',
+           'load_browsecomp_zh', 'as_questions', 'question_kind', 'by_kind', 'check_shares', 'kind_counts',
+           'find_shared', 'shared_data', 'correctness_judge', 'CleanConfig', 'normal_args', 'clean_think',
+           'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe', 'step_validate',
+           'scored_answer', 'step_correct', 'CleaningReport', 'clean', 'judge_advice', 'clean_summary', 'funnel_figure']
 
 # %% ../nbs/11_data.ipynb #b8ef6b1c
 def _json_files(folder:Path)->list:
@@ -314,12 +313,12 @@ def _rebuild(traj, turns):
 # %% ../nbs/11_data.ipynb #740788ba
 def _as_list(v): return v if isinstance(v, list) else [v]
 
-ALIASES = {'queries': 'query', 'urls': 'url'}
+_ALIASES = {'queries': 'query', 'urls': 'url'}
 
 def normal_args(call:ToolCall)->tuple[dict, list]:
     "DR-Venus argument schema (query/url lists, goal string) and the edits it took"
     args, edits = dict(call.arguments), []
-    for old, new in ALIASES.items():
+    for old, new in _ALIASES.items():
         if old in args and new not in args:
             args[new] = args.pop(old)
             edits.append(f'{old} renamed {new}')
@@ -554,7 +553,7 @@ def clean(trajectories:list|Loaded, # trajectories, a `Loaded` or a `datasets.Da
     return to_dataset(list(live.values())) if is_dataset(given) else list(live.values()), report
 
 # %% ../nbs/11_data.ipynb #b5d8f1a3
-def filter_words(cfg:CleanConfig)->str:
+def _filter_words(cfg:CleanConfig)->str:
     "The correctness filter of `cfg` in plain words"
     j, where = cfg.judge, "each final answer's span" if cfg.span else 'each whole final answer'
     if j is None: return 'no correctness filter'
@@ -577,7 +576,7 @@ def judge_advice(report:CleaningReport, cfg:CleanConfig)->str|None:
 
 def clean_summary(report:CleaningReport, cfg:CleanConfig, reasons:int=5, title:str='Clean')->str:
     "The run in plain words: the filter, the funnel, the commonest `reasons` to drop, advice if EM or F1 dropped most"
-    lines = [f'{title} ({filter_words(cfg)}): {report._repr_markdown_()}']
+    lines = [f'{title} ({_filter_words(cfg)}): {report._repr_markdown_()}']
     lines += [f'   - dropped at {step}: {reason} ×{n}' for (step, reason), n in report.reasons().head(reasons).items()]
     return '\n'.join(lines + [a for a in [judge_advice(report, cfg)] if a])
 

@@ -125,13 +125,13 @@ def question_groups(trajs:list)->list:
 def step_rewards(trajs:list, policy_dir:str, n:int=3):
     "Score log p(gt) and IG after every visit on the n shortest trajectories (a group per question), build TurnRewards"
     from venus_nb.models import load_policy
-    from venus_nb.scoring import gt_logprobs
+    from venus_nb.scoring import gt_logps
     from venus_nb.rewards import Scored
     pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
     groups = question_groups(trajs)
     say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories '
         f'({len(set(groups))} questions, each its own group)')
-    scored = Scored.from_logprobs(trajs, [gt_logprobs(pol.model, pol.tokenizer, t) for t in trajs], groups=groups)
+    scored = Scored.from_logps(trajs, [gt_logps(pol.model, pol.tokenizer, t) for t in trajs], groups=groups)
     table = scored.table()
     say(table.round(3).to_string(index=False))
     return scored, table
@@ -215,12 +215,13 @@ def step_meaning(row:dict)->str:
 def step_eval(warm_trajs:list, rl_policy, # the IGPO policy, or an engine that generates with it
               questions:list, corpus, out:Path, warm):
     "Pass@K and browse statistics of the warm start's rollouts and of the IGPO policy's rollouts on the same questions"
-    from venus_nb.evaluation import evaluate_trajectories, evaluate
+    from venus_nb.evaluation import evaluate
+    from venus_nb.rollout import rollout
     from venus_nb.warm_start import rollout_config
     import pandas as pd
     cfg = replace(rollout_config(warm.config), seed=1, progress=in_terminal())
-    reports = [evaluate_trajectories(warm_trajs, ks=(1, 2, 4), label='warm start'),
-               evaluate(rl_policy, questions, corpus, cfg, ks=(1, 2, 4), label='IGPO')]
+    reports = [evaluate(warm_trajs, ks=(1, 2, 4), label='warm start'),
+               evaluate(rollout(rl_policy, questions, corpus, cfg), ks=(1, 2, 4), label='IGPO')]
     table = pd.concat([r.pass_at_k.assign(model=r.label) for r in reports], ignore_index=True)
     write_csv(table, out/'eval_pass_at_k.csv')
     say('## 10. Evaluation (exact match) on the same held-out questions\n' + table.to_string(index=False) + '\n'

@@ -17,11 +17,11 @@ from .corpus import r1_passages, passage_docs, title_id
 from .data import shared_data, r1_searcher_messages, _repo_root
 
 # %% auto #0
-__all__ = ['scorer', 'THRESHOLDS', 'CALL_KINDS', 'COLUMNS', 'KS', 'BROWSE_COLS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS',
-           'pass_at_k', 'final_answer', 'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories',
-           'pass_at_k_table', 'browse_summary', 'per_question', 'summarise', 'markdown_table', 'EvalReport',
-           'evaluate_trajectories', 'evaluate', 'pass_at_k_figure', 'browse_figure', 'synthetic_rollouts',
-           'world_questions', 'r1_searcher_questions', 'corpus_coverage', 'r1_searcher_trajectories']
+__all__ = ['scorer', 'COLUMNS', 'KS', 'PAPER_PASS_AT_K', 'PAPER_REFERENCE', 'R1_SETS', 'pass_at_k', 'final_answer',
+           'threshold_of', 'tool_counts', 'trajectory_row', 'score_trajectories', 'pass_at_k_table', 'browse_summary',
+           'per_question', 'summarise', 'markdown_table', 'EvalReport', 'evaluate', 'pass_at_k_figure', 'browse_figure',
+           'synthetic_rollouts', 'world_questions', 'r1_searcher_questions', 'corpus_coverage',
+           'r1_searcher_trajectories']
 
 # %% ../nbs/25_evaluation.ipynb #67372624
 def pass_at_k(n:int, # samples drawn for the question
@@ -43,19 +43,19 @@ def final_answer(traj:Trajectory)->str|None:
 scorer = judge_fn  # the judge of an evaluation is the judge of training: `judges.judge_fn`
 
 # %% ../nbs/25_evaluation.ipynb #f94308c1
-THRESHOLDS = {'em': 1.0, 'f1': 0.5}
+_THRESHOLDS = {'em': 1.0, 'f1': 0.5}
 
 def threshold_of(score, threshold:float|None=None)->float:
     "The score a trajectory needs to count as correct"
-    return threshold if threshold is not None else THRESHOLDS.get(score, 0.5) if isinstance(score, str) else 0.5
+    return threshold if threshold is not None else _THRESHOLDS.get(score, 0.5) if isinstance(score, str) else 0.5
 
 # %% ../nbs/25_evaluation.ipynb #85b7add6
-CALL_KINDS = ('search', 'visit', 'other')   # the turn kinds that are tool calls
+_CALL_KINDS = ('search', 'visit', 'other')   # the turn kinds that are tool calls
 
 def tool_counts(traj:Trajectory)->dict:
     "Searches, visits, parsed tool calls and the browse ratio (visits / tool calls; NaN with no tool call)"
     k = Counter(t.kind for t in traj.turns)
-    calls = sum(k[x] for x in CALL_KINDS)
+    calls = sum(k[x] for x in _CALL_KINDS)
     return dict(search=k['search'], visit=k['visit'], tool_calls=calls,
                 browse_ratio=k['visit'] / calls if calls else math.nan)
 
@@ -135,13 +135,13 @@ def pass_at_k_table(df:pd.DataFrame, # rows from `score_trajectories`
     return out
 
 # %% ../nbs/25_evaluation.ipynb #48f99db2
-BROWSE_COLS = ['browse_ratio', 'visit', 'search', 'tool_calls', 'turns', 'tokens']
+_BROWSE_COLS = ['browse_ratio', 'visit', 'search', 'tool_calls', 'turns', 'tokens']
 
 def _outcome(df:pd.DataFrame)->pd.Series: return df.correct.map({True: 'correct', False: 'incorrect'}).rename('outcome')
 
 def browse_summary(df:pd.DataFrame)->pd.DataFrame:
     "Mean browse ratio, tool use, turns, tokens of correct vs incorrect trajectories (DR-Venus: successes browse more)"
-    t = df.groupby(_outcome(df)).agg(trajectories=('turns', 'size'), **{c: (c, 'mean') for c in BROWSE_COLS},
+    t = df.groupby(_outcome(df)).agg(trajectories=('turns', 'size'), **{c: (c, 'mean') for c in _BROWSE_COLS},
                                      browse_ratio_median=('browse_ratio', 'median'))
     t = t.reindex(['correct', 'incorrect'])
     t['trajectories'] = t.trajectories.fillna(0).astype(int)
@@ -188,7 +188,7 @@ class EvalReport:
     summary: dict             # headline numbers (`summarise`)
     label: str = 'model'      # the name in figures
     notes: list = field(default_factory=list)
-    selection: object = None  # `selection.with_selection`: each selector's picks and accuracy vs Pass@1 and Pass@K
+    selection: object = None  # `selection.run_selection`: each selector's picks and accuracy vs Pass@1 and Pass@K
 
     def per_question(self)->pd.DataFrame: return per_question(self.rows)
 
@@ -205,13 +205,13 @@ class EvalReport:
         return f'{head}\n\n{pk}\n\n{markdown_table(self.browse.round(3))}\n{notes}{sel}'
 
 # %% ../nbs/25_evaluation.ipynb #d92fbee4
-def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
-                          score='em', # 'em' | 'f1' | a callable judge (see `judges.judge_fn`)
-                          ks=KS, # the K of Pass@K
-                          threshold:float|None=None, # score needed to be correct (see `threshold_of`)
-                          label:str='model', # the name in tables and figures
-                          tokenizer=None # counts tokens of trajectories that carry none
-                         )->EvalReport:
+def evaluate(trajs:list, # rollouts with `.gt` and their meta
+             score='em', # 'em' | 'f1' | a callable judge (see `judges.judge_fn`)
+             ks=KS, # the K of Pass@K
+             threshold:float|None=None, # score needed to be correct (see `threshold_of`)
+             label:str='model', # the name in tables and figures
+             tokenizer=None # counts tokens of trajectories that carry none
+            )->EvalReport:
     "Score trajectories; build Pass@K, browse and summary tables"
     df = score_trajectories(trajs, score, threshold, tokenizer)
     pk = pass_at_k_table(df, ks)
@@ -219,17 +219,6 @@ def evaluate_trajectories(trajs:list, # rollouts with `.gt` and their meta
     notes = pk.attrs['notes'] + ([f'{missing} trajectories have no ground truth (score NaN, counted incorrect)']
                                  if missing else [])
     return EvalReport(df, pk, browse_summary(df), summarise(df), label, notes)
-
-# %% ../nbs/25_evaluation.ipynb #375f9afc
-def evaluate(policy, # what `rollout` takes, e.g. `models.load_policy(...)`
-             questions:list, # dicts with question, answer (str or aliases) and optional id
-             tools, # a `tools.Toolbox` or `LocalCorpus`
-             cfg=None, # a `rollout.RolloutConfig`; its G is the number of samples per question
-             score='em', ks=KS, threshold:float|None=None, label:str|None=None)->EvalReport:
-    "Roll out G samples per question with `rollout`, then `evaluate_trajectories`"
-    from venus_nb.rollout import rollout, RolloutConfig
-    trajs = rollout(policy, questions, tools, cfg or RolloutConfig())
-    return evaluate_trajectories(trajs, score, ks, threshold, label or getattr(policy, 'name', 'policy'))
 
 # %% ../nbs/25_evaluation.ipynb #3371b1de
 PAPER_PASS_AT_K = {  # DR-Venus-4B Pass@K for K = 1, 2, 4, 8, 16, in % (method §5)

@@ -21,19 +21,17 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
     from venus_nb.igpo import IGPOConfig
 
 # %% auto #0
-__all__ = ['TREATMENT', 'PAIRS', 'HYPOTHESIS_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES',
-           'REGISTRATION', 'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'RUN_COLUMNS', 'TABLES', 'NEEDED', 'CURVES', 'CLAIMS',
-           'advantages_under', 'signal_density', 'warm_signal', 'without_ig', 'visit_share', 'calibrate_visit_bonus',
-           'score_matrix', 'final_evals', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
-           'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied',
-           'ExperimentConfig', 'experiment_json', 'experiment_pairs', 'config_hash', 'Registration',
-           'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
-           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm',
-           'ExperimentResult', 'check_counts', 'read_experiment', 'result_of', 'saved_config_changes', 'grows',
-           'check_resume', 'check_start', 'check_test_split', 'experiment', 'heldout_curve', 'learning_curves',
-           'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows',
-           'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
-           'setting_evals', 'rollouts_to_reach']
+__all__ = ['TREATMENT', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION', 'EVAL_SEED',
+           'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal',
+           'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table',
+           'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start',
+           'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs', 'config_hash',
+           'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions',
+           'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder',
+           'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume',
+           'check_start', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars',
+           'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table',
+           'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -98,7 +96,7 @@ def without_ig(batch)->'Scored':
     return replace(batch, ig=[[None] * len(row) for row in batch.ig],
                    cfg=replace(batch.cfg, scored='none', penalty='replace'))
 
-def visit_share(batch, # a `rewards.Scored` batch
+def _visit_share(batch, # a `rewards.Scored` batch
                 **changes # `RewardConfig` fields to change (as `advantages_under`)
                )->float:
     "Advantage on visit turns, summed with its sign, over the batch's summed absolute advantage (NaN: none)"
@@ -110,10 +108,10 @@ def visit_share(batch, # a `rewards.Scored` batch
 def calibrate_visit_bonus(batch, # the warm start's scored rollouts (`warm_signal`)
                           hi:float=8.0, # the largest β tried
                           tol:float=1e-4)->dict:
-    "β for which the visit-bonus control's `visit_share` meets IGPO's on `scored`; both shares and the β found"
-    target = visit_share(batch, estimator='igpo')
+    "β for which the visit-bonus control's `_visit_share` meets IGPO's on `scored`; both shares and the β found"
+    target = _visit_share(batch, estimator='igpo')
     control = without_ig(batch)
-    share = lambda b: visit_share(control, visit_bonus=b)
+    share = lambda b: _visit_share(control, visit_bonus=b)
     lo_share, hi_share = share(0.0), share(hi)
     if not lo_share < target <= hi_share:
         raise ValueError(f"IGPO's visit share {target:.4f} is not between the control's at β = 0 ({lo_share:.4f}) "
@@ -160,10 +158,10 @@ def _diff_row(evals, a, b, k):
 # %% ../nbs/31_experiment.ipynb #62a0382c
 TREATMENT = 'IGPO (DR-Venus)'
 # the differences a summary reports
-PAIRS = ((TREATMENT, 'start'), (TREATMENT, 'GRPO'), (TREATMENT, 'GRPO + format penalty'))
+_PAIRS = ((TREATMENT, 'start'), (TREATMENT, 'GRPO'), (TREATMENT, 'GRPO + format penalty'))
 
 def summary_table(evals:pd.DataFrame, ks=(1, 4),
-                  pairs=PAIRS # (treatment, baseline) differences, each where both arms ran
+                  pairs=_PAIRS # (treatment, baseline) differences, each where both arms ran
                  )->pd.DataFrame:
     "Pass@k of every arm with its 95% interval; each paired difference with discordant questions, sign test, verdict"
     arms, rows = list(evals.arm.unique()), []
@@ -172,14 +170,14 @@ def summary_table(evals:pd.DataFrame, ks=(1, 4),
         rows += [_diff_row(evals, a, b, k) for a, b in pairs if {a, b} <= set(arms)]
     return pd.DataFrame(rows)
 
-def kind_table(evals:pd.DataFrame, ks=(1, 4), pairs=PAIRS)->pd.DataFrame:
+def kind_table(evals:pd.DataFrame, ks=(1, 4), pairs=_PAIRS)->pd.DataFrame:
     "`summary_table` for each kind of question (e.g. '1-hop', '2-hop'), with a `kind` column"
     if 'kind' not in evals: return pd.DataFrame()
     return pd.concat([summary_table(e, ks, pairs).assign(kind=kind) for kind, e in evals.groupby('kind', sort=True)],
                      ignore_index=True)
 
 # %% ../nbs/31_experiment.ipynb #0f486cba
-HYPOTHESIS_FIELDS = dict(name=None, a=None, b=None, metric='Pass@1', subset='all', direction='>', primary=False)
+_HYPOTHESIS_FIELDS = dict(name=None, a=None, b=None, metric='Pass@1', subset='all', direction='>', primary=False)
 
 def metric_k(metric:str)->int:
     "k of a 'Pass@k' metric"
@@ -189,10 +187,10 @@ def metric_k(metric:str)->int:
 
 def hypothesis(h:dict)->dict:
     "A registered comparison with every field: name, the difference a − b, metric, question subset, direction, primary"
-    if not isinstance(h, dict): raise ValueError(f'a hypothesis is a dict of {list(HYPOTHESIS_FIELDS)}, got {h!r}')
-    if unknown := sorted(set(h) - set(HYPOTHESIS_FIELDS)):
-        raise ValueError(f"hypothesis {h.get('name')!r}: unknown fields {unknown}; valid: {list(HYPOTHESIS_FIELDS)}")
-    h = HYPOTHESIS_FIELDS | h
+    if not isinstance(h, dict): raise ValueError(f'a hypothesis is a dict of {list(_HYPOTHESIS_FIELDS)}, got {h!r}')
+    if unknown := sorted(set(h) - set(_HYPOTHESIS_FIELDS)):
+        raise ValueError(f"hypothesis {h.get('name')!r}: unknown fields {unknown}; valid: {list(_HYPOTHESIS_FIELDS)}")
+    h = _HYPOTHESIS_FIELDS | h
     if missing := [k for k in ('name', 'a', 'b') if not h[k]]:
         raise ValueError(f"hypothesis {h['name']!r} needs {missing}: a name and the two sides of its difference a − b")
     if h['direction'] not in ('>', '<'):
@@ -201,7 +199,7 @@ def hypothesis(h:dict)->dict:
     metric_k(h['metric'])
     return dict(h, name=str(h['name']), subset=str(h['subset']), primary=bool(h['primary']))
 
-def check_hypotheses(hyps, # dicts of `HYPOTHESIS_FIELDS`
+def check_hypotheses(hyps, # dicts of `_HYPOTHESIS_FIELDS`
                      arms # the experiment's arms (and variants); 'start' is always one side there is
                     )->tuple:
     "The hypotheses with every field, checked as a set: distinct names, exactly one primary, sides that are arms"
@@ -432,7 +430,7 @@ class ExperimentConfig(Settings):
                                          steps=200),
                                igpo=dict(dtype='bfloat16')), **kw))
 
-    def to_json(self)->dict: return experiment_json(self)   # what `Settings.save` writes
+    def to_json(self)->dict: return _experiment_json(self)   # what `Settings.save` writes
 
     @classmethod
     def from_saved(cls, d:dict, trust_code:bool=False)->dict:
@@ -440,7 +438,7 @@ class ExperimentConfig(Settings):
         from venus_nb.judges import trusted_judge
         return {**d, 'igpo': trusted_judge(d['igpo'], trust_code)} if 'igpo' in d else d
 
-def experiment_json(cfg:ExperimentConfig)->dict:
+def _experiment_json(cfg:ExperimentConfig)->dict:
     "The settings as JSON data, the `igpo` judge as its saved spec (`judges.judge_spec`)"
     from venus_nb.judges import judge_spec
     igpo = {k: judge_spec(v) if k == 'judge' else asdict(v) if is_dataclass(v) else v for k, v in cfg.igpo.items()}
@@ -448,13 +446,13 @@ def experiment_json(cfg:ExperimentConfig)->dict:
 
 # %% ../nbs/31_experiment.ipynb #ff811ab9
 def experiment_pairs(cfg:ExperimentConfig)->tuple:
-    "The differences a summary reports: `PAIRS`, then each variant against the start and against the arm it varies"
-    return PAIRS + tuple(p for label, v in cfg.variants.items() for p in ((label, 'start'), (label, v['arm'])))
+    "The differences a summary reports: `_PAIRS`, then each variant against the start and against the arm it varies"
+    return _PAIRS + tuple(p for label, v in cfg.variants.items() for p in ((label, 'start'), (label, v['arm'])))
 
 # %% ../nbs/31_experiment.ipynb #a049f1a2
 REGISTRATION = 'registration.json'
 
-def _json(cfg:ExperimentConfig)->dict: return json.loads(json.dumps(experiment_json(cfg), default=str))
+def _json(cfg:ExperimentConfig)->dict: return json.loads(json.dumps(_experiment_json(cfg), default=str))
 
 def config_hash(cfg:ExperimentConfig)->str:
     "A short hash of the configuration as saved (its folder aside): what a registration fixes"
@@ -468,7 +466,7 @@ class Registration:
     arms: tuple
     seeds: tuple
     hypotheses: tuple
-    config: dict             # the configuration as saved (`experiment_json`), to name what changed
+    config: dict             # the configuration as saved (`_experiment_json`), to name what changed
     registered_at: str = ''  # UTC, ISO 8601
 
     @classmethod
@@ -649,7 +647,7 @@ class ExperimentResult:
     summary: pd.DataFrame    # of the validation rows: exploratory
     output_dir: Path
     # arm, seed, step, seconds, split of each stop
-    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_RUN_COLUMNS))
     test: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVAL_COLUMNS))  # test rows
 
     @property
@@ -701,13 +699,13 @@ class ExperimentResult:
 # %% ../nbs/31_experiment.ipynb #9f8d952a
 # each stop: its wall time, the splits it evaluated, the SHA-256 of the weights it started from and, for an arm's
 # last step, of those it ended with, and the CPU it ran on
-RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split', 'start_sha256', 'weights_sha256', 'machine']
+_RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split', 'start_sha256', 'weights_sha256', 'machine']
 # the CSV files an experiment's folder keeps, one row added per finished run, and the columns a reader needs
-TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=RUN_COLUMNS, test=EVAL_COLUMNS)
-NEEDED = dict(steps=['arm', 'seed'], evals=['arm', 'seed', 'question', 'n', 'c'],
+TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=_RUN_COLUMNS, test=EVAL_COLUMNS)
+_NEEDED = dict(steps=['arm', 'seed'], evals=['arm', 'seed', 'question', 'n', 'c'],
               runs=['arm', 'seed', 'step', 'seconds'], test=['arm', 'seed', 'step', 'question', 'n', 'c'])
 
-def check_counts(e:pd.DataFrame, path)->pd.DataFrame:
+def _check_counts(e:pd.DataFrame, path)->pd.DataFrame:
     "Evaluation rows with whole counts 0 <= c <= n, n >= 1, each question once per run and every run's questions whole"
     n, c = (pd.to_numeric(e[k], errors='coerce') for k in ('n', 'c'))
     if (bad := ~((n >= 1) & (c >= 0) & (c <= n) & (n % 1 == 0) & (c % 1 == 0))).any():
@@ -727,12 +725,12 @@ def check_counts(e:pd.DataFrame, path)->pd.DataFrame:
     return e.assign(n=n.astype(int), c=c.astype(int))
 
 def _read_table(out:Path, name:str)->pd.DataFrame:
-    "One of the folder's tables, checked (`checkpoints.check_csv`; `check_counts` for evaluation rows); empty if absent"
+    "One of the folder's tables, checked (`checkpoints.check_csv`, and the counts of evaluation rows); empty if absent"
     from venus_nb.checkpoints import check_csv
     path = out/f'{name}.csv'
     if not path.exists(): return pd.DataFrame(columns=TABLES[name])
-    df = check_csv(path, NEEDED[name], folder=out)
-    return check_counts(df, path) if name in ('evals', 'test') else df
+    df = check_csv(path, _NEEDED[name], folder=out)
+    return _check_counts(df, path) if name in ('evals', 'test') else df
 
 def _done(out:Path)->list:
     "The steps, validation rows, run times and test rows an earlier call finished (empty tables where none did)"
@@ -750,9 +748,9 @@ def read_experiment(folder,
     "A finished (or partly finished) experiment from its folder, without running anything"
     out = Path(folder)
     if not (out/'config.json').exists(): raise FileNotFoundError(f'{out}: no config.json, not an experiment folder')
-    return result_of(ExperimentConfig.load(out/'config.json', trust_code), out, _done(out))
+    return _result_of(ExperimentConfig.load(out/'config.json', trust_code), out, _done(out))
 
-def result_of(cfg:ExperimentConfig, out:Path, tables:list # steps, validation rows, runs, test rows (`_done`)
+def _result_of(cfg:ExperimentConfig, out:Path, tables:list # steps, validation rows, runs, test rows (`_done`)
              )->ExperimentResult:
     "The result the tables of a run folder make: summarised, nothing run"
     steps, evals, runs, test = tables
@@ -771,7 +769,7 @@ def saved_config_changes(out:Path, cfg:ExperimentConfig)->dict:
     "{field: (saved, now)} where the experiment folder's config.json differs from `cfg` (output_dir aside)"
     if not (out/'config.json').exists(): return {}
     from venus_nb.checkpoints import check_json   # capped and bounded: a ValueError naming the file
-    now, saved = json.loads(json.dumps(experiment_json(cfg))), check_json(out/'config.json')
+    now, saved = json.loads(json.dumps(_experiment_json(cfg))), check_json(out/'config.json')
     # a folder saved before a field existed has that field's default
     saved = {f.name: json.loads(json.dumps(f.default)) for f in fields(ExperimentConfig)
              if f.default is not MISSING and f.name in now} | saved
@@ -823,7 +821,7 @@ def check_start(runs:pd.DataFrame, # the folder's runs.csv
                          'machine of each stop) computes otherwise. Run the seed on with the weights it began from, '
                          "or delete that seed's rows from evals.csv, test.csv and runs.csv to run it again whole")
 
-def check_test_split(start:Start, cfg:ExperimentConfig):
+def _check_test_split(start:Start, cfg:ExperimentConfig):
     "A ValueError where the start's test split is not the size the configuration registered"
     if len(start.test) != cfg.test_questions:
         raise ValueError(f'the registered configuration has test_questions={cfg.test_questions}, the start '
@@ -855,7 +853,7 @@ def experiment(cfg:ExperimentConfig|None=None,
     if cfg.hypotheses: register(cfg)
     cfg.save(out/'config.json')
     start = start or warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
-    if cfg.hypotheses: check_test_split(start, cfg)
+    if cfg.hypotheses: _check_test_split(start, cfg)
     sha, tables = weights_sha256(start.folder), _done(out)
     for label, seed, step, splits in _runs(cfg):
         if label == 'start' and not with_start: continue
@@ -871,10 +869,10 @@ def experiment(cfg:ExperimentConfig|None=None,
         tables = _grown(tables, label, seed, s, evals, run)
         # each stop is on disk, summarised, before the next begins: a stopped run loses at most the stop it was in
         _save_rows(out, *tables)
-        write_results(result_of(cfg, out, tables))
+        write_results(_result_of(cfg, out, tables))
         if prune and 'test' in todo and label != 'start': prune_checkpoints(run_folder(cfg, label, seed))
         for sp, e in evals.items(): say(_say_eval(e, label, seed, step, run.seconds[0], sp))
-    return result_of(cfg, out, tables)
+    return _result_of(cfg, out, tables)
 
 
 # %% ../nbs/31_experiment.ipynb #495566c2
@@ -958,7 +956,7 @@ def strict_json(obj):
     if isinstance(obj, dict): return {k: strict_json(v) for k, v in obj.items()}
     return [strict_json(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
 
-CLAIMS = ('only the registered hypotheses (test split, Holm-corrected) are claims; every other difference, '
+_CLAIMS = ('only the registered hypotheses (test split, Holm-corrected) are claims; every other difference, '
           'in summary, by_kind and test_summary, is exploratory')
 
 def _plain(x):
@@ -969,7 +967,7 @@ def write_results(res:ExperimentResult)->list:
     "summary.csv, summary.json (strict JSON: a missing value is null) and report.html in the experiment's folder"
     out = res.output_dir
     meta = dict(rollouts_per_run=res.cfg.rollouts_per_run, seconds=round(res.seconds, 1), runs=len(res.runs),
-                seed_note=seed_note(len(res.cfg.seeds)), claims=CLAIMS)
+                seed_note=seed_note(len(res.cfg.seeds)), claims=_CLAIMS)
     registered = {} if not res.cfg.hypotheses else dict(
         hypotheses=res.hypotheses.to_dict('records'), per_seed=res.per_seed.to_dict('records'),
         test_summary=res.test_summary.to_dict('records'))

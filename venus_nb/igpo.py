@@ -24,17 +24,16 @@ from .checkpoints import (newest_whole, first_problem, file_checks, check_json, 
 from .tracking import trackers, need_tensorboard, in_notebook
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
 from .rewards import RewardConfig, reward_details, token_advantages
-from .scoring import gt_logprobs, Prefix, prompt_groups, token_logps
+from .scoring import gt_logps, Prefix, prompt_groups, token_logps
 from .loss import LossConfig, loss_terms, token_loss, igpo_loss, engine_gap, GAP_SUMS, gap_metrics
 
 # %% auto #0
-__all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'STATE_KEYS', 'IGPO_FREE', 'IGPO_FIXED', 'IGPOConfig',
-           'learning_rate', 'config_json', 'adapter_off', 'reference', 'train_precision', 'float32_weights',
-           'ig_precision', 'score_rollouts', 'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'shared_prompt',
-           'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint', 'read_state', 'igpo_checkpoint_problem',
-           'last_igpo_checkpoint', 'load_checkpoint', 'rl_adapter_base', 'rl_card', 'save_weights', 'save_final',
-           'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step', 'run_dir', 'scalars',
-           'tracking', 'IGPOResult', 'metrics_figure', 'resume_changes', 'follow_config', 'igpo', 'turn_logps',
+__all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'IGPOConfig', 'learning_rate', 'config_json', 'adapter_off',
+           'reference', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of',
+           'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint',
+           'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'rl_adapter_base',
+           'rl_card', 'save_final', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step',
+           'run_dir', 'scalars', 'step_tracker', 'IGPOResult', 'metrics_figure', 'resume_changes', 'igpo', 'turn_logps',
            'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
 # %% ../nbs/29_igpo.ipynb #4ae88f52
@@ -165,10 +164,10 @@ def score_rollouts(model, tok, trajs:list, cfg:IGPOConfig=IGPOConfig(), judge=No
     model.eval()
     with ig_precision(model, cfg):
         lps = each_prompt_once(model, [t.tokens for t in trajs], cfg.max_len,
-                               lambda i, prefix: gt_logprobs(model, tok, trajs[i], trajs[i].gt, cfg.rewards,
+                               lambda i, prefix: gt_logps(model, tok, trajs[i], trajs[i].gt, cfg.rewards,
                                                              max_len=cfg.max_len, prefix=prefix))
     groups = [t.meta.get('group', 0) for t in trajs]
-    return Scored.from_logprobs(trajs, lps, outcomes(trajs, judge or cfg.judge), groups, cfg.rewards)
+    return Scored.from_logps(trajs, lps, outcomes(trajs, judge or cfg.judge), groups, cfg.rewards)
 
 def advantages_of(scored:Scored):
     "Per-rollout per-turn advantages and the batch's reward details"
@@ -226,7 +225,7 @@ def _minibatches(ps, n, rng):
 from .rollout import plain_cache
 
 @contextmanager
-def shared_prompt(model, ids:list # the tokens every rollout of the group starts with, run once
+def _shared_prompt(model, ids:list # the tokens every rollout of the group starts with, run once
                  ):
     """Yields a maker of `Prefix`es that continue from `ids` run once with gradient (None where the cache cannot be
     shared); on leaving, the gradient the continuations sent to its keys and values flows back through it once"""
@@ -264,7 +263,7 @@ def _mb_loss(model, mb, cfg, stats, first:bool=True # the first epoch: π_old's 
     for prompt, idx in prompt_groups(mb).items():
         # all but the prompt's last token: the first generated token's log-prob is computed from the position before it
         share = cfg.share_prompt and len(idx) > 1 and len(prompt) > 1
-        with (shared_prompt(model, list(prompt[:-1])) if share else nullcontext()) as make:
+        with (_shared_prompt(model, list(prompt[:-1])) if share else nullcontext()) as make:
             for i in idx: _rollout_loss(model, mb[i], cfg, stats, first, total, make and make())
 
 def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
@@ -338,7 +337,7 @@ def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:rand
     "Write `checkpoint-{step}`: adapter (LoRA) or all weights (full FT), model card, optimiser, config, then state.json"
     d = Path(cfg.output_dir)/f'checkpoint-{step}'
     d.mkdir(parents=True, exist_ok=True)
-    save_weights(model, cfg, d/('adapter' if is_adapter(model) else 'model'), data, step)
+    _save_weights(model, cfg, d/('adapter' if is_adapter(model) else 'model'), data, step)
     with atomic_open(d/'optimizer.pt', 'wb') as f: torch.save(opt.state_dict(), f)
     cfg.save(d/'igpo_config.json')
     version, state, gauss = rng.getstate()
@@ -348,7 +347,7 @@ def save_checkpoint(model, opt, cfg:IGPOConfig, step:int, metrics:list, rng:rand
     write_atomic(d/'state.json', json.dumps(state, default=float))
     return d
 
-STATE_KEYS = ('step', 'metrics', 'rng')   # what resume reads from state.json
+_STATE_KEYS = ('step', 'metrics', 'rng')   # what resume reads from state.json
 
 def _rng_from(saved)->random.Random:
     rng = random.Random()
@@ -358,7 +357,7 @@ def _rng_from(saved)->random.Random:
 # %% ../nbs/29_igpo.ipynb #9e242779
 def read_state(d:Path)->dict:
     "A checkpoint's state.json, with every key resume needs and an rng state that loads"
-    s = check_json(Path(d)/'state.json', *STATE_KEYS)
+    s = check_json(Path(d)/'state.json', *_STATE_KEYS)
     if not isinstance(s['step'], int) or not isinstance(s['metrics'], list):
         raise ValueError('step must be an integer and metrics a list')
     _rng_from(s['rng'])
@@ -429,7 +428,7 @@ def rl_card(model, cfg:IGPOConfig, base:str|None, # the adapter's base (`rl_adap
     return model_card(cfg.rewards.estimator.upper(), base, data, config_json(cfg), lora, dtype, step)
 
 # %% ../nbs/29_igpo.ipynb #c9dd6036
-def save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
+def _save_weights(model, cfg:IGPOConfig, folder:Path, data:str='', step:int|None=None, tokenizer=None):
     "The adapter (naming its base) or every weight, the tokenizer when given, and a model card"
     base = rl_adapter_base(model, cfg, tokenizer) if is_adapter(model) else None
     model.save_pretrained(folder)
@@ -442,7 +441,7 @@ def save_final(policy:Policy, cfg:IGPOConfig, data:str='', step:int|None=None)->
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix='.final-'))
-    save_weights(policy.model, cfg, tmp, data, step, policy.tokenizer)
+    _save_weights(policy.model, cfg, tmp, data, step, policy.tokenizer)
     if (out/'final').exists(): shutil.rmtree(out/'final')
     return tmp.rename(out/'final')
 
@@ -527,8 +526,8 @@ def _tensorboard(cfg:IGPOConfig, step:int):
     return writer
 
 @contextmanager
-def tracking(cfg:IGPOConfig, step:int=0 # steps already done (a resumed run)
-            ):
+def step_tracker(cfg:IGPOConfig, step:int=0 # steps already done (a resumed run)
+                ):
     "A function that logs a step's metrics row to the trackers `cfg.report_to` names (none: a no-op); closed on exit"
     writer = _tensorboard(cfg, step) if 'tensorboard' in cfg.report_to else None
     def track(row:dict):
@@ -578,22 +577,22 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
     return fig.update_layout(height=260, margin=dict(t=40, b=30, l=30, r=10))
 
 # %% ../nbs/29_igpo.ipynb #9c04d8bd
-IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency',
+_IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency',
              'rollout.batch_size', 'report_to', 'run_name', 'logging_dir', 'base_dir', 'share_prompt')
 # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
-IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')
+_IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')
 
 def _settings(d:dict)->dict:
     "Saved settings with the learning rate they train at (None: the default of their mode)"
     return {**d, 'lr': d.get('lr') if d.get('lr') is not None else FULL_LR if d.get('lora_r') is None else LORA_LR}
 
 def resume_changes(ckpt:Path, cfg:IGPOConfig, apply:bool=False)->list:
-    "The config changes in `ckpt`, plus this resume's; a change is refused unless `apply` (and always for `IGPO_FIXED`)"
+    "The config changes in `ckpt`, plus this resume's; a change is refused unless `apply` (always for the fixed fields)"
     state, saved = read_state(ckpt), check_json(ckpt/'igpo_config.json')
-    moot = IGPO_FIXED[1:] if saved.get('lora_r') is None and cfg.lora_r is None else ()   # no adapter on either side
-    changed = config_changes(_settings(saved), _settings(config_json(cfg)), IGPO_FREE + moot)
+    moot = _IGPO_FIXED[1:] if saved.get('lora_r') is None and cfg.lora_r is None else ()   # no adapter on either side
+    changed = config_changes(_settings(saved), _settings(config_json(cfg)), _IGPO_FREE + moot)
     if not changed: return state.get('config_changes', [])
-    if fixed := {k: v for k, v in changed.items() if k in IGPO_FIXED}:
+    if fixed := {k: v for k, v in changed.items() if k in _IGPO_FIXED}:
         raise ValueError(f'{ckpt} holds an adapter of another shape ({describe_changes(fixed)}): '
                          'resume with the settings it was trained with, or train into a new output_dir')
     if not apply:
@@ -604,7 +603,7 @@ def resume_changes(ckpt:Path, cfg:IGPOConfig, apply:bool=False)->list:
     return state.get('config_changes', []) + [dict(step=state['step'], changed=changed)]
 
 # %% ../nbs/29_igpo.ipynb #81b4a050
-def follow_config(opt, cfg:IGPOConfig):
+def _follow_config(opt, cfg:IGPOConfig):
     "Give the optimiser `cfg`'s learning rate, betas and weight decay (a restored state brings the saved ones)"
     for g in opt.param_groups: g.update(lr=learning_rate(cfg), betas=cfg.betas, weight_decay=cfg.weight_decay)
     return opt
@@ -618,7 +617,7 @@ def _start(policy, cfg, apply_changes=False, allow_arithmetic_change=False):
     if ckpt: check_arithmetic(ckpt, read_state(ckpt).get('arithmetic'), arithmetic(pol.model), allow_arithmetic_change)
     opt = make_optimizer(pol.model, cfg)
     state = load_checkpoint(pol.model, opt, ckpt) if ckpt else (0, [], random.Random(cfg.seed))
-    return pol, follow_config(opt, cfg), state, ckpt, changes
+    return pol, _follow_config(opt, cfg), state, ckpt, changes
 
 # %% ../nbs/29_igpo.ipynb #d0051953
 def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL policy from `rl_policy`
@@ -645,7 +644,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     data = f'{len(questions)} questions; tools: {type(tools).__name__}'
     # saved once, with the tokenizer, when nothing else loads it
     if is_adapter(pol.model): rl_adapter_base(pol.model, cfg, pol.tokenizer)
-    with tracking(cfg, step) as track:
+    with step_tracker(cfg, step) as track:
         for step in range(step, cfg.steps):
             row, last = igpo_step(pol, opt, engine, questions, tools, cfg, step, rng, judge)
             rows.append(row)

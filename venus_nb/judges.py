@@ -12,18 +12,18 @@ import httpx
 from .base import MAX_ANSWER_BYTES, bounded_send, config_kwargs, parse_json
 
 # %% auto #0
-__all__ = ['ANSWER_SPLIT', 'JUDGE_MODEL', 'PLACEHOLDER', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'VERIFY_PROMPT',
-           'JUDGES', 'aliases', 'normalize_answer', 'exact_match', 'f1_score', 'final_answer_span', 'judge_reference',
-           'defused', 'read_verdict', 'parse_verdict', 'LLMJudge', 'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge',
-           'judge_fn', 'outcomes', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
+__all__ = ['JUDGE_MODEL', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases', 'normalize_answer', 'exact_match',
+           'f1_score', 'final_answer_span', 'judge_reference', 'defused', 'read_verdict', 'parse_verdict', 'LLMJudge',
+           'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes', 'judge_spec', 'imported',
+           'untrusted', 'judge_from_spec', 'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
-ANSWER_SPLIT = '<|answer_split|>'
+_ANSWER_SPLIT = '<|answer_split|>'
 
 def aliases(gt)->list[str]:
     "Ground-truth alternatives (a list, or a string joined by `<|answer_split|>`); none for a missing one (None)"
     if gt is None: return []
-    items = gt if isinstance(gt, (list, tuple)) else str(gt).split(ANSWER_SPLIT)
+    items = gt if isinstance(gt, (list, tuple)) else str(gt).split(_ANSWER_SPLIT)
     return [str(a).strip() for a in items if str(a).strip()]
 
 _PUNCT = str.maketrans('', '', string.punctuation)
@@ -88,7 +88,7 @@ def final_answer_span(answer:str # a final answer as written: a name, or markdow
 
 # %% ../nbs/04_judges.ipynb #b6a31652
 JUDGE_MODEL = 'Qwen3-235B-A22B-Instruct-2507'  # DR-Venus' judge
-PLACEHOLDER = 'answer here'  # what an unfilled answer template leaves
+_PLACEHOLDER = 'answer here'  # what an unfilled answer template leaves
 VERDICT_CHOICE = {'structured_outputs': {'choice': ['correct: yes', 'correct: no']}}  # vLLM: the reply is a verdict
 
 JUDGE_PROMPT = '''"Judge whether the following [response] to [question] is correct or not based on the precise and \
@@ -204,7 +204,7 @@ class LLMJudge:
     def __call__(self, question:str, answer:str, gt)->float:
         answer, golds = str(answer or '').strip(), aliases(gt) if gt is not None else []
         if answer in golds: return 1.0
-        if answer in ('', PLACEHOLDER) or not golds: return 0.0
+        if answer in ('', _PLACEHOLDER) or not golds: return 0.0
         self.url()  # a missing endpoint is a configuration error, raised rather than scored
         reply, why = self.ask(self.request(question, answer, gt))
         if reply is None: return self._no_verdict(question, answer, why)
@@ -214,11 +214,11 @@ class LLMJudge:
 # %% ../nbs/04_judges.ipynb #19bcdbbb
 def answer_key(answer)->str:
     "The answer as votes count it: SQuAD-normalised; '' for a missing, blank or placeholder answer (it gets no vote)"
-    if answer is None or str(answer).strip() in ('', PLACEHOLDER): return ''
+    if answer is None or str(answer).strip() in ('', _PLACEHOLDER): return ''
     return normalize_answer(answer)
 
 # %% ../nbs/04_judges.ipynb #2fe391e7
-VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research agent, supports its [response] to \
+_VERIFY_PROMPT = '''Judge whether the [evidence] below, gathered by a research agent, supports its [response] to \
 [question]. You are not given the correct answer: judge only from the evidence.
 
 [question]: {question}
@@ -248,7 +248,7 @@ End your reply with your verdict on a line of its own, after everything else: `c
 class LLMVerifier(LLMJudge):
     "An LLM asked whether a rollout's evidence supports its answer (no ground truth), via an OpenAI-compatible chat API"
     max_chars: int = 8000          # evidence characters sent per rollout
-    prompt: str = VERIFY_PROMPT    # with {question}, {response} and {evidence}
+    prompt: str = _VERIFY_PROMPT    # with {question}, {response} and {evidence}
     workers: int = 8               # requests in flight at once when scoring many rollouts
 
     def request(self, question:str, answer:str, evidence:str)->dict:

@@ -9,8 +9,8 @@ import torch
 from .base import check_ranges
 
 # %% auto #0
-__all__ = ['MISMATCH_OVER', 'GAP_SUMS', 'LossConfig', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss',
-           'tis_weights', 'mismatch_sums', 'gap_metrics', 'engine_gap']
+__all__ = ['GAP_SUMS', 'LossConfig', 'loss_terms', 'k3_kl', 'masked_mean', 'token_loss', 'igpo_loss', 'tis_weights',
+           'mismatch_sums', 'gap_metrics', 'engine_gap']
 
 # %% ../nbs/09_loss.ipynb #aa844510
 @dataclass
@@ -66,7 +66,7 @@ def igpo_loss(terms:dict, # per-token tensors from `loss_terms`
     return masked_mean(token_loss(terms, cfg), mask, tokens)
 
 # %% ../nbs/09_loss.ipynb #e2950076
-MISMATCH_OVER = 0.1   # |Δ log p| above which a token counts as mismatched in `logp_mismatch_share`
+_MISMATCH_OVER = 0.1   # |Δ log p| above which a token counts as mismatched in `logp_mismatch_share`
 
 def tis_weights(old_logp, sampled_logp, cap:float)->torch.Tensor:
     "Truncated importance weights min(π_old / π_engine, cap) per token; 1 where the engine reported no log-prob (NaN)"
@@ -74,16 +74,16 @@ def tis_weights(old_logp, sampled_logp, cap:float)->torch.Tensor:
     return torch.where(torch.isnan(sampled_logp), torch.ones_like(w), w)
 
 def mismatch_sums(old_logp, sampled_logp, mask)->dict:
-    "|π_old − π_engine| in log space over masked tokens the engine sampled: count, sum, max, count over `MISMATCH_OVER`"
+    "|π_old − π_engine| in log space over masked tokens the engine sampled: count, sum, max, count over the bound"
     d = (old_logp - sampled_logp).abs()[(mask > 0) & ~torch.isnan(sampled_logp)]
     return dict(mm_n=float(d.numel()), mm_sum=float(d.sum()), mm_max=float(d.max()) if d.numel() else 0.0,
-                mm_over=float((d > MISMATCH_OVER).sum()))
+                mm_over=float((d > _MISMATCH_OVER).sum()))
 
 # %% ../nbs/09_loss.ipynb #ca04c3d1
 GAP_SUMS = ('mm_n', 'mm_sum', 'mm_max', 'mm_over', 'tis_sum', 'tis_cut')
 
 def gap_metrics(stats:dict)->dict:
-    "Engine-trainer gap: |Δ log p| mean/max, share > `MISMATCH_OVER`; TIS weight mean, share capped (NaN: no log-probs)"
+    "Engine-trainer gap: |Δ log p| mean/max, share over the bound; TIS weight mean, share capped (NaN: no log-probs)"
     n, nan = stats['mm_n'], float('nan')
     per = lambda k: stats[k] / n if n else nan
     tis = lambda k: per(k) if stats['tis_sum'] else nan   # no weights summed: no engine log-probs, or `tis_cap=None`

@@ -12,20 +12,19 @@ from typing import Any
 from .base import summary_repr
 
 # %% auto #0
-__all__ = ['EXTRAS', 'EMBEDDED', 'CACHE_VERSION', 'BACKENDS', 'CHAT_TOKENS', 'CHATML', 'METHODS', 'optional_import', 'has_module',
-           'gpu_available', 'fast_bf16', 'fast_dtype', 'cpu_name', 'package_dir', 'embedded_gguf', 'cache_dir',
-           'materialise', 'embedded_tokenizer', 'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer',
-           'tiny_tokenizer', 'tiny_model', 'hub_name', 'weights_source', 'base_of', 'save_base', 'name_base',
-           'model_card']
+__all__ = ['EMBEDDED', 'BACKENDS', 'optional_import', 'has_module', 'gpu_available', 'fast_bf16', 'fast_dtype', 'cpu_name',
+           'package_dir', 'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve',
+           'pick_backend', 'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name',
+           'weights_source', 'base_of', 'save_base', 'name_base', 'model_card']
 
 # %% ../nbs/02_models.ipynb #a298f7b6
-EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
+_EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
 
 def optional_import(name:str): # module name, e.g. 'unsloth' or 'vllm'
     "Import an optional engine, or raise an ImportError naming the extra that provides it"
     try: return importlib.import_module(name)
     except ImportError as e:
-        extra = EXTRAS.get(name.split('.')[0], 'dev')
+        extra = _EXTRAS.get(name.split('.')[0], 'dev')
         raise ImportError(f'{name} is not installed: pip install "venus_nb[{extra}]" ({e})') from e
 
 def has_module(name:str)->bool:
@@ -99,9 +98,9 @@ def _align_special_tokens(tok, config):
     return tok
 
 # %% ../nbs/02_models.ipynb #3e4b7ad2
-CACHE_VERSION = 2  # bump when the materialised folder's contents change
+_CACHE_VERSION = 2  # bump when the materialised folder's contents change
 
-def _model_dir(name): return cache_dir()/'models'/f'{name}-v{CACHE_VERSION}'
+def _model_dir(name): return cache_dir()/'models'/f'{name}-v{_CACHE_VERSION}'
 
 def materialise(name:str='smollm2-135m', dtype:str='bfloat16')->Path:
     "Folder with a plain safetensors copy of an embedded model, made once"
@@ -204,9 +203,9 @@ def qwen3_tokenizer(thinking_2507:bool=False # Qwen3-4B-Thinking-2507 template (
     return tok
 
 # %% ../nbs/02_models.ipynb #bfa5b0ef
-CHAT_TOKENS = ['<|im_start|>', '<|im_end|>', '<think>', '</think>', '<tool_call>', '</tool_call>',
+_CHAT_TOKENS = ['<|im_start|>', '<|im_end|>', '<think>', '</think>', '<tool_call>', '</tool_call>',
                '<tool_response>', '</tool_response>', '<answer>', '</answer>']
-CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}"
+_CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}"
           "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
 
 def _tiny_corpus():
@@ -223,11 +222,11 @@ def tiny_tokenizer(vocab_size:int=512):
     from transformers import PreTrainedTokenizerFast
     t = Tokenizer(models.BPE())
     t.pre_tokenizer, t.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=CHAT_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=_CHAT_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     t.train_from_iterator(_tiny_corpus(), trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=t, eos_token='<|im_end|>', pad_token='<|im_end|>', bos_token=None)
-    tok.chat_template = CHATML
+    tok.chat_template = _CHATML
     return tok
 
 # %% ../nbs/02_models.ipynb #df9e26d0
@@ -295,7 +294,7 @@ def name_base(model, # a PEFT model
     return base
 
 # %% ../nbs/02_models.ipynb #d9899972
-METHODS = {'SFT': 'agentic SFT: assistant-only loss on cleaned, resampled trajectories (method §3)',
+_METHODS = {'SFT': 'agentic SFT: assistant-only loss on cleaned, resampled trajectories (method §3)',
            'IGPO': 'IGPO: turn-level information-gain rewards with a clipped token-level policy loss (method §1, §2)',
            'GRPO': 'GRPO: the group-relative outcome reward alone (the IGPO comparison, method §7)'}
 
@@ -321,7 +320,7 @@ def model_card(method:str, # 'SFT', 'IGPO' or 'GRPO'
     if hub_name(base): meta = dict(base_model=base, **meta)
     import yaml
     return (f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# {method} policy trained with venus_nb\n\n"
-            f"- **Method**: {METHODS.get(method, method)}\n- **Base**: `{base}`\n"
+            f"- **Method**: {_METHODS.get(method, method)}\n- **Base**: `{base}`\n"
             f"- **Training data**: {data or 'not recorded'}\n"
             f"- **Weights**: {'a LoRA adapter on the base' if adapter else 'every weight'}, {dtype}"
             f"{f', after step {step}' if step is not None else ''}\n\n"

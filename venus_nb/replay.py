@@ -16,28 +16,26 @@ import traitlets
 from fastcore.basics import patch
 from .base import write_atomic
 from .trajectory import Trajectory, Turn
-from .rewards import RewardConfig, GTLogProbs, Scored, Slots, slot_rewards, discount, scored_kinds
+from .rewards import RewardConfig, GTLogps, Scored, Slots, slot_rewards, discount, scored_kinds
 from .scoring import NO_RESPONSE
 from .judges import aliases
 
 # %% auto #0
-__all__ = ['NUMBERS', 'SLOT_WORDS', 'UNKNOWN_BASIS', 'NOT_RECORDED', 'KIND_COLORS', 'SLOT_COLORS', 'SLOT_NAMES', 'STYLE',
-           'MARKDOWN', 'SORTS', 'SPLIT_NOTE', 'CHART_CONFIG', 'SELECTOR_JS', 'PAGE_CSS', 'random_logprobs',
-           'pair_rollouts', 'unscored_table', 'has_scores', 'rewards_table', 'rollout_rows', 'credit_links',
-           'advantage_basis', 'ig_basis', 'unscored_reasons', 'explained', 'basis_of', 'turn_step', 'turns_figure',
-           'replay_figure', 'redraw_advantages', 'highlight', 'clip', 'turn_html', 'plain_answer', 'header_html',
-           'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay', 'chart_key', 'chart_width',
-           'static_chart', 'replay_rows', 'replay_html', 'write_replay']
+__all__ = ['UNKNOWN_BASIS', 'NOT_RECORDED', 'MARKDOWN', 'random_logps', 'pair_rollouts', 'has_scores', 'rewards_table',
+           'rollout_rows', 'credit_links', 'advantage_basis', 'ig_basis', 'unscored_reasons', 'explained', 'basis_of',
+           'turn_step', 'turns_figure', 'replay_figure', 'redraw_advantages', 'highlight', 'clip', 'turn_html',
+           'plain_answer', 'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay', 'chart_key',
+           'chart_width', 'replay_html', 'write_replay']
 
 # %% ../nbs/30_replay.ipynb #f7a2de56
 def _is_scored(turn, last, cfg):
     return not last and turn.observation is not None and turn.kind in scored_kinds(cfg)
 
-def random_logprobs(traj:Trajectory, # the rollout
+def random_logps(traj:Trajectory, # the rollout
                     seed:int=0, # random seed
                     start:float=-6.0, # log p(gt) of the question-only baseline
                     step:float=0.6, # typical size of one boundary's change
-                    cfg:RewardConfig=RewardConfig())->GTLogProbs:
+                    cfg:RewardConfig=RewardConfig())->GTLogps:
     "Fabricated log p(gt): a seeded random walk (capped at 0) over the scored boundaries, for demos without a model"
     rng, v, per_turn = random.Random(seed), start, []
     for i, t in enumerate(traj.turns):
@@ -46,7 +44,7 @@ def random_logprobs(traj:Trajectory, # the rollout
         per_turn.append(v if hit else None)
     silent = {i: NO_RESPONSE for i, t in enumerate(traj.turns[:-1])
               if t.ok and t.kind in scored_kinds(cfg) and t.observation is None}
-    return GTLogProbs(start, per_turn, unscored=silent)
+    return GTLogps(start, per_turn, unscored=silent)
 
 # %% ../nbs/30_replay.ipynb #8105ff1e
 def _index_of(traj, trajs):
@@ -96,23 +94,23 @@ def pair_rollouts(traj, # a `Trajectory`, a list (one per rollout of `rewards`),
 # %% ../nbs/30_replay.ipynb #6ca91034
 def _num(s:pd.Series)->np.ndarray: return pd.to_numeric(s, errors='coerce').to_numpy(float)
 
-NUMBERS = ['logp_gt', 'ig', 'penalty', 'reward', 'reward_norm', 'scale', 'advantage']
+_NUMBERS = ['logp_gt', 'ig', 'penalty', 'reward', 'reward_norm', 'scale', 'advantage']
 
-def unscored_table(trajs:dict # {rollout id: trajectory}
+def _unscored_table(trajs:dict # {rollout id: trajectory}
                   )->pd.DataFrame:
     "`TurnRewards` rows without a number (NaN): the turns of rollouts replayed without scores"
-    return pd.DataFrame([dict(group=None, rollout=r, turn=i, kind=t.kind, slot='') | dict.fromkeys(NUMBERS, np.nan)
+    return pd.DataFrame([dict(group=None, rollout=r, turn=i, kind=t.kind, slot='') | dict.fromkeys(_NUMBERS, np.nan)
                          for r, tr in trajs.items() for i, t in enumerate(tr.turns)])
 
 def has_scores(rows:pd.DataFrame)->bool:
-    "Whether `TurnRewards` rows hold any advantage (rows of `unscored_table` hold none)"
+    "Whether `TurnRewards` rows hold any advantage (rows of `_unscored_table` hold none)"
     return bool(len(rows)) and bool(pd.to_numeric(rows['advantage'], errors='coerce').notna().any())
 
 def rewards_table(rewards, # the `TurnRewards` table, a `Scored`, or None (no scores)
                   ids, # the rollouts to keep; with `rewards` None, {rollout id: trajectory}
                   **changes)->pd.DataFrame:
     "The `TurnRewards` rows of rollouts `ids` (a `Scored` is recomputed with `changes` to its `RewardConfig`)"
-    t = (unscored_table(ids) if rewards is None else rewards.table(**changes) if isinstance(rewards, Scored)
+    t = (_unscored_table(ids) if rewards is None else rewards.table(**changes) if isinstance(rewards, Scored)
          else rewards)
     return t[t['rollout'].isin(list(ids))].sort_values(['rollout', 'turn'], kind='stable').reset_index(drop=True)
 
@@ -148,7 +146,7 @@ def _reward_text(ty, raw, z, r, scale, cfg):
 
 
 # %% ../nbs/30_replay.ipynb #2c85c968
-SLOT_WORDS = dict(ig='a scored visit', penalty='a format penalty', outcome='the outcome')
+_SLOT_WORDS = dict(ig='a scored visit', penalty='a format penalty', outcome='the outcome')
 
 def _segment_basis(k, start, s, r, a, z, scale, cfg):
     "(advantage, how) of each turn of slot k's segment, turns `start` to the slot's own"
@@ -159,7 +157,7 @@ def _segment_basis(k, start, s, r, a, z, scale, cfg):
     if cfg.credit == 'split' and ty != 'outcome':
         v = r[k] / n + cfg.gamma * nxt
         return [(v, f'{why}, shared by {n} turn{"s" * (n > 1)}: ÷ {n}{later} = {v:+.3f}')] * n
-    shared = f"no slot of its own: the advantage of turn {end}'s slot ({SLOT_WORDS[ty]}), {a[k]:+.3f}"
+    shared = f"no slot of its own: the advantage of turn {end}'s slot ({_SLOT_WORDS[ty]}), {a[k]:+.3f}"
     return [(a[k], shared)] * (n - 1) + [(a[k], f'{why}{later} = {a[k]:+.3f}')]
 
 UNKNOWN_BASIS = 'its sum is not shown: these rewards were computed under another RewardConfig than the replay was given'
@@ -226,9 +224,9 @@ def basis_of(rewards, r:int)->tuple:
     return (pick(rewards.baseline), pick(rewards.unscored)) if isinstance(rewards, Scored) else (None, None)
 
 # %% ../nbs/30_replay.ipynb #c63e0478
-KIND_COLORS = dict(search='#4C78A8', visit='#54A24B', answer='#B279A2', other='#9D755D', invalid='#E45756')
-SLOT_COLORS = dict(ig='#54A24B', penalty='#E45756', outcome='#B279A2')
-SLOT_NAMES = dict(ig='credit: visit', penalty='credit: penalty', outcome='credit: outcome')
+_KIND_COLORS = dict(search='#4C78A8', visit='#54A24B', answer='#B279A2', other='#9D755D', invalid='#E45756')
+_SLOT_COLORS = dict(ig='#54A24B', penalty='#E45756', outcome='#B279A2')
+_SLOT_NAMES = dict(ig='credit: visit', penalty='credit: penalty', outcome='credit: outcome')
 
 def _arc(x0, x1, base, lift, n=13):
     "x and y of an arc from (x0, base) to (x1, base) rising by `lift`, then a gap"
@@ -271,12 +269,12 @@ def _dynamic(rows, traj):
              # above the last bar, where it covers no format penalty ×
              'outcome': dict(x=[len(adv) - 1], y=[max(adv[-1], 0) + 0.12 * span],
                              text=[f'outcome {_outcome_of(rows):g}'])}
-    return parts | {SLOT_NAMES[ty]: _links(rows, ty) for ty in SLOT_NAMES}
+    return parts | {_SLOT_NAMES[ty]: _links(rows, ty) for ty in _SLOT_NAMES}
 
 # %% ../nbs/30_replay.ipynb #c6b8637d
 def _bar_trace(rows, turn):
     kinds = rows['kind'].tolist()
-    return go.Bar(name='advantage', x=rows['turn'].tolist(), marker_color=[KIND_COLORS.get(k, '#999') for k in kinds],
+    return go.Bar(name='advantage', x=rows['turn'].tolist(), marker_color=[_KIND_COLORS.get(k, '#999') for k in kinds],
                   selectedpoints=[turn], unselected=dict(marker_opacity=0.3),
                   hovertemplate='turn %{x} · %{customdata[0]} · slot %{customdata[1]}<br>advantage %{y:.3f}<br>'
                                 '%{customdata[2]}<extra></extra>')
@@ -324,9 +322,9 @@ def _info_traces(rows):
 
 def _advantage_traces(rows, traj, turn):
     "Bars, credit links, format penalties and the outcome (their data filled by `_dynamic`)"
-    links = [go.Scatter(name=SLOT_NAMES[ty], mode='lines', line=dict(color=SLOT_COLORS[ty], width=1.3),
+    links = [go.Scatter(name=_SLOT_NAMES[ty], mode='lines', line=dict(color=_SLOT_COLORS[ty], width=1.3),
                         hoverinfo='skip')
-             for ty in SLOT_NAMES]
+             for ty in _SLOT_NAMES]
     bad = _marker_trace('format penalty', [], [], 'x', '#E45756', 'format error at turn %{x}: %{text}', size=11,
                         text=[t.format_error for t in traj.turns if not t.ok])
     star = _marker_trace('outcome', [], [], 'star', '#F2B701', 'final outcome at turn %{x}', size=15,
@@ -340,7 +338,7 @@ def _highlight_shape(turn):
 
 # %% ../nbs/30_replay.ipynb #b7076115
 def _title(rows, traj):
-    keys = ' '.join(f'<span style="color:{c}">■ {k}</span>' for k, c in KIND_COLORS.items() if k in set(rows['kind']))
+    keys = ' '.join(f'<span style="color:{c}">■ {k}</span>' for k, c in _KIND_COLORS.items() if k in set(rows['kind']))
     scale = float(rows['scale'].iloc[0]) if len(rows) else float('nan')
     return (f'rollout {int(rows["rollout"].iloc[0])} · {len(traj.turns)} turns · outcome {_outcome_of(rows):g} · '
             f'IG-Scale s = {scale:.2f}<br><sup>{keys}</sup>')
@@ -367,7 +365,7 @@ def turns_figure(traj:Trajectory, # a rollout replayed without scores
     "The turns of an unscored rollout: one bar per turn, coloured by kind, as tall as its tool response is long"
     kinds, chars = [t.kind for t in traj.turns], [len(t.observation or '') for t in traj.turns]
     bar = go.Bar(name='tool response', x=list(range(len(kinds))), y=chars, customdata=kinds,
-                 marker_color=[KIND_COLORS.get(k, '#999') for k in kinds], selectedpoints=[turn],
+                 marker_color=[_KIND_COLORS.get(k, '#999') for k in kinds], selectedpoints=[turn],
                  unselected=dict(marker_opacity=0.3),
                  hovertemplate='turn %{x} · %{customdata}<br>tool response: %{y:,} characters<extra></extra>')
     bad = [t.index for t in traj.turns if not t.ok]
@@ -474,7 +472,7 @@ def turn_html(turn:Turn, # the turn
         parts.append(_section(f'observation · {len(turn.observation):,} chars', clip(turn.observation, limit, rest)))
     return f'<div class="venus-turn">{"".join(parts)}</div>'
 
-STYLE = """<style>
+_STYLE = """<style>
 .venus-turn,.venus-head,.venus-group{line-height:1.4}
 .venus-turn details>summary{cursor:pointer;font-weight:600;margin:4px 0}
 .venus-text{white-space:pre-wrap;line-height:1.35;font-family:ui-monospace,monospace;font-size:12px;max-height:22em;overflow:auto;
@@ -513,7 +511,7 @@ def _unscored_summary(rows)->str:
     return (f'<div class="venus-unscored">⚠ {n} turn{"s" * (n > 1)} IG would score {"have" if n > 1 else "has"} no IG '
             f'(marked “not scored”): {parts}</div>')
 
-def header_html(traj:Trajectory, rows:pd.DataFrame)->str:
+def _header_html(traj:Trajectory, rows:pd.DataFrame)->str:
     "The question, ground truth, answer (as text) and outcome of a rollout, and what was left unscored"
     ans = traj.turns[-1].answer if traj.turns else None
     bad_end = '' if not traj.turns or traj.turns[-1].ok else ' (a malformed final answer: the format penalty)'
@@ -525,7 +523,7 @@ def header_html(traj:Trajectory, rows:pd.DataFrame)->str:
             f'{len(traj.turns)} turns {traj.kind_counts()}</div>{_unscored_summary(rows)}')
 
 # %% ../nbs/30_replay.ipynb #25dc262e
-SORTS = dict(outcome=['outcome', 'advantage'], advantage=['advantage'], visits=['visits', 'outcome'])
+_SORTS = dict(outcome=['outcome', 'advantage'], advantage=['advantage'], visits=['visits', 'outcome'])
 
 def _rollout_summary(r, traj, rows):
     k = traj.kind_counts()
@@ -547,7 +545,7 @@ def group_summary(table:pd.DataFrame, # `TurnRewards` rows of the rollouts
     "One row per rollout: turns, searches, visits, format errors, outcome, mean advantage, answer (and who picked it)"
     rows = [_rollout_summary(r, t, rollout_rows(table, r)) | ({'picked_by': picked_by(picks, r)} if picks else {})
             for r, t in trajs.items()]
-    return pd.DataFrame(rows).sort_values(SORTS[by], ascending=False, kind='stable').set_index('rollout')
+    return pd.DataFrame(rows).sort_values(_SORTS[by], ascending=False, kind='stable').set_index('rollout')
 
 # %% ../nbs/30_replay.ipynb #150eb86b
 def _cell(v):
@@ -583,7 +581,7 @@ class GroupView(widgets.VBox):
                  rollout:int|None=None, # the rollout picked first
                  picks:dict|None=None): # {selector: rollout id} of a selection, shown beside each rollout
         self.trajs, self.table, self.picks, self._quiet = trajs, table, picks, False
-        self.sort = widgets.Dropdown(options=list(SORTS), value=by, description='sort by')
+        self.sort = widgets.Dropdown(options=list(_SORTS), value=by, description='sort by')
         self.pick, self.view = widgets.Dropdown(description='rollout', layout=dict(width='28em')), widgets.HTML()
         super().__init__([widgets.HBox([self.sort, self.pick]), self.view])
         self.rollout = next(iter(trajs)) if rollout is None else rollout
@@ -605,7 +603,7 @@ def _show(self:GroupView):
     self._quiet = True  # re-ordering the options moves the dropdown's value: that is not a pick
     try: self.pick.options, self.pick.value = [(_label(r, row), r) for r, row in self.summary.iterrows()], self.rollout
     finally: self._quiet = False
-    self.view.value = STYLE + summary_html(self.summary, self.rollout)
+    self.view.value = _STYLE + summary_html(self.summary, self.rollout)
 
 # %% ../nbs/30_replay.ipynb #5b2cf70d
 @patch
@@ -636,7 +634,7 @@ class Replay(widgets.VBox):
         return max(0, min(int(proposal['value']), n - 1))
 
 # %% ../nbs/30_replay.ipynb #b93e5de2
-SPLIT_NOTE = ': each gets a share of its reward'
+_SPLIT_NOTE = ': each gets a share of its reward'
 
 def chart_key(cfg:RewardConfig=RewardConfig(), # the config of the rewards drawn
               scored:bool=True # False: the key of `turns_figure` (no scores)
@@ -655,7 +653,7 @@ def chart_key(cfg:RewardConfig=RewardConfig(), # the config of the rewards drawn
                f'z-scored on its own. A slot\'s <b>advantage</b> is its reward + γ = {cfg.gamma:g} × the next '
                'slot\'s advantage, so an IG of +2 below the group\'s mean IG, or followed by a failed answer, can '
                f'have a negative advantage. Turns without a slot (searches) share the next slot\'s: arcs join them '
-               f'(credit <code>{cfg.credit}</code>{SPLIT_NOTE if cfg.credit == "split" else ""}).')
+               f'(credit <code>{cfg.credit}</code>{_SPLIT_NOTE if cfg.credit == "split" else ""}).')
     return ('<div class="venus-key"><b>log p(gt)</b>: the mean log-probability of the ground truth, from the question '
             'alone (dashed, turn −1) and after each scored turn. <b>IG</b>: its rise over the turn, so the first '
             'is measured from the dashed line; ○ marks a turn IG would score but could not (hover: why). '
@@ -686,7 +684,7 @@ def _build(self:Replay):
 @patch
 def _children(self:Replay):
     steps = widgets.HBox([self.prev, self.play, self.next, self.slider])
-    return [widgets.HTML(STYLE), self.head, *([self.group] if self.group else []), steps,
+    return [widgets.HTML(_STYLE), self.head, *([self.group] if self.group else []), steps,
             widgets.HBox([self.credit, self.penalty]),
             widgets.HBox([self.transcript, widgets.VBox([self.chart, self.key])], layout=dict(flex_flow='row wrap'))]
 
@@ -730,8 +728,8 @@ def show_rollout(self:Replay, r:int):
     n = len(self.trajs[r].turns)
     self.slider.max = self.play.max = n - 1
     self.turn = min(self.turn, n - 1)
-    self.head.value = header_html(self.trajs[r], self.rows)
-    self.key.value = STYLE + chart_key(self.cfg, has_scores(self.rows))
+    self.head.value = _header_html(self.trajs[r], self.rows)
+    self.key.value = _STYLE + chart_key(self.cfg, has_scores(self.rows))
     self._new_figure()
     self._show_turn()
 
@@ -763,7 +761,7 @@ def recompute(self:Replay, **changes):
     self.rows = explained(rollout_rows(self.table, self.rollout), self.trajs[self.rollout], cfg,
                           *basis_of(self.rewards, self.rollout))
     redraw_advantages(self.fig, self.rows, self.trajs[self.rollout])
-    self.key.value = STYLE + chart_key(cfg)
+    self.key.value = _STYLE + chart_key(cfg)
     if self.group: self.group.update(self.table)
     self._show_turn()
 
@@ -774,19 +772,19 @@ def __repr__(self:Replay):
             f'credit={self.credit.value}, penalty={self.penalty.value})')
 
 # %% ../nbs/30_replay.ipynb #f66aece8
-CHART_CONFIG = dict(displaylogo=False, responsive=True)
+_CHART_CONFIG = dict(displaylogo=False, responsive=True)
 
 def _option_label(t, why=''):
     "A turn's label in a list of turns: its kind, ✗ if malformed, and whether IG could not score it"
     return f'turn {t.index} · {t.kind}' + ('' if t.ok else ' ✗') + (' · not scored' if why else '')
 
-def static_chart(fig, # the figure to draw
+def _static_chart(fig, # the figure to draw
                  div_id:str # the id of the div it draws into
                 )->str:
     "A figure as a div plotly.js draws where the page has it (a documentation page); elsewhere the div stays empty"
     spec = fig.to_json().replace('</', '<\\/')   # no `</script>` inside the script
     return (f'<div id="{div_id}" class="venus-static-chart"></div><script>(() => {{ const f = {spec}, '
-            f'draw = () => window.Plotly && Plotly.newPlot("{div_id}", f.data, f.layout, {json.dumps(CHART_CONFIG)}); '
+            f'draw = () => window.Plotly && Plotly.newPlot("{div_id}", f.data, f.layout, {json.dumps(_CHART_CONFIG)}); '
             "document.readyState === 'complete' ? draw() : window.addEventListener('load', draw); })();</script>")
 
 @patch
@@ -800,8 +798,8 @@ def static_html(self:Replay, limit:int=300 # characters of each text kept (the r
     group = summary_html(self.group.summary, self.rollout) if self.group else ''
     note = ('<p class="venus-key">A static view of the <code>Replay</code> widget (it needs a running kernel); '
             '<code>write_replay</code> writes the same replay as a page that opens in any browser.</p>')
-    chart = static_chart(self.fig, f'venus-static-{self.model_id}')
-    return (f'<div class="venus-static">{STYLE}{header_html(tr, rows)}{group}{chart}'
+    chart = _static_chart(self.fig, f'venus-static-{self.model_id}')
+    return (f'<div class="venus-static">{_STYLE}{_header_html(tr, rows)}{group}{chart}'
             f'{chart_key(self.cfg, has_scores(rows))}{turns}{note}</div>')
 
 @patch
@@ -810,7 +808,7 @@ def _repr_mimebundle_(self:Replay, **kwargs):
     return super(Replay, self)._repr_mimebundle_(**kwargs) | {'text/html': self.static_html()}
 
 # %% ../nbs/30_replay.ipynb #e1b936c6
-SELECTOR_JS = """<script>
+_SELECTOR_JS = """<script>
 window.addEventListener('load', () => {
   const sel = document.getElementById('venus-turn'), gd = document.getElementById('venus-chart');
   const show = t => {
@@ -840,18 +838,18 @@ def _sections(traj, rows, limit):
                    f'{turn_html(t, rows.iloc[t.index], limit)}</section>'
                    for t in traj.turns)
 
-PAGE_CSS = ('<style>body{font-family:system-ui,sans-serif;margin:12px}.venus-panes{display:flex;gap:12px}'
+_PAGE_CSS = ('<style>body{font-family:system-ui,sans-serif;margin:12px}.venus-panes{display:flex;gap:12px}'
             '.venus-left{flex:0 0 40%;max-height:92vh;overflow:auto}.venus-right{flex:1;min-width:0}'
             # narrow pages: the chart above the transcript, each the page's width
             '@media (max-width:1100px){.venus-panes{flex-direction:column-reverse}'
             '.venus-left{flex:none;max-height:none}}</style>')
 
 def _page(title, body):
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>{STYLE}{PAGE_CSS}'
-            f'</head><body>{body}{SELECTOR_JS}</body></html>')
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>{_STYLE}{_PAGE_CSS}'
+            f'</head><body>{body}{_SELECTOR_JS}</body></html>')
 
 # %% ../nbs/30_replay.ipynb #5765b45f
-def replay_rows(rewards, table:pd.DataFrame, trajs:dict, r:int)->pd.DataFrame:
+def _replay_rows(rewards, table:pd.DataFrame, trajs:dict, r:int)->pd.DataFrame:
     "Rollout `r`'s rows of `table`, with the basis of their numbers (`explained`) under `rewards`' config"
     return explained(rollout_rows(table, r), trajs[r], getattr(rewards, 'cfg', RewardConfig()), *basis_of(rewards, r))
 
@@ -864,15 +862,15 @@ def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
     "The replay of one rollout as a self-contained HTML page: plotly.js inlined, no network"
     trajs, r = pair_rollouts(traj, rewards, rollout)
     table = rewards_table(rewards, trajs)
-    tr, rows = trajs[r], replay_rows(rewards, table, trajs, r)
+    tr, rows = trajs[r], _replay_rows(rewards, table, trajs, r)
     chart = replay_figure(rows, tr).to_html(full_html=False, include_plotlyjs=True, div_id='venus-chart',
-                                            config=CHART_CONFIG)
+                                            config=_CHART_CONFIG)
     key = chart_key(getattr(rewards, 'cfg', RewardConfig()), has_scores(rows))
     group = summary_html(group_summary(table, trajs, picks=picks), r) if len(trajs) > 1 else ''
     steps = (f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr, rows)}</select> '
              '<button id="venus-next">▶</button></p>')
     left = f'<div class="venus-left">{steps}{_sections(tr, rows, limit)}</div>'
-    body = (f'{header_html(tr, rows)}{group}<div class="venus-panes">{left}'
+    body = (f'{_header_html(tr, rows)}{group}<div class="venus-panes">{left}'
             f'<div class="venus-right">{chart}{key}</div></div>')
     return _page(f'venus_nb replay · {tr.question[:60]}', body)
 

@@ -10,7 +10,7 @@ import pandas as pd
 from .trajectory import as_trajectories, is_dataset
 
 # %% auto #0
-__all__ = ['ResampleConfig', 'resample', 'turn_counts', 'resample_table', 'length_histogram']
+__all__ = ['ResampleConfig', 'resample', 'resample_table', 'length_histogram']
 
 # %% ../nbs/12_resample.ipynb #f53262b4
 @dataclass
@@ -40,14 +40,14 @@ def resample(trajectories:list, # trajectories, records or a `datasets.Dataset` 
     return trajectories.select(order) if is_dataset(trajectories) else [trajs[i] for i in order]
 
 # %% ../nbs/12_resample.ipynb #bccc6d0b
-def turn_counts(trajectories)->list[int]:
+def _turn_counts(trajectories)->list[int]:
     "Assistant turns of each trajectory (of a list, a `Loaded` or a `datasets.Dataset`)"
     return [len(t.turns) for t in as_trajectories(trajectories)]
 
 def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.DataFrame:
     "Trajectories and turns per bucket, before and after resampling"
     cfg = cfg or ResampleConfig()
-    rows = lambda ts, when: [dict(bucket=cfg.bucket(n), when=when, turns=n) for n in turn_counts(ts)]
+    rows = lambda ts, when: [dict(bucket=cfg.bucket(n), when=when, turns=n) for n in _turn_counts(ts)]
     # the columns even when empty
     df = pd.DataFrame(rows(before, 'before') + rows(after, 'after'), columns=['bucket', 'when', 'turns'])
     order = [cfg.bucket(1)] + [cfg.bucket(hi + 1) for hi, _ in cfg.buckets if hi is not None]
@@ -59,7 +59,7 @@ def resample_table(before:list, after:list, cfg:ResampleConfig|None=None)->pd.Da
 def length_histogram(before:list, after:list, bins:int=40):
     "Overlaid histograms of assistant turns per trajectory, before and after resampling"
     import plotly.graph_objects as go
-    h = lambda ts, name: go.Histogram(x=turn_counts(ts), nbinsx=bins, name=name, opacity=0.6)
+    h = lambda ts, name: go.Histogram(x=_turn_counts(ts), nbinsx=bins, name=name, opacity=0.6)
     return go.Figure([h(before, f'cleaned ({len(before)})'), h(after, f'resampled ({len(after)})')],
                      layout=dict(barmode='overlay', xaxis_title='assistant turns', yaxis_title='trajectories',
                                  height=330))

@@ -14,10 +14,10 @@ from .judges import exact_match
 from .base import summary_repr, check_ranges
 
 # %% auto #0
-__all__ = ['ESTIMATORS', 'MAX_SCORE', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots',
-           'rollout_slots', 'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails',
-           'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'scored_kinds', 'GTLogProbs',
-           'ig_from_logprobs', 'turn_rewards', 'Scored', 'scores_problem']
+__all__ = ['ESTIMATORS', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots', 'rollout_slots',
+           'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails', 'with_visit_bonus',
+           'reward_details', 'turn_advantages', 'token_advantages', 'scored_kinds', 'GTLogps', 'ig_from_logps',
+           'turn_rewards', 'Scored', 'scores_problem']
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -232,7 +232,7 @@ def scored_kinds(cfg:RewardConfig=RewardConfig())->set:
 
 # %% ../nbs/24_rewards.ipynb #6ffed1ed
 @dataclass
-class GTLogProbs:
+class GTLogps:
     "Mean log p(gt) at the baseline and after each turn (None where not scored), and why a turn IG scores has none"
     baseline: float
     per_turn: list
@@ -241,7 +241,7 @@ class GTLogProbs:
 
 
 # %% ../nbs/24_rewards.ipynb #2a29c4ff
-def ig_from_logprobs(lp:GTLogProbs, cfg:RewardConfig=RewardConfig())->list:
+def ig_from_logps(lp:GTLogps, cfg:RewardConfig=RewardConfig())->list:
     "IG per turn: the change since the previous scored boundary (log-prob or probability difference)"
     f = (lambda x: x) if cfg.ig == 'logp_diff' else math.exp
     prev, out = lp.baseline, []
@@ -300,15 +300,15 @@ class Scored:
 def _exact(traj): return exact_match(traj.turns[-1].answer or '', traj.gt) if traj.turns and traj.gt else 0.0
 
 @patch(cls_method=True)
-def from_logprobs(cls:Scored, trajs:list, # the rollouts
-                   lps:list, # per rollout, a `GTLogProbs` (from `gt_logprobs`, or `random_logprobs` for a demo)
+def from_logps(cls:Scored, trajs:list, # the rollouts
+                   lps:list, # per rollout, a `GTLogps` (from `gt_logps`, or `random_logps` for a demo)
                    outcome:list|None=None, # per rollout judge score; default: exact match of the final answer with `gt`
                    groups:list|None=None, # group id per rollout; default: all in one group
                    cfg:RewardConfig=RewardConfig())->Scored:
     "Bundle trajectories and their log p(gt) into the inputs of `turn_rewards`"
     outcome = [_exact(t) for t in trajs] if outcome is None else list(outcome)
     groups = [0] * len(trajs) if groups is None else list(groups)
-    return cls(list(trajs), groups, [ig_from_logprobs(lp, cfg) for lp in lps], outcome,
+    return cls(list(trajs), groups, [ig_from_logps(lp, cfg) for lp in lps], outcome,
                [lp.per_turn for lp in lps], cfg, [lp.baseline for lp in lps], [dict(lp.unscored) for lp in lps])
 
 # %% ../nbs/24_rewards.ipynb #11a90759
@@ -327,12 +327,12 @@ def save(self:Scored, path)->Path:
     return write_jsonl([replace(t, meta={**t.meta, 'scored': _saved_scores(*x)})
                         for t, *x in zip(self.trajs, self.groups, self.ig, self.outcome, logp, base, why)], path)
 
-MAX_SCORE = 1e4   # past this no IG (a difference of mean log-probs) or judge score is real: a file corrupted
+_MAX_SCORE = 1e4   # past this no IG (a difference of mean log-probs) or judge score is real: a file corrupted
 
 def _number(x, none_ok=False)->bool:
-    "A finite real number within ±`MAX_SCORE` (bools and texts are not), or None where `none_ok`"
+    "A finite real number within ±`_MAX_SCORE` (bools and texts are not), or None where `none_ok`"
     if x is None: return none_ok
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= MAX_SCORE
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= _MAX_SCORE
 
 def _reasons_ok(v)->bool:
     "`unscored` as saved: {turn number as text: reason}"
@@ -343,13 +343,13 @@ def scores_problem(x)->str|None:
     if not isinstance(x, dict): return 'has no scores'
     if not (isinstance(x.get('group'), (int, str)) and not isinstance(x.get('group'), bool)):
         return f"has group {x.get('group')!r}: a whole number or a text"
-    if not _number(x.get('outcome')): return f"has outcome {x.get('outcome')!r}: a finite number within ±{MAX_SCORE:g}"
+    if not _number(x.get('outcome')): return f"has outcome {x.get('outcome')!r}: a finite number within ±{_MAX_SCORE:g}"
     for k in ('ig', 'logp'):
         v = x.get(k)
         if not (k == 'logp' and v is None) and not (isinstance(v, list) and all(_number(y, True) for y in v)):
-            return f'has {k} {str(v)[:80]}: a list of finite numbers within ±{MAX_SCORE:g} (null where not scored)'
+            return f'has {k} {str(v)[:80]}: a list of finite numbers within ±{_MAX_SCORE:g} (null where not scored)'
     if not _number(x.get('baseline'), True):
-        return f"has baseline {x.get('baseline')!r}: a finite number within ±{MAX_SCORE:g}, or null"
+        return f"has baseline {x.get('baseline')!r}: a finite number within ±{_MAX_SCORE:g}, or null"
     if x.get('unscored') is not None and not _reasons_ok(x['unscored']):
         return f"has unscored {str(x['unscored'])[:80]}: {{turn: reason}}"
 

@@ -15,13 +15,12 @@ from .tools import run_tool, Toolbox
 from .schema import system_prompt, tool_error
 
 # %% auto #0
-__all__ = ['LIMIT_MESSAGES', 'SEEDS', 'CPU_SCHEDULER', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated',
-           'cut_generation', 'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache',
-           'plain_cache', 'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for',
-           'cast_params', 'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
-           'Running', 'limit_reached', 'turn_budget', 'turn_outcome', 'invalid_turn_message', 'play_round',
-           'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync', 'kv_capacity', 'projected_tokens',
-           'typical_length', 'in_flight', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+__all__ = ['LIMIT_MESSAGES', 'SEEDS', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
+           'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'plain_cache',
+           'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'cast_params',
+           'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine', 'Running',
+           'limit_reached', 'turn_budget', 'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync',
+           'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -421,7 +420,7 @@ def _cpu_defaults():
     for k, v in dict(VLLM_ENABLE_V1_MULTIPROCESSING='0', VLLM_CPU_KVCACHE_SPACE='2',
                      VLLM_CACHE_ROOT=str(Path.home()/'.cache'/'venus_nb'/'vllm')).items(): os.environ.setdefault(k, v)
 
-CPU_SCHEDULER = dict(enable_chunked_prefill=False)   # see "Seeded requests on CPU" above
+_CPU_SCHEDULER = dict(enable_chunked_prefill=False)   # see "Seeded requests on CPU" above
 _SET_THREADS = None   # torch's own set_num_threads, kept before an in-process vllm-cpu engine replaces it with a no-op
 
 def _keeping_threads(build):
@@ -463,7 +462,7 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     cpu = not torch.cuda.is_available()
     # bf16 where it is fast, else float32
     kw = dict(dtype=fast_dtype(), max_model_len=max_model_len, enforce_eager=cpu, seed=0)
-    if cpu: kw |= CPU_SCHEDULER   # seeded requests are never split across engine steps
+    if cpu: kw |= _CPU_SCHEDULER   # seeded requests are never split across engine steps
     # serves adapters
     if lora or engine_kw.get('enable_lora'): kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
@@ -609,7 +608,7 @@ def turn_budget(r:Running, cfg:RolloutConfig)->int:
     return n if n >= min(cfg.min_answer_tokens, cfg.max_new_tokens) else 0
 
 # %% ../nbs/23_rollout.ipynb #7a0ed536
-def turn_outcome(r:Running, text:str, gen:Generated):
+def _turn_outcome(r:Running, text:str, gen:Generated):
     "Parse a finished turn; returns the tool call to run, or None"
     turn = Turn.parse({'role': 'assistant', 'content': text}, [], r.turns, True)
     if gen.finish == 'stop': r.cuts.append((r.turns, gen.dropped))
@@ -624,9 +623,9 @@ def turn_outcome(r:Running, text:str, gen:Generated):
     if turn.call is not None and turn.kind in ('search', 'visit'):
         r.tool_calls += 1
         return turn.call
-    return invalid_turn_message(turn, gen)
+    return _invalid_turn_message(turn, gen)
 
-def invalid_turn_message(turn:Turn, gen:Generated)->str:
+def _invalid_turn_message(turn:Turn, gen:Generated)->str:
     "The error observation for a turn that neither calls a tool nor answers"
     if gen.finish == 'length': why = 'the turn hit the token limit before a complete <tool_call> or <answer>'
     elif turn.call is not None: why = f'unknown tool {turn.call.name!r}; the tools are search and visit'
@@ -639,7 +638,7 @@ async def _observe(call, toolbox, limit):
     async with limit:
         return call if isinstance(call, str) else await run_tool(call, toolbox)
 
-async def play_round(runs:list, engine, toolbox, cfg:RolloutConfig, seed:int, limit:asyncio.Semaphore):
+async def _play_round(runs:list, engine, toolbox, cfg:RolloutConfig, seed:int, limit:asyncio.Semaphore):
     "One turn for every running rollout"
     live = []
     for r in runs:
@@ -647,7 +646,7 @@ async def play_round(runs:list, engine, toolbox, cfg:RolloutConfig, seed:int, li
         if n > 0: live.append((r, n, r.seq.open_turn()))
         else: r.end('context')
     gens = engine([p for _, _, p in live], [n for _, n, _ in live], cfg, seed) if live else []
-    pending = [(r, turn_outcome(r, r.seq.add_turn(g.ids, g.logps), g)) for (r, _, _), g in zip(live, gens)]
+    pending = [(r, _turn_outcome(r, r.seq.add_turn(g.ids, g.logps), g)) for (r, _, _), g in zip(live, gens)]
     pending = [(r, c) for r, c in pending if c is not None]
     texts = await asyncio.gather(*(_observe(c, toolbox, limit) for _, c in pending))
     for (r, _), text in zip(pending, texts): r.seq.add_user(observation_message(text)['content'])
@@ -702,35 +701,35 @@ def _show(bar, runs):
                     tools=sum(r.tool_calls for r in runs))
 
 # %% ../nbs/23_rollout.ipynb #0a2bbcc1
-def kv_capacity(engine)->int|None:
+def _kv_capacity(engine)->int|None:
     "Tokens the engine can hold at once (`kv_tokens`: a vLLM engine's KV pool); None: no limit"
     return getattr(engine, 'kv_tokens', None)
 
-def projected_tokens(r:Running, cfg:RolloutConfig, typical:int)->int:
+def _projected_tokens(r:Running, cfg:RolloutConfig, typical:int)->int:
     "A rollout's length after its next turn, at least `typical`, at most the context"
     return min(cfg.max_context, max(len(r.seq.ids) + cfg.max_new_tokens, typical))
 
-def typical_length(runs:list, cfg:RolloutConfig)->int:
+def _typical_length(runs:list, cfg:RolloutConfig)->int:
     "Median length of the finished rollouts; before any has finished, a prompt plus a full turn per allowed turn"
     done = sorted(len(r.seq.ids) for r in runs if r.done)
     if done: return done[len(done) // 2]
     return min(cfg.max_context, min((len(r.seq.ids) + r.cap * cfg.max_new_tokens for r in runs), default=0))
 
-def in_flight(live:list, waiting:list, capacity:int|None, typical:int, cfg:RolloutConfig)->list:
+def _in_flight(live:list, waiting:list, capacity:int|None, typical:int, cfg:RolloutConfig)->list:
     "The rollouts of the next round: those still running, then waiting ones (taken from `waiting`) while all fit"
     live = [r for r in live if not r.done]
-    used = sum(projected_tokens(r, cfg, typical) for r in live)
-    while waiting and (capacity is None or not live or used + projected_tokens(waiting[0], cfg, typical) <= capacity):
+    used = sum(_projected_tokens(r, cfg, typical) for r in live)
+    while waiting and (capacity is None or not live or used + _projected_tokens(waiting[0], cfg, typical) <= capacity):
         live.append(r := waiting.pop(0))
-        r.started, used = time.time(), used + projected_tokens(r, cfg, typical)
+        r.started, used = time.time(), used + _projected_tokens(r, cfg, typical)
     return live
 
 # %% ../nbs/23_rollout.ipynb #b51f1fcc
 async def _rollout(runs, engine, toolbox, cfg):
     limit, bar = asyncio.Semaphore(cfg.tool_concurrency), _progress(runs, cfg)
-    capacity, waiting, live, k = kv_capacity(engine), list(runs), [], 0
-    while live := in_flight(live, waiting, capacity, typical_length(runs, cfg), cfg):
-        await play_round(live, engine, toolbox, cfg, (cfg.seed * 1_000_003 + k * 10_007) % SEEDS, limit)
+    capacity, waiting, live, k = _kv_capacity(engine), list(runs), [], 0
+    while live := _in_flight(live, waiting, capacity, _typical_length(runs, cfg), cfg):
+        await _play_round(live, engine, toolbox, cfg, (cfg.seed * 1_000_003 + k * 10_007) % SEEDS, limit)
         for r in live:
             if not r.done and r.turns >= r.cap: r.end('no_answer')   # the forced turn gave no answer
         _show(bar, runs)

@@ -9,17 +9,16 @@ from dataclasses import dataclass
 from typing import NamedTuple
 import torch
 from .judges import aliases
-from .rewards import RewardConfig, GTLogProbs, scored_kinds, ig_from_logprobs
+from .rewards import RewardConfig, GTLogps, scored_kinds, ig_from_logps
 from .trajectory import generation_prompt, end_of_turn, literal_span, encode_text
 
 # %% auto #0
-__all__ = ['REPLY', 'NO_RESPONSE', 'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to',
+__all__ = ['NO_RESPONSE', 'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to',
            'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps',
-           'window_reason', 'unscored_turns', 'gt_logprobs', 'information_gain', 'information_gain_naive',
-           'token_logps']
+           'window_reason', 'gt_logps', 'information_gain', 'information_gain_naive', 'token_logps']
 
 # %% ../nbs/27_scoring.ipynb #0d193c6f
-REPLY = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer>"
+_REPLY = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer>"
 
 @dataclass
 class Probe:
@@ -38,7 +37,7 @@ def answer_probe(tokenizer, gt)->Probe:
     if not (golds := aliases(gt)): raise ValueError(f'no ground truth to score log p(gt) against (gt={gt!r})')
     gt = golds[0]
     gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
-    text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + REPLY.format(gt=gt)
+    text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + _REPLY.format(gt=gt)
     start = text.rindex('<answer>\n') + len('<answer>\n')
     if literal_span(tokenizer, gt):
         return _literal_probe(tokenizer, text + end_of_turn(tokenizer), start, start + len(gt))
@@ -195,7 +194,7 @@ def window_reason(window:int)->str:
 
 NO_RESPONSE = 'no tool response to score after'
 
-def unscored_turns(traj, # the rollout
+def _unscored_turns(traj, # the rollout
                    bounds:dict, # {turn index: token position} of its scored boundaries (`scored_boundaries`)
                    kept:set, # the turns of `bounds` that were scored
                    window:int, # the model's context window, in positions
@@ -205,10 +204,10 @@ def unscored_turns(traj, # the rollout
     return {t.index: window_reason(window) if t.index in bounds else NO_RESPONSE
             for t in traj.turns[:-1] if t.ok and t.kind in want and t.index not in kept}
 
-def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), method:str='cached',
+def gt_logps(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), method:str='cached',
                 chunk:int=8192, max_len:int|None=None, probe_batch:int|None=None,
                 prefix:Prefix|None=None # the rollout's prompt already in a cache (`prefilled`), shared with its group
-               )->GTLogProbs:
+               )->GTLogps:
     "Mean log-prob of the ground truth at every scored boundary of `traj`, and why any turn IG scores has none"
     if not aliases(gt := traj.gt if gt is None else gt):   # IG is the rise of log p(gt): without one, no number
         raise ValueError(f'trajectory {traj.meta.get("id", traj.question[:60])!r} has no ground truth (gt={gt!r}): '
@@ -224,17 +223,17 @@ def gt_logprobs(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig()
     per_turn = [None] * len(traj.turns)
     for (_, t), lp in zip(pts[1:], lps[1:]): per_turn[t] = lp
     kept = {t for _, t in pts[1:]} if pts and pts[0][1] is None else set()   # no baseline: no IG at all
-    why = unscored_turns(traj, {t: b for b, t in every[1:]}, kept, window, cfg)
-    return GTLogProbs(lps[0] if lps else float('nan'), per_turn, len(every) - len(pts), why)
+    why = _unscored_turns(traj, {t: b for b, t in every[1:]}, kept, window, cfg)
+    return GTLogps(lps[0] if lps else float('nan'), per_turn, len(every) - len(pts), why)
 
 # %% ../nbs/27_scoring.ipynb #4706642c
 def information_gain(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), **kw)->list:
     "IG per assistant turn, None where not scored (one prefill with KV-cache reuse)"
-    return ig_from_logprobs(gt_logprobs(model, tokenizer, traj, gt, cfg, 'cached', **kw), cfg)
+    return ig_from_logps(gt_logps(model, tokenizer, traj, gt, cfg, 'cached', **kw), cfg)
 
 def information_gain_naive(model, tokenizer, traj, gt=None, cfg:RewardConfig=RewardConfig(), **kw)->list:
     "IG per assistant turn by re-encoding prefix + reply at every boundary (reference)"
-    return ig_from_logprobs(gt_logprobs(model, tokenizer, traj, gt, cfg, 'naive', **kw), cfg)
+    return ig_from_logps(gt_logps(model, tokenizer, traj, gt, cfg, 'naive', **kw), cfg)
 
 # %% ../nbs/27_scoring.ipynb #4bad4c9a
 def token_logps(model, ids:list, temperature:float=1.0,

@@ -14,21 +14,18 @@ import numpy as np, pandas as pd
 from .base import config_kwargs, summary_repr, write_atomic
 from .trajectory import Trajectory, read_jsonl
 from .judges import LLMVerifier, answer_key
-from .rewards import RewardConfig, ig_from_logprobs
-from .scoring import answer_probe, gt_logprobs, scored_boundaries, each_prompt_once
+from .rewards import RewardConfig, ig_from_logps
+from .scoring import answer_probe, gt_logps, scored_boundaries, each_prompt_once
 from .evaluation import (KS, final_answer, pass_at_k, trajectory_row, score_trajectories, markdown_table,
                                  _fill_ids, _paper_traces)
 from .stats import TIE, bootstrap_mean, paired_stats
 
 # %% auto #0
-__all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'POLICY_COLUMNS', 'VERIFIER_COLUMNS', 'SCORERS', 'LABELS', 'ROLLOUT_COLUMNS',
-           'PICK_COLUMNS', 'QUESTION_COLUMNS', 'SELECTION_FILES', 'SELECTION_COLUMNS', 'Candidate', 'vote',
-           'pick_majority', 'score_of', 'top', 'ranks01', 'pick_weighted', 'pick_verified', 'Selector', 'selectors_of',
-           'answer_logprobs', 'confidence_of', 'evidence_gain', 'scoring_tokens', 'as_policy', 'policy_scores',
-           'evidence_text', 'as_verifier', 'verifier_scores', 'blind', 'answer_rows', 'candidate_table',
-           'candidates_of', 'pick_row', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
-           'extra_tokens', 'question_rows', 'per_question_rows', 'summary_row', 'selection_table', 'Measurement',
-           'selection_figure', 'measure', 'write_selection', 'usable', 'measure_selection', 'with_selection',
+__all__ = ['SELECTORS', 'LOGP', 'SELECTION_FILES', 'Candidate', 'vote', 'pick_majority', 'top', 'ranks01', 'pick_weighted',
+           'pick_verified', 'Selector', 'selectors_of', 'answer_logps', 'confidence_of', 'evidence_gain',
+           'scoring_tokens', 'as_policy', 'policy_scores', 'evidence_text', 'as_verifier', 'candidate_table', 'choose',
+           'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share', 'extra_tokens', 'summary_row',
+           'selection_table', 'Measurement', 'selection_figure', 'measure', 'write_selection', 'usable',
            'run_selection', 'read_selection']
 
 # %% ../nbs/32_selection.ipynb #c610264f
@@ -64,7 +61,7 @@ def pick_majority(cands:list)->int|None:
     return vote(cands)
 
 # %% ../nbs/32_selection.ipynb #6636508b
-def score_of(c:Candidate, name:str)->float:
+def _score_of(c:Candidate, name:str)->float:
     "The candidate's score `name`, with a missing or NaN score as -inf (below every scored candidate)"
     v = c.scores.get(name)
     return float(v) if v is not None and math.isfinite(float(v)) else -math.inf
@@ -74,13 +71,13 @@ def top(name:str # the score to rank by
     "A pick: the answered candidate with the highest score `name`; unscored rank last, ties go to the lowest sample"
     def pick(cands:list)->int|None:
         answered = [i for i, c in enumerate(cands) if c.key]
-        return max(answered, key=lambda i: (score_of(cands[i], name), -cands[i].sample), default=None)
+        return max(answered, key=lambda i: (_score_of(cands[i], name), -cands[i].sample), default=None)
     pick.__name__ = pick.__qualname__ = f'top_{name}'
     return pick
 
 # %% ../nbs/32_selection.ipynb #a8f08584
 # a vote weighs 1 + Σ weight × rank of the score among the question's answered rollouts
-WEIGHTS = dict(confidence=0.5, evidence=0.5)
+_WEIGHTS = dict(confidence=0.5, evidence=0.5)
 
 def ranks01(values:list)->list[float]:
     "Each value's rank among `values` scaled to [0, 1]: 0 lowest, 1 highest, ties share their mean, NaN/-inf at 0"
@@ -89,17 +86,17 @@ def ranks01(values:list)->list[float]:
     return [0.0 if x == -math.inf else (sum(y < x for y in v) + (sum(y == x for y in v) - 1) / 2) / (len(v) - 1)
             for x in v]
 
-def pick_weighted(cands:list, weights:dict=WEIGHTS)->int|None:
-    "A vote in which each answered rollout weighs 1 + Σ weight × rank of its score (`WEIGHTS`)"
+def pick_weighted(cands:list, weights:dict=_WEIGHTS)->int|None:
+    "A vote in which each answered rollout weighs 1 + Σ weight × rank of its score (`_WEIGHTS`)"
     pos, w = [i for i, c in enumerate(cands) if c.key], [1.0] * len(cands)
     for name, wt in weights.items():
-        for i, r in zip(pos, ranks01([score_of(cands[i], name) for i in pos])): w[i] += wt * r
+        for i, r in zip(pos, ranks01([_score_of(cands[i], name) for i in pos])): w[i] += wt * r
     return vote(cands, w)
 
 # %% ../nbs/32_selection.ipynb #220a2646
 def pick_verified(cands:list, name:str='verifier')->int|None:
     "A vote among the rollouts the verifier judged supported (score ≥ 0.5); where none was, a vote among all"
-    ok = [i for i, c in enumerate(cands) if c.key and score_of(c, name) >= 0.5]
+    ok = [i for i, c in enumerate(cands) if c.key and _score_of(c, name) >= 0.5]
     return ok[vote([cands[i] for i in ok])] if ok else vote(cands)
 
 # %% ../nbs/32_selection.ipynb #38ced1f5
@@ -107,7 +104,7 @@ def pick_verified(cands:list, name:str='verifier')->int|None:
 class Selector:
     "A way to choose one answer from a question's rollouts: a pure `pick` over candidates and the scorers it needs"
     pick: Callable      # (list[Candidate]) -> position of the chosen candidate, None when no candidate has an answer
-    needs: tuple = ()   # keys of `SCORERS` whose scores `pick` reads
+    needs: tuple = ()   # keys of `_SCORERS` whose scores `pick` reads
     about: str = ''     # one line saying what it picks
 
 SELECTORS = {
@@ -138,9 +135,9 @@ def selectors_of(selectors)->dict:
 # %% ../nbs/32_selection.ipynb #22049e72
 LOGP = RewardConfig(scored='all_tools')   # every observation counts as evidence
 
-def answer_logprobs(model, tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP, prefix=None):
-    "Mean log p(answer) before any evidence and after each observation: `gt_logprobs`, the rollout's answer as target"
-    return gt_logprobs(model, tokenizer, traj, answer, cfg, prefix=prefix)
+def answer_logps(model, tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP, prefix=None):
+    "Mean log p(answer) before any evidence and after each observation: `gt_logps`, the rollout's answer as target"
+    return gt_logps(model, tokenizer, traj, answer, cfg, prefix=prefix)
 
 # %% ../nbs/32_selection.ipynb #61552508
 def confidence_of(lp)->float:
@@ -149,7 +146,7 @@ def confidence_of(lp)->float:
 
 def evidence_gain(lp, cfg:RewardConfig=LOGP)->float:
     "How much the observations raised log p(own answer) over the question alone: the sum of the turns' IG"
-    return float(sum(v for v in ig_from_logprobs(lp, cfg) if v is not None))
+    return float(sum(v for v in ig_from_logps(lp, cfg) if v is not None))
 
 # %% ../nbs/32_selection.ipynb #67b08f52
 def scoring_tokens(tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP)->int:
@@ -158,14 +155,14 @@ def scoring_tokens(tokenizer, traj:Trajectory, answer:str, cfg:RewardConfig=LOGP
     return max(bounds) + len(bounds) * len(answer_probe(tokenizer, answer).ids)
 
 # %% ../nbs/32_selection.ipynb #76eb0a2b
-POLICY_COLUMNS = ['confidence', 'evidence', 'policy_tokens', 'policy_error']
+_POLICY_COLUMNS = ['confidence', 'evidence', 'policy_tokens', 'policy_error']
 
 def _policy_row(model, tok, traj:Trajectory, prefix)->dict:
     "The policy's scores of one rollout's own answer; NaN with the reason where it has none or it cannot be scored"
     answer = final_answer(traj)
     if not answer_key(answer):
         return dict(confidence=math.nan, evidence=math.nan, policy_tokens=0, policy_error='no answer')
-    try: lp = answer_logprobs(model, tok, traj, answer, prefix=prefix)
+    try: lp = answer_logps(model, tok, traj, answer, prefix=prefix)
     except ValueError as e:
         return dict(confidence=math.nan, evidence=math.nan, policy_tokens=0, policy_error=str(e)[:200])
     return dict(confidence=confidence_of(lp), evidence=evidence_gain(lp),
@@ -192,7 +189,7 @@ def policy_scores(trajs:list, # rollouts without their ground truth, tokenised
     with torch.no_grad():
         rows = each_prompt_once(model, [t.tokens for t in trajs], None,
                                 lambda i, prefix: _policy_row(model, tok, trajs[i], prefix))
-    return pd.DataFrame(rows, columns=POLICY_COLUMNS)
+    return pd.DataFrame(rows, columns=_POLICY_COLUMNS)
 
 # %% ../nbs/32_selection.ipynb #bfa9b1bf
 def evidence_text(traj:Trajectory, max_chars:int=8000)->str:
@@ -204,7 +201,7 @@ def evidence_text(traj:Trajectory, max_chars:int=8000)->str:
                        for k, (c, o) in enumerate(seen))
 
 # %% ../nbs/32_selection.ipynb #33cd1da8
-VERIFIER_COLUMNS = ['verifier', 'verifier_tokens']
+_VERIFIER_COLUMNS = ['verifier', 'verifier_tokens']
 
 def _verify_row(v:LLMVerifier, traj:Trajectory)->tuple:
     answer = final_answer(traj)
@@ -215,7 +212,7 @@ def as_verifier(spec)->LLMVerifier:
     if isinstance(spec, LLMVerifier): return spec
     return LLMVerifier(**config_kwargs(LLMVerifier, spec, 'verifier.')) if isinstance(spec, dict) else LLMVerifier(spec)
 
-def verifier_scores(trajs:list, # rollouts without their ground truth
+def _verifier_scores(trajs:list, # rollouts without their ground truth
                     resources:dict # `verifier`: an `LLMVerifier`, its base URL or its fields
                    )->pd.DataFrame:
     "The verifier's verdict on each rollout's answer given its own evidence, and the tokens it cost"
@@ -225,43 +222,43 @@ def verifier_scores(trajs:list, # rollouts without their ground truth
     (v := as_verifier(v)).url()
     with ThreadPoolExecutor(max(1, getattr(v, 'workers', 1))) as ex:
         rows = list(ex.map(lambda t: _verify_row(v, t), trajs))
-    return pd.DataFrame(rows, columns=VERIFIER_COLUMNS)
+    return pd.DataFrame(rows, columns=_VERIFIER_COLUMNS)
 
 # %% ../nbs/32_selection.ipynb #fd14721f
 # name -> (rollouts, resources) -> one row of scores per rollout
-SCORERS = {'policy': policy_scores, 'verifier': verifier_scores}
+_SCORERS = {'policy': policy_scores, 'verifier': _verifier_scores}
 # meta keys that could carry the answer's verdict: dropped too
-LABELS = ('gt', 'correct', 'score', 'judge', 'outcome', 'reward')
-ROLLOUT_COLUMNS = ['qid', 'group', 'sample', 'question', 'answer', 'key', 'tokens']
+_LABELS = ('gt', 'correct', 'score', 'judge', 'outcome', 'reward')
+_ROLLOUT_COLUMNS = ['qid', 'group', 'sample', 'question', 'answer', 'key', 'tokens']
 
-def blind(traj:Trajectory, tokenizer=None)->Trajectory:
+def _blind(traj:Trajectory, tokenizer=None)->Trajectory:
     "The rollout as a selector may see it: no ground truth, no verdict in its meta; tokenised when a tokenizer is given"
     tokens = traj.tokens if traj.tokens is not None or tokenizer is None else traj.tokenize(tokenizer)
-    return replace(traj, gt=None, meta={k: v for k, v in traj.meta.items() if k not in LABELS}, tokens=tokens)
+    return replace(traj, gt=None, meta={k: v for k, v in traj.meta.items() if k not in _LABELS}, tokens=tokens)
 
-def answer_rows(trajs:list)->pd.DataFrame:
+def _answer_rows(trajs:list)->pd.DataFrame:
     "One row per rollout: question, sample number, answer, voting key and tokens (numbered where the meta has none)"
     df = _fill_ids(pd.DataFrame([trajectory_row(t) for t in trajs]))
-    return df.assign(key=df.answer.map(answer_key))[ROLLOUT_COLUMNS]
+    return df.assign(key=df.answer.map(answer_key))[_ROLLOUT_COLUMNS]
 
 # %% ../nbs/32_selection.ipynb #b16e9ba3
 def candidate_table(trajs:list, # rollouts (`Trajectory`), G per question, with `group`/`sample` in their meta
-                    needs=(), # keys of `SCORERS` to compute
+                    needs=(), # keys of `_SCORERS` to compute
                     policy=None, # for the `policy` scorer: a `Policy`, (model, tokenizer), or a name for `load_policy`
                     verifier=None, # for the `verifier` scorer: an `LLMVerifier` or its base URL
                     scores=None # columns of your own, one value per rollout (a dict or DataFrame)
                    )->pd.DataFrame:
-    "One row per rollout: `answer_rows` and each `needs` scorer's scores, computed on the rollouts without ground truth"
+    "One row per rollout: its answer and each `needs` scorer's scores, computed on the rollouts without ground truth"
     pol = as_policy(policy) if 'policy' in needs else None
-    seen = [blind(t, tuple(pol)[1] if pol is not None else None) for t in trajs]
+    seen = [_blind(t, tuple(pol)[1] if pol is not None else None) for t in trajs]
     res = dict(policy=pol, verifier=verifier)
-    cols = [SCORERS[n](seen, res).reset_index(drop=True) for n in dict.fromkeys(needs)]
+    cols = [_SCORERS[n](seen, res).reset_index(drop=True) for n in dict.fromkeys(needs)]
     mine = pd.DataFrame(scores).reset_index(drop=True) if scores is not None else pd.DataFrame()
-    return pd.concat([answer_rows(seen), *cols, mine], axis=1)
+    return pd.concat([_answer_rows(seen), *cols, mine], axis=1)
 
-def candidates_of(table:pd.DataFrame)->dict:
+def _candidates_of(table:pd.DataFrame)->dict:
     "{group: [Candidate, ...] in sample order}; every column after the rollout's own is a score"
-    names = [c for c in table.columns if c not in ROLLOUT_COLUMNS]
+    names = [c for c in table.columns if c not in _ROLLOUT_COLUMNS]
     out = {}
     for i, r in table.reset_index(drop=True).sort_values(['group', 'sample'], kind='stable').iterrows():
         out.setdefault(r['group'], []).append(Candidate(int(r['sample']), r['answer'], r['key'],
@@ -269,9 +266,9 @@ def candidates_of(table:pd.DataFrame)->dict:
     return out
 
 # %% ../nbs/32_selection.ipynb #4c57454f
-PICK_COLUMNS = ['group', 'qid', 'selector', 'row', 'sample', 'answer', 'key', 'votes', 'answered', 'rollouts', 'note']
+_PICK_COLUMNS = ['group', 'qid', 'selector', 'row', 'sample', 'answer', 'key', 'votes', 'answered', 'rollouts', 'note']
 
-def pick_row(cands:list, selector:Selector)->dict:
+def _pick_row(cands:list, selector:Selector)->dict:
     "What one selector picked among one question's candidates (row None and a note when no rollout answered)"
     i, answered = selector.pick(cands), sum(bool(c.key) for c in cands)
     if i is None: return dict(row=None, sample=None, answer=None, key='', votes=0, answered=answered,
@@ -284,9 +281,9 @@ def pick_row(cands:list, selector:Selector)->dict:
 def choose(table:pd.DataFrame, selectors)->pd.DataFrame:
     "One row per question and selector: the rollout picked (its row in `table`), its answer, its votes and who answered"
     qid = dict(zip(table.group, table.qid))
-    rows = [dict(group=g, qid=qid[g], selector=name, **pick_row(cands, s))
-            for g, cands in candidates_of(table).items() for name, s in selectors_of(selectors).items()]
-    return pd.DataFrame(rows, columns=PICK_COLUMNS).astype({'row': 'Int64', 'sample': 'Int64'})
+    rows = [dict(group=g, qid=qid[g], selector=name, **_pick_row(cands, s))
+            for g, cands in _candidates_of(table).items() for name, s in selectors_of(selectors).items()]
+    return pd.DataFrame(rows, columns=_PICK_COLUMNS).astype({'row': 'Int64', 'sample': 'Int64'})
 
 # %% ../nbs/32_selection.ipynb #b339aa33
 @dataclass
@@ -356,7 +353,7 @@ def gap_share(accuracy:float, floor:float, ceiling:float)->float:
     return (accuracy - floor) / (ceiling - floor) if ceiling - floor > TIE else math.nan
 
 # %% ../nbs/32_selection.ipynb #1946d846
-QUESTION_COLUMNS = ['group', 'qid', 'g', 'selector', 'selected', 'floor', 'ceiling', 'rollout_tokens', 'extra_tokens',
+_QUESTION_COLUMNS = ['group', 'qid', 'g', 'selector', 'selected', 'floor', 'ceiling', 'rollout_tokens', 'extra_tokens',
                     'subsets']
 
 def extra_tokens(table:pd.DataFrame, selector:Selector)->np.ndarray:
@@ -364,7 +361,7 @@ def extra_tokens(table:pd.DataFrame, selector:Selector)->np.ndarray:
     cols = [f'{n}_tokens' for n in selector.needs if f'{n}_tokens' in table]
     return table[cols].fillna(0).sum(axis=1).to_numpy(dtype=float) if cols else np.zeros(len(table))
 
-def question_rows(k:int, group, cands:list, correct:list, selectors:dict, extra:dict, tokens:np.ndarray, gs, most:int,
+def _question_rows(k:int, group, cands:list, correct:list, selectors:dict, extra:dict, tokens:np.ndarray, gs, most:int,
                   seed:int)->list:
     "The measurement rows of one question (its k-th in order): each G it has rollouts for, each selector"
     n, c, rows = len(cands), sum(map(bool, correct)), []
@@ -378,15 +375,15 @@ def question_rows(k:int, group, cands:list, correct:list, selectors:dict, extra:
     return rows
 
 # %% ../nbs/32_selection.ipynb #ab2395a4
-def per_question_rows(table:pd.DataFrame, correct, selectors, gs=KS, most:int=64, seed:int=0)->pd.DataFrame:
+def _per_question_rows(table:pd.DataFrame, correct, selectors, gs=KS, most:int=64, seed:int=0)->pd.DataFrame:
     "One row per question, G and selector: selected accuracy, Pass@1, Pass@G and the tokens it cost"
     ok, sel = np.asarray(correct, dtype=bool), selectors_of(selectors)
     extra, tokens, qid = ({n: extra_tokens(table, s) for n, s in sel.items()}, table.tokens.to_numpy(dtype=float),
                           dict(zip(table.group, table.qid)))
-    rows = [r for k, (g, cands) in enumerate(candidates_of(table).items())
-            for r in question_rows(k, g, cands, [ok[x.row] for x in cands], sel, extra, tokens, gs, most, seed)]
-    return (pd.DataFrame(rows).assign(qid=lambda d: d.group.map(qid))[QUESTION_COLUMNS] if rows
-            else pd.DataFrame(columns=QUESTION_COLUMNS))
+    rows = [r for k, (g, cands) in enumerate(_candidates_of(table).items())
+            for r in _question_rows(k, g, cands, [ok[x.row] for x in cands], sel, extra, tokens, gs, most, seed)]
+    return (pd.DataFrame(rows).assign(qid=lambda d: d.group.map(qid))[_QUESTION_COLUMNS] if rows
+            else pd.DataFrame(columns=_QUESTION_COLUMNS))
 
 # %% ../nbs/32_selection.ipynb #93e326a0
 def _paired(d:pd.DataFrame, a:str, b:str)->dict:
@@ -416,7 +413,7 @@ def selection_table(per_q:pd.DataFrame)->pd.DataFrame:
 @dataclass
 class Measurement:
     "Selected accuracy of each selector against Pass@1 and Pass@G at each G: per question, and summarised (paired)"
-    per_question: pd.DataFrame   # one row per question, G and selector (`per_question_rows`)
+    per_question: pd.DataFrame   # one row per question, G and selector (`_per_question_rows`)
     table: pd.DataFrame          # one row per G and selector (`selection_table`)
     selection: Selection|None = None   # the candidates and the picks among all G rollouts
     label: str = 'policy'
@@ -474,7 +471,7 @@ def measure(table:pd.DataFrame, # the candidate table (`candidate_table`, or `Se
             gs=KS, # the G to measure at (a G above a question's rollouts is left out for it)
             most:int=64, seed:int=0, label:str='policy', selection:Selection|None=None)->Measurement:
     "Every selector against Pass@1 and Pass@G at every G, question by question and summarised with paired intervals"
-    per_q = per_question_rows(table, correct, selectors, gs, most, seed)
+    per_q = _per_question_rows(table, correct, selectors, gs, most, seed)
     return Measurement(per_q, selection_table(per_q), selection, label)
 
 # %% ../nbs/32_selection.ipynb #f9d14d01
@@ -495,39 +492,28 @@ def usable(selectors, policy=None, verifier=None)->dict:
     return {n: s for n, s in selectors_of(selectors).items() if all(have.get(x, True) for x in s.needs)}
 
 # %% ../nbs/32_selection.ipynb #7ce2a042
-def measure_selection(trajs:list, correct, selectors=tuple(SELECTORS), policy=None, verifier=None, gs=KS, most:int=64,
-                      seed:int=0, label:str='policy', scores=None)->Measurement:
-    "`select` on the rollouts (no ground truth), then `measure` with each rollout's correctness from the evaluation"
-    sel = select(trajs, selectors, policy, verifier, scores)
-    return measure(sel.candidates, correct, sel.selectors, gs, most, seed, label, sel.judged(correct))
-
-def with_selection(rep, # an `evaluation.EvalReport` of `trajs`
-                   trajs:list, selectors, # names ('majority,evidence') or selectors (see `SELECTORS`)
-                   policy=None, # scorer for confidence, evidence and weighted: a `Policy` or (model, tokenizer)
-                   verifier=None # the verifier selector's `LLMVerifier`, or an OpenAI-compatible base URL
-                  ):
-    "The report with its `selection`: each selector measured on the rollouts it scored, at the report's K"
-    return replace(rep, selection=measure_selection(trajs, rep.rows.correct, selectors, policy, verifier,
-                                                    tuple(rep.pass_at_k.k), label=rep.label))
-
-def run_selection(rollouts, # saved rollouts (JSONL, or `Trajectory` list) with ground truth and meta `group`/`sample`
+def run_selection(rollouts, # rollouts (JSONL, or a `Trajectory` list) with ground truth and meta `group`/`sample`
                   policy=None, # scores confidence, evidence: `Policy`, (model, tokenizer), or a name for `load_policy`
                   verifier=None, # an `LLMVerifier` or an OpenAI-compatible base URL
                   selectors=None, # default: every selector in `SELECTORS` that `policy` and `verifier` allow
+                  correct=None, # one bool per rollout (an `EvalReport`'s `rows.correct`); default: judged by `score`
                   score='em', # the judge of each rollout's correctness (see `evaluation.score_trajectories`)
                   gs=KS, most:int=64, seed:int=0, label:str='policy',
+                  scores=None, # extra per-rollout score columns for selectors of your own
                   out=None # a folder: `write_selection` writes there
                  )->Measurement:
-    "Measure every selector on saved rollouts: accuracy against Pass@1 and Pass@G at each G, paired intervals; write it"
+    "`select` on the rollouts (no ground truth), then `measure` every selector against Pass@1 and Pass@G; write it"
     trajs = read_jsonl(rollouts).trajectories if isinstance(rollouts, (str, Path)) else list(rollouts)
-    sel = selectors_of(selectors) if selectors is not None else usable(SELECTORS, policy, verifier)
-    m = measure_selection(trajs, score_trajectories(trajs, score).correct, sel, policy, verifier, gs, most, seed, label)
+    sel = select(trajs, selectors if selectors is not None else usable(SELECTORS, policy, verifier), policy, verifier,
+                 scores)
+    if correct is None: correct = score_trajectories(trajs, score).correct
+    m = measure(sel.candidates, correct, sel.selectors, gs, most, seed, label, sel.judged(correct))
     if out is not None: write_selection(out, m)
     return m
 
 # %% ../nbs/32_selection.ipynb #e97cc065
 # the columns `Measurement` reads back: its summary, difference and figure
-SELECTION_COLUMNS = dict(per_question=['group', 'g', 'selector', 'selected'],
+_SELECTION_COLUMNS = dict(per_question=['group', 'g', 'selector', 'selected'],
                          table=['selector', 'g', 'questions', 'accuracy', 'lo', 'hi', 'pass_at_1', 'pass_at_g',
                                 'gap_share'])
 
@@ -537,7 +523,7 @@ def read_selection(folder, # where `write_selection` wrote
     "The `Measurement` in `folder`: its per-question rows and summary (the candidates and picks stay in their CSVs)"
     from venus_nb.checkpoints import check_csv   # bounded, inside the folder, the columns there: else naming the file
     folder = Path(folder)
-    per_q, table = (check_csv(folder/SELECTION_FILES[k], SELECTION_COLUMNS[k], folder)
+    per_q, table = (check_csv(folder/SELECTION_FILES[k], _SELECTION_COLUMNS[k], folder)
                     for k in ('per_question', 'table'))
     if not len(table) or not pd.api.types.is_integer_dtype(table.g):
         raise ValueError(f"{folder/SELECTION_FILES['table']}: no rows, or a column g that is not whole numbers")

@@ -16,10 +16,9 @@ from .trajectory import end_of_turn
 from .rollout import RolloutConfig, Generated, cut_generation, stop_token_ids, _encode
 
 # %% auto #0
-__all__ = ['RETRY_STATUS', 'TOKENIZER_PROBE', 'INEXACT', 'ServedError', 'ServedAnswerError', 'ServedGenerated', 'completion_body',
-           'checked_id', 'returned_ids', 'retokenised', 'generated_from', 'post_json', 'served_models',
-           'tokenizer_agrees', 'ServedModel', 'ServedEngine', 'openai_engine', 'scripted_server', 'vllm_serve_command',
-           'wait_healthy', 'vllm_server']
+__all__ = ['ServedError', 'ServedAnswerError', 'ServedGenerated', 'completion_body', 'returned_ids', 'retokenised',
+           'generated_from', 'post_json', 'served_models', 'tokenizer_agrees', 'ServedModel', 'ServedEngine',
+           'openai_engine', 'scripted_server', 'vllm_serve_command', 'wait_healthy', 'vllm_server']
 
 # %% ../nbs/43_served.ipynb #77be2ef3
 class ServedError(RuntimeError):
@@ -56,7 +55,7 @@ def completion_body(model:str, # the served model name
 # %% ../nbs/43_served.ipynb #9e0e7c0f
 _TOKEN_ID = re.compile(r'token_id:(-?[0-9]+)')
 
-def checked_id(v, vocab:int, # the tokenizer's vocabulary size, `len(tok)`
+def _checked_id(v, vocab:int, # the tokenizer's vocabulary size, `len(tok)`
                url, field:str)->int:
     "`v` if it is a token id: a whole number (not a bool, not 3.0) in [0, vocab); else a `ServedAnswerError`"
     if type(v) is int and 0 <= v < vocab: return v
@@ -76,11 +75,11 @@ def returned_ids(choice:dict, vocab:int, # the tokenizer's vocabulary size, `len
     lp = {} if choice.get('logprobs') is None else _checked_logprobs(choice['logprobs'], url)
     if (ids := choice.get('token_ids')) is not None:
         if not isinstance(ids, list): raise _bad(url, 'token_ids', ids, 'not a list')
-        return [checked_id(i, vocab, url, f'token_ids[{k}]') for k, i in enumerate(ids)]
+        return [_checked_id(i, vocab, url, f'token_ids[{k}]') for k, i in enumerate(ids)]
     toks = lp.get('tokens') or []
     if not (isinstance(toks, list) and toks and all(isinstance(t, str) and t.startswith('token_id:') for t in toks)):
         return None
-    return [checked_id(int(m[1]) if (m := _TOKEN_ID.fullmatch(t)) else t, vocab, url, f'logprobs.tokens[{k}]')
+    return [_checked_id(int(m[1]) if (m := _TOKEN_ID.fullmatch(t)) else t, vocab, url, f'logprobs.tokens[{k}]')
             for k, t in enumerate(toks)]
 
 # %% ../nbs/43_served.ipynb #21bade02
@@ -98,7 +97,8 @@ def _checked_fields(choice:dict, vocab:int, url):
     "A choice's text and reasons of the types a completion has: strings, a stop reason that is a string or a token id"
     for k in ('text', 'finish_reason'):
         if choice.get(k) is not None and not isinstance(choice[k], str): raise _bad(url, k, choice[k], 'not a string')
-    if (r := choice.get('stop_reason')) is not None and not isinstance(r, str): checked_id(r, vocab, url, 'stop_reason')
+    if (r := choice.get('stop_reason')) is not None and not isinstance(r, str):
+        _checked_id(r, vocab, url, 'stop_reason')
 
 def generated_from(tok, choice:dict, # one choice of a completions answer
                    stop_ids:set, stops:tuple, limit:int,
@@ -113,7 +113,7 @@ def generated_from(tok, choice:dict, # one choice of a completions answer
     return ServedGenerated(g.ids, g.finish, g.dropped, exact=ids is not None)
 
 # %% ../nbs/43_served.ipynb #e0385145
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 def _reason(r:httpx.Response)->str:
     "The server's own words for a failed request"
@@ -138,7 +138,7 @@ def post_json(client:httpx.Client, path:str, body:dict,
         except httpx.TransportError as e: why = f'{type(e).__name__}: {e}'
         except BodyTooLarge as e: raise ServedError(str(e)) from None
         else:
-            if r.status_code not in RETRY_STATUS: break
+            if r.status_code not in _RETRY_STATUS: break
             why, wait = f'HTTP {r.status_code}: {_reason(r)}', retry_after(r.headers.get('retry-after'))
         if k == retries: raise ServedError(f'{_url(client, path)} failed {retries + 1} times; last: {why}')
         # the tools' backoff: jittered, capped, Retry-After first
@@ -166,9 +166,9 @@ def served_models(client:httpx.Client)->dict:
     return listed
 
 # %% ../nbs/43_served.ipynb #0620f087
-TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_call> {"name": "search"}'
+_TOKENIZER_PROBE = 'Lunna flows through Osithgar: 1,234 km, ünïcode → <tool_call> {"name": "search"}'
 
-def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=TOKENIZER_PROBE)->bool|None:
+def tokenizer_agrees(client:httpx.Client, model:str, tok, text:str=_TOKENIZER_PROBE)->bool|None:
     "Whether the server's /tokenize (vLLM's) encodes `text` as `tok` does; None where the server has no /tokenize"
     try: r = bounded_send(client, 'POST', client.base_url.copy_with(path='/tokenize'),
                           json=dict(model=model, prompt=text, add_special_tokens=False))
@@ -222,16 +222,16 @@ def generate_one(self:ServedEngine, prompt:list, limit:int, cfg:RolloutConfig, s
     return generated_from(self.tok, _choice(answer, url), self.stop_ids, cfg.stop, limit, self.vocab, url)
 
 # %% ../nbs/43_served.ipynb #27e47ffc
-INEXACT = ('{model}: the server returned no token ids, so outputs are re-tokenised from their text. The ids may differ '
-           'from the sampled ones, so IG scores and training on these rollouts are approximate (vLLM returns the ids '
-           'with `return_token_ids`).')
+_INEXACT = ('{model}: the server returned no token ids, so outputs are re-tokenised from their text. The ids may '
+            'differ from the sampled ones, so IG scores and training on these rollouts are approximate (vLLM returns '
+            'the ids with `return_token_ids`).')
 
 @patch
 def __call__(self:ServedEngine, prompts:list, limits:list, cfg:RolloutConfig, seed:int=0)->list:
     with concurrent.futures.ThreadPoolExecutor(self.concurrency) as ex:
         out = list(ex.map(lambda i: self.generate_one(prompts[i], limits[i], cfg, seed + i), range(len(prompts))))
     if (n := sum(not g.exact for g in out)) and not self.retokenised:
-        warnings.warn(INEXACT.format(model=self.model.name))
+        warnings.warn(_INEXACT.format(model=self.model.name))
     self.retokenised += n
     return out
 

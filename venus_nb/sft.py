@@ -17,9 +17,9 @@ from .checkpoints import (newest_whole, first_problem, file_checks, check_json, 
 from .trajectory import as_trajectories
 
 # %% auto #0
-__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'pad_collate',
-           'with_lora', 'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base', 'sft_card',
-           'follow_tensorboard', 'SFTResult', 'sft_checkpoint_problem', 'last_checkpoint', 'sft']
+__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'with_lora',
+           'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base', 'sft_card', 'follow_tensorboard',
+           'SFTResult', 'last_checkpoint', 'sft']
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
@@ -161,7 +161,7 @@ class LossLog(TrainerCallback):
         else: self.handle.update(fig)
 
 # %% ../nbs/13_sft.ipynb #224610e1
-def pad_collate(pad_id:int):
+def _pad_collate(pad_id:int):
     "Right-pad input_ids (pad_id) and labels (-100) to the longest in the batch"
     def collate(batch):
         n = max(len(b['input_ids']) for b in batch)
@@ -200,7 +200,7 @@ def _transformers_trainer(policy, examples, cfg, log):
     from datasets import Dataset
     return Trainer(model=with_lora(policy.model, cfg), args=TrainingArguments(**_args_dict(cfg)),
                    train_dataset=Dataset.from_list(examples),
-                   data_collator=pad_collate(policy.tokenizer.pad_token_id), callbacks=[log])
+                   data_collator=_pad_collate(policy.tokenizer.pad_token_id), callbacks=[log])
 
 # %% ../nbs/13_sft.ipynb #9d137fd7
 def _seq_limit(name_or_path:str, cfg:SFTConfig)->int:
@@ -279,7 +279,7 @@ class SFTResult:
 
 
 # %% ../nbs/13_sft.ipynb #2b345390
-def sft_checkpoint_problem(d:Path)->str|None:
+def _sft_checkpoint_problem(d:Path)->str|None:
     "Why the trainer could not resume from `d` (None: every part reads)"
     checks = {'trainer_state.json': lambda: check_json(d/'trainer_state.json', 'global_step'),
               'venus_sft_config.json': lambda: check_json(d/'venus_sft_config.json')}
@@ -287,7 +287,7 @@ def sft_checkpoint_problem(d:Path)->str|None:
 
 def last_checkpoint(output_dir)->str|None:
     "The newest checkpoint in output_dir that loads whole (a run killed while saving leaves a partial folder behind)"
-    d = newest_whole(output_dir, sft_checkpoint_problem)
+    d = newest_whole(output_dir, _sft_checkpoint_problem)
     return str(d) if d else None
 
 # %% ../nbs/13_sft.ipynb #9114e248

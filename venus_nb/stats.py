@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 # %% auto #0
-__all__ = ['MIN_SEEDS', 'TIE', 'ALTERNATIVES', 'one_stage_bootstrap', 'two_stage_bootstrap', 'resampled', 'bootstrap_mean',
-           'seed_note', 'sign_test', 'verdict', 'directed_verdict', 'paired_stats', 'seed_tests', 'holm']
+__all__ = ['MIN_SEEDS', 'TIE', 'one_stage_bootstrap', 'two_stage_bootstrap', 'resampled', 'bootstrap_mean', 'seed_note',
+           'sign_test', 'verdict', 'directed_verdict', 'paired_stats', 'seed_tests', 'holm']
 
 # %% ../nbs/05_stats.ipynb #9c72f3b1
 MIN_SEEDS = 3   # from this many training seeds on, intervals resample seeds, then questions (two-stage)
@@ -64,14 +64,14 @@ def seed_note(seeds:int)->str|None:
 
 # %% ../nbs/05_stats.ipynb #f7d2e627
 TIE = 1e-12   # a difference smaller than this is float rounding: a tie, not a side
-ALTERNATIVES = ('two-sided', 'greater', 'less')
+_ALTERNATIVES = ('two-sided', 'greater', 'less')
 
 def sign_test(d, # differences, one per question (ties are left out)
               alternative:str='two-sided' # or 'greater' (the first side better) or 'less'
              )->float:
     "Exact sign test on the non-zero entries of `d`: how likely so lopsided a split if neither side is better"
-    if alternative not in ALTERNATIVES:
-        raise ValueError(f'alternative must be one of {ALTERNATIVES}, got {alternative!r}')
+    if alternative not in _ALTERNATIVES:
+        raise ValueError(f'alternative must be one of {_ALTERNATIVES}, got {alternative!r}')
     d = np.asarray(d, dtype=float)
     up, down = int((d > TIE).sum()), int((d < -TIE).sum())
     n = up + down

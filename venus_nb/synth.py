@@ -12,17 +12,16 @@ from .trajectory import Trajectory, ToolCall, observation_message
 from .schema import system_prompt, search_observation, visit_observation
 
 # %% auto #0
-__all__ = ['SYLLABLES', 'KINDS', 'SENTENCES', 'FILLER', 'CHAINS', 'TOPICS', 'REL_WORDS', 'SAMPLE', 'make_name', 'Entity',
-           'make_world', 'page_text', 'corpus', 'follow', 'make_questions', 'synthetic_search_observation',
-           'synthetic_visit_observation', 'SynthConfig', 'expert_record', 'SynthData', 'generate', 'write_world']
+__all__ = ['SAMPLE', 'Entity', 'make_world', 'page_text', 'corpus', 'follow', 'make_questions', 'SynthConfig', 'SynthData',
+           'generate', 'write_world']
 
 # %% ../nbs/10_synth.ipynb #ed5207bc
-SYLLABLES = 'ka ve lor mi sa tor en dri al bek os rin tha mar ul ves ko na pel ith gar so lun dem ar vi'.split()
-KINDS = ('country', 'city', 'river', 'person', 'org', 'work')
+_SYLLABLES = 'ka ve lor mi sa tor en dri al bek os rin tha mar ul ves ko na pel ith gar so lun dem ar vi'.split()
+_KINDS = ('country', 'city', 'river', 'person', 'org', 'work')
 
-def make_name(rng:random.Random, parts:int=2)->str:
+def _make_name(rng:random.Random, parts:int=2)->str:
     "A pronounceable fictional name"
-    return ''.join(rng.choice(SYLLABLES) for _ in range(parts)).capitalize()
+    return ''.join(rng.choice(_SYLLABLES) for _ in range(parts)).capitalize()
 
 @dataclass
 class Entity:
@@ -39,7 +38,7 @@ class Entity:
 def _unique_names(rng, n, parts, taken):
     out = []
     while len(out) < n:
-        name = make_name(rng, parts)
+        name = _make_name(rng, parts)
         if name not in taken:
             taken.add(name)
             out.append(name)
@@ -52,7 +51,7 @@ def _people(rng, n, taken):
 # %% ../nbs/10_synth.ipynb #29633bca
 def _link(rng, world):
     "Draw the relations between entities"
-    by = {k: [e for e in world.values() if e.kind == k] for k in KINDS}
+    by = {k: [e for e in world.values() if e.kind == k] for k in _KINDS}
     pick = lambda k: rng.choice(by[k]).name
     for c in by['city']: c.facts.update(country=pick('country'), river=pick('river'))
     for c in by['country']: c.facts.update(capital=pick('city'), first_president=pick('person'))
@@ -70,7 +69,7 @@ def make_world(seed:int=0, n:int=40)->dict:
     return _link(rng, world)
 
 # %% ../nbs/10_synth.ipynb #bf5f3839
-SENTENCES = {
+_SENTENCES = {
     'country': ['{name} is a country. Its capital is {capital}.',
                 'The first president of {name} was {first_president}.'],
     'city': ['{name} is a city in {country}.', 'The river {river} flows through {name}.'],
@@ -78,13 +77,13 @@ SENTENCES = {
     'person': ['{name} was born in {born} in {birthplace}.'],
     'org': ['{name} was founded in {founded} by {founder}.', 'Its seat is in {seat}.'],
     'work': ['{name} is a work written by {author} in {year}.']}
-FILLER = ['Local archives describe it in several volumes.', 'It is often mentioned in regional histories.',
+_FILLER = ['Local archives describe it in several volumes.', 'It is often mentioned in regional histories.',
           'Scholars have debated its significance for decades.', 'Few primary sources survive from the early period.']
 
 def page_text(e:Entity, rng:random.Random)->str:
     "The text of an entity's page"
-    facts = [s.format(name=e.name, **e.facts) for s in SENTENCES[e.kind]]
-    return ' '.join(facts[:1] + rng.sample(FILLER, 2) + facts[1:])
+    facts = [s.format(name=e.name, **e.facts) for s in _SENTENCES[e.kind]]
+    return ' '.join(facts[:1] + rng.sample(_FILLER, 2) + facts[1:])
 
 def corpus(world:dict, seed:int=0)->list[dict]:
     "One page per entity: {id, title, url, text}"
@@ -92,7 +91,7 @@ def corpus(world:dict, seed:int=0)->list[dict]:
     return [dict(id=e.slug, title=e.name, url=e.url, text=page_text(e, rng)) for e in world.values()]
 
 # %% ../nbs/10_synth.ipynb #9907eb4f
-CHAINS = [  # (question template, start kind, relations followed)
+_CHAINS = [  # (question template, start kind, relations followed)
     ('In what year was the founder of {0} born?', 'org', ['founder', 'born']),
     ('Which river flows through the birthplace of the author of {0}?', 'work', ['author', 'birthplace', 'river']),
     ('In which country was the founder of {0} born?', 'org', ['founder', 'birthplace', 'country']),
@@ -115,7 +114,7 @@ def make_questions(world:dict, n:int, seed:int=0,
                    max_hops:int=4 # only chains of at most this many hops
                   )->list[dict]:
     "n multi-hop questions: {id, question, answer, hops}"
-    rng, out, chains = random.Random(seed), [], [c for c in CHAINS if len(c[2]) <= max_hops]
+    rng, out, chains = random.Random(seed), [], [c for c in _CHAINS if len(c[2]) <= max_hops]
     for i in range(n):
         tmpl, kind, rels = rng.choice(chains)
         start = rng.choice([e for e in world.values() if e.kind == kind]).name
@@ -124,7 +123,7 @@ def make_questions(world:dict, n:int, seed:int=0,
     return out
 
 # %% ../nbs/10_synth.ipynb #b5a7db9b
-def synthetic_search_observation(queries:list, pages:list, rng:random.Random, target:dict|None=None, k:int=4)->str:
+def _synthetic_search_observation(queries:list, pages:list, rng:random.Random, target:dict|None=None, k:int=4)->str:
     "DR-Venus-style search output (`search_observation`): per query, k hits, the target page among them"
     def hits():
         picks = rng.sample(pages, k - (target is not None)) + ([target] if target else [])
@@ -132,37 +131,37 @@ def synthetic_search_observation(queries:list, pages:list, rng:random.Random, ta
         return [dict(title=p['title'], url=p['url'], snippet=p['text'][:120]) for p in picks]
     return search_observation([(q, hits()) for q in queries])
 
-def synthetic_visit_observation(page:dict, goal:str)->str:
+def _synthetic_visit_observation(page:dict, goal:str)->str:
     "DR-Venus-style visit output (`visit_observation`): evidence and a summary for the goal"
     return visit_observation(page['url'], goal, page['text'][:240],
                                    evidence=page['text'].split('. ')[0].rstrip('.') + '.')
 
 # %% ../nbs/10_synth.ipynb #7741a057
-TOPICS = ['history', 'founder', 'location', 'river', 'born', 'capital', 'president', 'author', 'year', 'seat']
+_TOPICS = ['history', 'founder', 'location', 'river', 'born', 'capital', 'president', 'author', 'year', 'seat']
 
-REL_WORDS = {'born': 'birth year', 'founded': 'founding year', 'first_president': 'first president',
+_REL_WORDS = {'born': 'birth year', 'founded': 'founding year', 'first_president': 'first president',
              'birthplace': 'birthplace', 'capital': 'capital', 'river': 'river', 'country': 'country',
              'founder': 'founder', 'author': 'author', 'seat': 'seat', 'year': 'year'}
 
 def _hop_turns(hop, by_name, pages, rng):
     "A search for the hop's entity, then a visit of its page"
     ent, rel, _ = hop
-    what = REL_WORDS[rel]
+    what = _REL_WORDS[rel]
     page, goal, q = by_name[ent], f'Find the {what} of {ent}.', [f'{ent} {what}']
     return [(f'I need the {what} of {ent}. Let me search for it.', ToolCall('search', {'query': q}),
-             synthetic_search_observation(q, pages, rng, page)),
+             _synthetic_search_observation(q, pages, rng, page)),
             (f'The result {page["title"]} looks relevant. I will read it.',
-             ToolCall('visit', {'url': [page['url']], 'goal': goal}), synthetic_visit_observation(page, goal))]
+             ToolCall('visit', {'url': [page['url']], 'goal': goal}), _synthetic_visit_observation(page, goal))]
 
 def _explore_turn(q, pages, rng):
     "A search with another phrasing, or a visit of a distractor page"
     if rng.random() < 0.6:
-        qq = [f'{rng.choice(pages)["title"]} {rng.choice(TOPICS)}' for _ in range(2)]
+        qq = [f'{rng.choice(pages)["title"]} {rng.choice(_TOPICS)}' for _ in range(2)]
         return ('The first results were not conclusive; let me try other phrasings.', ToolCall('search', {'query': qq}),
-                synthetic_search_observation(qq, pages, rng))
+                _synthetic_search_observation(qq, pages, rng))
     p, goal = rng.choice(pages), 'Check whether this page is related to the question.'
     return (f'Maybe {p["title"]} is related; let me check.', ToolCall('visit', {'url': [p['url']], 'goal': goal}),
-            synthetic_visit_observation(p, goal))
+            _synthetic_visit_observation(p, goal))
 
 # %% ../nbs/10_synth.ipynb #6447c036
 @dataclass
@@ -234,7 +233,7 @@ def _messages(q, steps, answer, cfg, rng):
     for i, t in enumerate(texts): msgs += [{'role': 'assistant', 'content': t}] + ([obs[i]] if i < len(obs) else [])
     return msgs
 
-def expert_record(q:dict, by_name:dict, pages:list, cfg:SynthConfig, rng:random.Random)->dict:
+def _expert_record(q:dict, by_name:dict, pages:list, cfg:SynthConfig, rng:random.Random)->dict:
     "One DR-Venus-format record {question, messages, gt, meta} for a question"
     steps = _noise_steps(_expert_steps(q, by_name, pages, rng, _target_turns(cfg, rng)), cfg, rng)
     r = rng.random()
@@ -265,7 +264,7 @@ def generate(cfg:SynthConfig=SynthConfig())->SynthData:
     pages = corpus(world, cfg.seed)
     by_name = {p['title']: p for p in pages}
     qa = make_questions(world, cfg.n, cfg.seed, cfg.max_hops)
-    recs = [expert_record(q, by_name, pages, cfg, rng) for q in qa]
+    recs = [_expert_record(q, by_name, pages, cfg, rng) for q in qa]
     return SynthData(pages, [dict(id=q['id'], question=q['question'], answer=q['answer'], kind=f"{len(q['hops'])}-hop")
                              for q in qa], recs)
 

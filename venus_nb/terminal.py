@@ -10,8 +10,8 @@ from pathlib import Path
 from .base import write_atomic
 
 # %% auto #0
-__all__ = ['IGPO_COLUMNS', 'text_table', 'plain', 'say', 'CLIError', 'readable', 'utf8_path', 'writable_folder', 'writable_file',
-           'write_csv', 'in_terminal', 'step_bar']
+__all__ = ['IGPO_COLUMNS', 'plain', 'say', 'CLIError', 'readable', 'writable_folder', 'writable_file', 'write_csv', 'in_terminal',
+           'step_bar']
 
 # %% ../nbs/40_terminal.ipynb #eb6da4f3
 def _cells(line:str)->list: return [c.strip() for c in line.strip().strip('|').split('|')]
@@ -19,7 +19,7 @@ def _cells(line:str)->list: return [c.strip() for c in line.strip().strip('|').s
 def _is_rule(line:str)->bool: return bool(re.fullmatch(r'\|?(\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*', line.strip()))
 
 # %% ../nbs/40_terminal.ipynb #d4764d9d
-def text_table(lines:list)->list:
+def _text_table(lines:list)->list:
     "Markdown table rows as aligned text columns (the `|---|` rule row dropped)"
     rows = [_cells(l) for l in lines if not _is_rule(l)]
     widths = [max(len(r[j]) if j < len(r) else 0 for r in rows) for j in range(max(map(len, rows)))]
@@ -39,10 +39,10 @@ def plain(md:str)->str:
             table.append(line)
             continue
         if table:
-            out += text_table(table)
+            out += _text_table(table)
             table = []
         out.append(_plain_line(line))
-    return '\n'.join(out + (text_table(table) if table else []))
+    return '\n'.join(out + (_text_table(table) if table else []))
 
 def say(*args):
     "Print `args` as plain text (`plain`), flushed at once: a command's lines, in a terminal or in a log file"
@@ -60,7 +60,7 @@ def readable(path)->Path:
     return p
 
 # %% ../nbs/40_terminal.ipynb #403c767e
-def utf8_path(path)->Path:
+def _utf8_path(path)->Path:
     "`path`, or a CLIError when its name is not UTF-8 text (it goes into settings files and logs as text)"
     try: str(path).encode('utf-8')
     except UnicodeEncodeError:
@@ -70,7 +70,7 @@ def utf8_path(path)->Path:
 
 def writable_folder(path)->Path:
     "`path` as a folder to write into (a UTF-8 name): made if need be, and a file made in it (so root is checked too)"
-    p = utf8_path(path)
+    p = _utf8_path(path)
     if p.exists() and not p.is_dir(): raise CLIError(f'{p}: is a file, not a folder')
     p.mkdir(parents=True, exist_ok=True)
     try: tempfile.TemporaryFile(dir=p).close()
@@ -79,7 +79,7 @@ def writable_folder(path)->Path:
 
 def writable_file(path)->Path:
     "`path` as a file to write: not a folder, in a folder that can be written"
-    p = utf8_path(path)
+    p = _utf8_path(path)
     if p.is_dir(): raise CLIError(f'{p}: is a folder; give a file name')
     writable_folder(p.parent)
     return p

@@ -7,19 +7,19 @@ from __future__ import annotations
 from .models import has_module
 
 # %% auto #0
-__all__ = ['TRACKERS', 'trackers', 'need_tensorboard', 'in_notebook']
+__all__ = ['trackers', 'need_tensorboard', 'in_notebook']
 
 # %% ../nbs/08_tracking.ipynb #142996f1
-TRACKERS = ('tensorboard',)   # the offline, local trackers the stages log to, named as TRL names them
+_TRACKERS = ('tensorboard',)   # the offline, local trackers the stages log to, named as TRL names them
 
 def trackers(report_to # a tracker name, a list of them, or 'none' / None / [] for none
             )->tuple:
     "`report_to` as a tuple of tracker names, checked"
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
     names = tuple(dict.fromkeys(n for n in names if n != 'none'))
-    if bad := [n for n in names if n not in TRACKERS]:
+    if bad := [n for n in names if n not in _TRACKERS]:
         raise ValueError(f"report_to: unknown tracker {bad[0]!r}; "
-                         f"venus_nb logs offline to {list(TRACKERS)} ('none' for no tracker)")
+                         f"venus_nb logs offline to {list(_TRACKERS)} ('none' for no tracker)")
     return names
 
 def need_tensorboard():

@@ -15,7 +15,7 @@ if TYPE_CHECKING: import datasets   # only named in annotations: imported where 
 
 
 # %% auto #0
-__all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',
+__all__ = ['JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',
            'render_turn_text', 'observation_message', 'Trajectory', 'parse_chat_text', 'Loaded', 'from_record',
            'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
            'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
@@ -23,7 +23,7 @@ __all__ = ['TOOL_KINDS', 'JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_b
            'turn_markers', 'encode_around', 'message_literal_span', 'message_ids']
 
 # %% ../nbs/01_trajectory.ipynb #6896a637
-TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
+_TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
 
 @dataclass
 class ToolCall:
@@ -32,7 +32,7 @@ class ToolCall:
     arguments: dict
 
     @property
-    def kind(self): return TOOL_KINDS.get(self.name, 'other')
+    def kind(self): return _TOOL_KINDS.get(self.name, 'other')
     def to_json(self): return json.dumps({'name': self.name, 'arguments': self.arguments}, ensure_ascii=False)
 
 # %% ../nbs/01_trajectory.ipynb #e20809f2

@@ -11,9 +11,8 @@ from .schema import system_prompt
 from .base import atomic_open, write_atomic
 
 # %% auto #0
-__all__ = ['WORD_JOINER', 'escape_specials', 'unescape_specials', 'neutral_message', 'sft_chat_template', 'message_groups',
-           'turn_starts', 'chatml_message', 'template_added', 'verl_sft_messages', 'escaped_count', 'verl_sft_frame',
-           'write_verl_sft', 'verl_rl_frame']
+__all__ = ['WORD_JOINER', 'escape_specials', 'unescape_specials', 'sft_chat_template', 'turn_starts', 'chatml_message',
+           'template_added', 'verl_sft_messages', 'escaped_count', 'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame']
 
 # %% ../nbs/41_verl_export.ipynb #5c134ee4
 WORD_JOINER = '\u2060'  # invisible; after a special token's first character it makes the string plain text
@@ -41,7 +40,7 @@ def unescape_specials(text:str, specials:list)->str:
     return pat.sub(lambda m: m[0][0] + m[0][2:], text) if pat else text
 
 # %% ../nbs/41_verl_export.ipynb #e39c9813
-def neutral_message(tokenizer, m:dict # a chat message
+def _neutral_message(tokenizer, m:dict # a chat message
                    )->dict:
     "The message, its text escaped where the local path reads it as plain text (user, tool; system with a turn marker)"
     if m.get('role') == 'assistant' or not isinstance(m.get('content'), str): return m
@@ -61,7 +60,7 @@ def sft_chat_template(tokenizer)->str:
             "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' }}{%- endfor %}"
             "{%- if add_generation_prompt %}{{- " + json.dumps('\n' + gen) + " }}{%- endif %}")
 
-def message_groups(messages:list)->list[list[dict]]:
+def _message_groups(messages:list)->list[list[dict]]:
     "Messages as ChatML templates render them: consecutive tool messages share one chat message, any other is its own"
     groups = []
     for m in messages:
@@ -94,7 +93,7 @@ def template_added(tokenizer, first:list, **template_kw)->int:
 
 def verl_sft_messages(traj, tokenizer, **template_kw)->list[dict]:
     "The trajectory's chat messages, each as the template renders it in the conversation; questions and pages as text"
-    groups = message_groups([neutral_message(tokenizer, m) for m in traj.to_messages()])
+    groups = _message_groups([_neutral_message(tokenizer, m) for m in traj.to_messages()])
     full = tokenizer.apply_chat_template([m for g in groups for m in g], tokenize=False, **template_kw)
     at, added = turn_starts(full), template_added(tokenizer, groups[0], **template_kw) if groups else 0
     # the template's own leading messages are kept (the policy was trained and sampled with them); any other extra
@@ -108,7 +107,7 @@ def verl_sft_messages(traj, tokenizer, **template_kw)->list[dict]:
 
 # %% ../nbs/41_verl_export.ipynb #1d1b78a5
 def escaped_count(messages:list, tokenizer)->int:
-    "Word joiners `neutral_message` added to exported messages"
+    "Word joiners `_neutral_message` added to exported messages"
     sp = special_tokens(tokenizer)
     return sum(len(m['content']) - len(unescape_specials(m['content'], sp))
                for m in messages if m['role'] != 'assistant')

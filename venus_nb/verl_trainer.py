@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from .judges import judge_fn, outcomes, aliases, LLMJudge
-from .rewards import RewardConfig, rollout_slots, turn_advantages, GTLogProbs, ig_from_logprobs
+from .rewards import RewardConfig, rollout_slots, turn_advantages, GTLogps, ig_from_logps
 from .scoring import answer_probe, scored_boundaries
 from .rollout import LIMIT_MESSAGES, RolloutConfig, turn_cap
 from .trajectory import (Turn, Trajectory, Tokenized, generation_prompt, end_of_turn, thinking_opening,
@@ -23,14 +23,13 @@ from .ranks import lockstep_logps
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'SLOT_CODES', 'UNSCORED', 'NO_PLAN', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards',
-           'decode_turn_rewards', 'pending_turns', 'reward_config', 'spread_to_tokens', 'venus_igpo_advantages',
-           'random_rollouts', 'turn_texts', 'rollout_turns', 'rollout_turn_rewards', 'agent_judge', 'rollout_question',
-           'generation_ids', 'verl_tokens', 'ig_plan', 'plan_slots', 'ig_from_plan', 'fill_ig', 'balanced_shards',
-           'unshard', 'ig_trouble', 'information_gain_rows', 'limit_reason', 'plain_text_ids', 'register_estimator',
-           'VenusAgentLoopOutput', 'VenusToolAgentLoop', 'text_stays_text', 'no_sequence_parallel', 'autocast',
-           'attention', 'VenusActorRolloutRefWorker', 'tq_rollouts', 'drop_unscored', 'trainer_information_gain',
-           'trainer_score_ig', 'venus_trainer_cls', 'VenusTool', 'load_verl_config', 'ig_setup']
+__all__ = ['log', 'NO_PLAN', 'IG_FIELDS', 'assistant_runs', 'encode_turn_rewards', 'decode_turn_rewards', 'pending_turns',
+           'reward_config', 'venus_igpo_advantages', 'random_rollouts', 'turn_texts', 'rollout_turns',
+           'rollout_turn_rewards', 'agent_judge', 'rollout_question', 'generation_ids', 'verl_tokens', 'ig_plan',
+           'plan_slots', 'ig_from_plan', 'fill_ig', 'balanced_shards', 'unshard', 'ig_trouble', 'information_gain_rows',
+           'limit_reason', 'plain_text_ids', 'register_estimator', 'VenusAgentLoopOutput', 'VenusToolAgentLoop',
+           'text_stays_text', 'autocast', 'attention', 'VenusActorRolloutRefWorker', 'tq_rollouts', 'drop_unscored',
+           'venus_trainer_cls', 'VenusTool', 'load_verl_config', 'ig_setup']
 
 # %% ../nbs/42_verl_trainer.ipynb #89153eca
 try:
@@ -50,7 +49,7 @@ def assistant_runs(mask # 1-D response mask: 1 on generated tokens, 0 on tool re
 
 # %% ../nbs/42_verl_trainer.ipynb #e967f2b6
 # slot type -> code on the first tool-response token after the turn
-SLOT_CODES = {'ig': 1.0, 'penalty': 2.0, 'pending': 3.0}
+_SLOT_CODES = {'ig': 1.0, 'penalty': 2.0, 'pending': 3.0}
 
 def encode_turn_rewards(response_mask, # 1-D response mask of one rollout
                         ig:list, # IG after each assistant turn, None where not scored
@@ -73,7 +72,7 @@ def encode_turn_rewards(response_mask, # 1-D response mask of one rollout
         b = runs[t][1]
         if runs[t + 1][0] - b < 2:
             raise ValueError(f'the tool response after turn {t} has fewer than 2 tokens: no room for its slot record')
-        c = SLOT_CODES['pending' if pending and ty == 'ig' else ty]
+        c = _SLOT_CODES['pending' if pending and ty == 'ig' else ty]
         row[b], row[b + 1] = c, -c
     return row
 
@@ -85,15 +84,15 @@ def decode_turn_rewards(rewards, # 1-D token-level rewards of one rollout (venus
     runs, r = assistant_runs(response_mask), torch.as_tensor(rewards).flatten().tolist()
     if not runs: return [], [], 0.0
     codes = [r[b] for _, b in runs[:-1]]
-    ig = [r[b - 1] if c == SLOT_CODES['ig'] else None for c, (_, b) in zip(codes, runs)] + [None]
+    ig = [r[b - 1] if c == _SLOT_CODES['ig'] else None for c, (_, b) in zip(codes, runs)] + [None]
     # a malformed final turn already holds -lambda as its outcome
-    ok = [c != SLOT_CODES['penalty'] for c in codes] + [True]
+    ok = [c != _SLOT_CODES['penalty'] for c in codes] + [True]
     return ig, ok, r[runs[-1][1] - 1]
 
 def pending_turns(rewards, response_mask)->list[int]:
     "The turns whose IG slot still waits for the actor's score"
     r = torch.as_tensor(rewards).flatten().tolist()
-    return [t for t, (_, b) in enumerate(assistant_runs(response_mask)[:-1]) if r[b] == SLOT_CODES['pending']]
+    return [t for t, (_, b) in enumerate(assistant_runs(response_mask)[:-1]) if r[b] == _SLOT_CODES['pending']]
 
 # %% ../nbs/42_verl_trainer.ipynb #e5103374
 def reward_config(config=None # verl's `algorithm` config (DictConfig, AlgoConfig or dict); None: DR-Venus defaults
@@ -103,7 +102,7 @@ def reward_config(config=None # verl's `algorithm` config (DictConfig, AlgoConfi
     venus = config.get('venus', None) or {}
     return RewardConfig(**{'gamma': float(config.get('gamma', RewardConfig.gamma)), **{k: venus[k] for k in venus}})
 
-def spread_to_tokens(advantages:list, # per rollout, per assistant turn advantages
+def _spread_to_tokens(advantages:list, # per rollout, per assistant turn advantages
                      response_mask:torch.Tensor # (batch, response length)
                     )->torch.Tensor:
     "Each turn's advantage on its generated tokens; 0 on tool responses and padding"
@@ -115,7 +114,7 @@ def spread_to_tokens(advantages:list, # per rollout, per assistant turn advantag
     return table.gather(1, turn) * m
 
 # %% ../nbs/42_verl_trainer.ipynb #0a6f986f
-UNSCORED = ('IG slots reached the advantage unscored: run the venus trainer (trainer.v1.trainer_mode=venus_igpo), '
+_UNSCORED = ('IG slots reached the advantage unscored: run the venus trainer (trainer.v1.trainer_mode=venus_igpo), '
             'whose actor scores them, or train without IG by choice (algorithm.venus.estimator=grpo)')
 
 def venus_igpo_advantages(token_level_rewards:torch.Tensor, # (batch, response length), venus_nb layout
@@ -129,12 +128,12 @@ def venus_igpo_advantages(token_level_rewards:torch.Tensor, # (batch, response l
                          '(use actor_rollout_ref.actor.use_kl_loss, as DR-Venus does)')
     cfg = reward_config(config)
     if cfg.estimator == 'igpo' and any(pending_turns(r, m) for r, m in zip(token_level_rewards, response_mask)):
-        raise ValueError(UNSCORED)
+        raise ValueError(_UNSCORED)
     rows = [decode_turn_rewards(r, m) for r, m in zip(token_level_rewards, response_mask)]
     ig, ok, outcome = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     groups = list(range(len(rows))) if index is None else list(index)
     adv = turn_advantages([['turn'] * len(o) for o in ok], ig, ok, outcome, groups, cfg)
-    out = spread_to_tokens(adv, response_mask).to(token_level_rewards.dtype)
+    out = _spread_to_tokens(adv, response_mask).to(token_level_rewards.dtype)
     return out, out.clone()
 
 # %% ../nbs/42_verl_trainer.ipynb #1d7f16ba
@@ -259,10 +258,10 @@ def plan_slots(plan:dict|None, n_turns:int)->list:
 # %% ../nbs/42_verl_trainer.ipynb #b9aed508
 def ig_from_plan(plan:dict, logps:list, # the actor's log-probs at the plan's boundaries
                  n_turns:int, cfg:RewardConfig=RewardConfig())->list:
-    "IG per assistant turn, None where not scored (`rewards.ig_from_logprobs`)"
+    "IG per assistant turn, None where not scored (`rewards.ig_from_logps`)"
     per_turn = [None] * n_turns
     for t, lp in zip(plan['turns'][1:], logps[1:]): per_turn[t] = lp
-    return ig_from_logprobs(GTLogProbs(logps[0], per_turn), cfg)
+    return ig_from_logps(GTLogps(logps[0], per_turn), cfg)
 
 def fill_ig(rewards, response_mask, ig:list, cfg:RewardConfig=RewardConfig())->torch.Tensor:
     "The reward row with its pending IG slots replaced by scored ones (penalties and outcome kept)"
@@ -493,7 +492,7 @@ from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.single_controller.base.decorator import register as register_worker_method, Dispatch
 
 @contextlib.contextmanager
-def no_sequence_parallel():
+def _no_sequence_parallel():
     "Ulysses sequence parallelism off for a while: IG scores each rollout whole, on one rank"
     from verl.utils.ulysses import get_ulysses_sequence_parallel_group, set_ulysses_sequence_parallel_group
     group = get_ulysses_sequence_parallel_group()
@@ -522,15 +521,15 @@ def attention(module, impl:str='sdpa'):
 
 # %% ../nbs/42_verl_trainer.ipynb #352c647e
 class VenusActorRolloutRefWorker(ActorRolloutRefWorker):
-    "verl's actor/rollout/ref worker plus `venus_gt_logprobs`: venus_nb's cached IG scorer on the actor's own module"
+    "verl's actor/rollout/ref worker plus `venus_gt_logps`: venus_nb's cached IG scorer on the actor's own module"
     @register_worker_method(dispatch_mode=Dispatch.DP_COMPUTE)
-    def venus_gt_logprobs(self, job:dict # this rank's `requests` (ids + `ig_plan`), `temperature`, `chunk`
+    def venus_gt_logps(self, job:dict # this rank's `requests` (ids + `ig_plan`), `temperature`, `chunk`
                          )->list:
         "Mean log p(gt) at every boundary of this rank's rollouts, with the actor's current weights"
         engine = self.actor.engine
         dtype = getattr(engine, '_autocast_dtype', torch.bfloat16)  # what the engine computes in (its mixed precision)
         # autocast casts the probes' mask too; the passes are agreed before the first
-        with engine.eval_mode(), no_sequence_parallel(), attention(engine.module), autocast(dtype):
+        with engine.eval_mode(), _no_sequence_parallel(), attention(engine.module), autocast(dtype):
             return lockstep_logps(engine.module, job['requests'], job['temperature'], job['chunk'])
 
 # %% ../nbs/42_verl_trainer.ipynb #c8408b4d
@@ -554,7 +553,7 @@ def drop_unscored(config)->bool:
     return bool((v1.get('venus_igpo') or {}).get('drop_unscored', False))
 
 # %% ../nbs/42_verl_trainer.ipynb #f686a035
-def trainer_information_gain(self, batch, metrics:dict):
+def _trainer_information_gain(self, batch, metrics:dict):
     "The IG step: read the rollouts from TransferQueue, have the actor score the pending ones, write their rows back"
     import transfer_queue as tq
     from tensordict import TensorDict
@@ -568,7 +567,7 @@ def trainer_information_gain(self, batch, metrics:dict):
                     fields=TensorDict({'rm_scores': rm}, batch_size=len(rows)))
     metrics.update(stats)
 
-def trainer_score_ig(self, requests:list)->list:
+def _trainer_score_ig(self, requests:list)->list:
     "The actor worker group's log-probs for `requests`, spread over its ranks by length"
     wg, opts = self.actor_rollout_wg, self.config.trainer.v1.get('venus_igpo', None) or {}
     shards = balanced_shards([len(r['ids']) for r in requests], wg.world_size)
@@ -576,7 +575,7 @@ def trainer_score_ig(self, requests:list)->list:
     temperature = reward_config(self.config.algorithm).temperature
     job = lambda idx: {'requests': [requests[i] for i in idx], 'temperature': float(temperature),
                        'chunk': int(opts.get('ig_chunk', 8192))}
-    return unshard(shards, wg.venus_gt_logprobs([job(s) for s in shards]), len(requests))
+    return unshard(shards, wg.venus_gt_logps([job(s) for s in shards]), len(requests))
 
 # %% ../nbs/42_verl_trainer.ipynb #29ed8e33
 @functools.cache
@@ -602,7 +601,7 @@ def venus_trainer_cls():
             self._information_gain(batch, metrics)
             return super()._compute_advantage(batch, metrics)
 
-        _information_gain, _score_ig = trainer_information_gain, trainer_score_ig
+        _information_gain, _score_ig = _trainer_information_gain, _trainer_score_ig
     return VenusPPOTrainer
 
 try: venus_trainer_cls()
@@ -655,5 +654,5 @@ def ig_setup(cfg)->str:
         raise ValueError("venus_igpo needs verl's v1 trainer (trainer.use_v1=true): "
                          "the legacy one keeps one score per rollout")
     if reward_config(cfg.algorithm).estimator == 'grpo': return 'off by choice (algorithm.venus.estimator=grpo)'
-    if cfg.trainer.v1.trainer_mode != 'venus_igpo': raise ValueError(UNSCORED)
-    return 'scored by the actor before the advantage (trainer venus_igpo, VenusActorRolloutRefWorker.venus_gt_logprobs)'
+    if cfg.trainer.v1.trainer_mode != 'venus_igpo': raise ValueError(_UNSCORED)
+    return 'scored by the actor before the advantage (trainer venus_igpo, VenusActorRolloutRefWorker.venus_gt_logps)'

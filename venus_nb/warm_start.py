@@ -12,8 +12,8 @@ from .base import summary_repr, write_atomic
 from .trajectory import read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['TEST_WORLD_OFFSET', 'WarmConfig', 'WarmWorld', 'warm_world', 'sft_config', 'well_formed', 'rollout_config',
-           'engine_for_folder', 'check', 'WarmStart', 'warm_dir', 'warm_start']
+__all__ = ['WarmConfig', 'WarmWorld', 'warm_world', 'well_formed', 'rollout_config', 'engine_for_folder', 'check', 'WarmStart',
+           'warm_dir', 'warm_start']
 
 # %% ../nbs/26_warm_start.ipynb #2295399f
 @dataclass
@@ -80,7 +80,7 @@ def _distinct(data)->list:
     return out
 
 # %% ../nbs/26_warm_start.ipynb #25dcdc7f
-TEST_WORLD_OFFSET = 1_000   # the test world's seed: the warm world's plus this
+_TEST_WORLD_OFFSET = 1_000   # the test world's seed: the warm world's plus this
 
 def _quiet_world(cfg:WarmConfig, n:int, seed:int):
     "The warm world's generator: noiseless expert trajectories of one search and one visit per hop"
@@ -123,7 +123,7 @@ def warm_world(cfg:WarmConfig=WarmConfig(),
     if test < 0: raise ValueError(f'test must be >= 0, got {test}')
     if not test: return world
     # questions and pages only: the test world trains nothing
-    qa, pages = _world_questions(cfg, test, cfg.world_seed + TEST_WORLD_OFFSET)
+    qa, pages = _world_questions(cfg, test, cfg.world_seed + _TEST_WORLD_OFFSET)
     asked, seen = {q['question'] for q in data.qa}, set()
     distinct = [q for q in qa if q['question'] not in asked and not (q['question'] in seen or seen.add(q['question']))]
     fresh = _alternate(distinct, test)
@@ -132,7 +132,7 @@ def warm_world(cfg:WarmConfig=WarmConfig(),
     return replace(world, test=fresh, test_corpus=LocalCorpus([Doc(**p) for p in pages], 'warm test world'))
 
 # %% ../nbs/26_warm_start.ipynb #25f80e7a
-def sft_config(cfg:WarmConfig, out:Path):
+def _sft_config(cfg:WarmConfig, out:Path):
     "The stage-1 `SFTConfig` of a warm start"
     from venus_nb.sft import SFTConfig
     return SFTConfig(model=cfg.model, output_dir=str(out), backend='transformers', lr=cfg.lr, max_steps=cfg.steps,
@@ -171,12 +171,12 @@ def check(folder, held:list, corpus, cfg:WarmConfig=WarmConfig(),
          )->dict:
     "Well-formed share, Pass@1 and rollout figures of a model folder on the held-out questions"
     from venus_nb.rollout import rollout
-    from venus_nb.evaluation import evaluate_trajectories
+    from venus_nb.evaluation import evaluate
     t = time.time()
     engine = engine_for_folder(folder, cfg.engine, dtype=cfg.dtype)
     trajs = rollout(engine, held, corpus, rollout_config(cfg))
     if save_to: write_jsonl(trajs, save_to)
-    rep = evaluate_trajectories(trajs, ks=(1,), label='warm start')
+    rep = evaluate(trajs, ks=(1,), label='warm start')
     return dict(well_formed=well_formed(trajs), pass_at_1=float(rep.pass_at_k.pass_at_k.iloc[0]), rollouts=len(trajs),
                 engine=engine.name, answered=rep.summary['answered'], mean_turns=rep.summary['mean_turns'],
                 check_seconds=round(time.time() - t, 1))
@@ -228,7 +228,7 @@ def _write_json(path:Path, obj): write_atomic(path, json.dumps(obj, indent=1, de
 def _train(cfg:WarmConfig, train:list, work:Path)->tuple[Path, float]:
     "SFT on the warm world; returns the saved model folder and the trainer's seconds"
     from venus_nb.sft import sft
-    res = sft(train, sft_config(cfg, work/'sft'), live=False)
+    res = sft(train, _sft_config(cfg, work/'sft'), live=False)
     model = res.policy.model.merge_and_unload() if hasattr(res.policy.model, 'merge_and_unload') else res.policy.model
     model.save_pretrained(work/'model')
     res.policy.tokenizer.save_pretrained(work/'model')

@@ -15,15 +15,14 @@ import httpx, json5
 from .base import BadRecord, read_records, _skipped, Settings
 
 # %% auto #0
-__all__ = ['TEXT_TYPES', 'REDIRECTS', 'EXTRACTOR_PROMPT', 'EXTRACTION_JSON5_MAX_CHARS', 'SERPER_URL', 'allow_entry', 'ToolConfig',
-           'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4', 'address_error', 'redact_url', 'url_error',
-           'resolve_host', 'allowed', 'safe_address', 'pinned', 'Fetched', 'send', 'fetch_page', 'make_client', 'Page',
-           'media_type', 'sniff', 'decode', 'extracted', 'main_text', 'html_to_text', 'page_of', 'extractor_messages',
-           'parse_extraction', 'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader',
-           'Cache', 'ReplayMiss', 'exchange_key', 'Cassette']
+__all__ = ['EXTRACTION_JSON5_MAX_CHARS', 'ToolConfig', 'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4',
+           'address_error', 'redact_url', 'url_error', 'resolve_host', 'allowed', 'safe_address', 'pinned', 'Fetched',
+           'send', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff', 'decode', 'extracted', 'main_text',
+           'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction', 'ChatSummariser', 'openai_chat',
+           'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache', 'ReplayMiss', 'exchange_key', 'Cassette']
 
 # %% ../nbs/20_web.ipynb #645fc1a9
-TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
+_TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
               'application/*+json', 'application/javascript', 'application/x-ndjson')
 
 def _host_key(h:str)->str: return str(h).strip().lower().strip('[]')
@@ -31,7 +30,7 @@ def _host_key(h:str)->str: return str(h).strip().lower().strip('[]')
 _ENTRY = re.compile(r'\[(?P<v6>[^\]]+)\](?::(?P<p6>\d+))?|(?P<host>[^:\[\]]+)(?::(?P<port>\d+))?'
                     r'|(?P<bare6>[0-9a-z.%]*:[0-9a-z.%]*:[0-9a-z:.%]*)')
 
-def allow_entry(entry:str)->tuple[str, int|None]:
+def _allow_entry(entry:str)->tuple[str, int|None]:
     "An `allow_hosts` entry as (host, port): `host` (or a bare IPv6 address) admits any port, `host:port` that one"
     if not (m := _ENTRY.fullmatch(str(entry).strip().lower())):
         raise ValueError(f'ToolConfig.allow_hosts: {entry!r} is not a host, host:port or [IPv6]:port')
@@ -60,7 +59,7 @@ class ToolConfig(Settings):
     max_queries: int = 20             # queries in one search call
     max_urls: int = 20                # URLs in one visit call
     allow_hosts: tuple = ()           # hosts (any port) or host:port exempt from the address check, e.g. ('127.0.0.1',)
-    text_types: tuple = TEXT_TYPES    # content types visit reads (glob patterns)
+    text_types: tuple = _TEXT_TYPES    # content types visit reads (glob patterns)
     search_api: str = 'serper'        # 'serper' (Serper-compatible JSON) | 'searxng'
     search_url: str|None = None       # None: $VENUS_SEARCH_URL, else Serper's endpoint
     search_key_env: str|None = None   # env var of the API key; None: SERPER_API_KEY or SEARXNG_API_KEY
@@ -72,7 +71,7 @@ class ToolConfig(Settings):
     extract_timeout: float|None = 20.0  # trafilatura's seconds on one page (killed past them); None: no limit
 
     def __post_init__(self):
-        self.allow_hosts = tuple(_entry_text(*allow_entry(h)) for h in
+        self.allow_hosts = tuple(_entry_text(*_allow_entry(h)) for h in
                                  ((self.allow_hosts,) if isinstance(self.allow_hosts, str) else self.allow_hosts))
         self.text_types = tuple(self.text_types)
         if self.search_api not in ('serper', 'searxng'):
@@ -157,7 +156,7 @@ async def resolve_host(host:str, port:int, timeout:float=10.0)->list[str]:
 def allowed(url:httpx.URL, cfg:ToolConfig)->bool:
     "Whether `url`'s host and port match an entry of `cfg.allow_hosts` (an entry without a port admits any port)"
     port = url.port or (443 if url.scheme == 'https' else 80)
-    return any(h == _host_key(url.host) and p in (None, port) for h, p in map(allow_entry, cfg.allow_hosts))
+    return any(h == _host_key(url.host) and p in (None, port) for h, p in map(_allow_entry, cfg.allow_hosts))
 
 async def safe_address(url:str, cfg:ToolConfig)->str|None:
     "The checked address to connect to for `url` (None for an allowed host); a `ToolError` says why one is refused"
@@ -245,7 +244,7 @@ async def send(client:httpx.AsyncClient, method:str, url, cfg:ToolConfig,
     return f
 
 # %% ../nbs/20_web.ipynb #17d9889c
-REDIRECTS = (301, 302, 303, 307, 308)
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 async def _hop(url, cfg, client, limit, hop):
     "Check and GET one hop; the reason names the redirect when it is one"
@@ -260,7 +259,7 @@ async def fetch_page(url:str, cfg:ToolConfig, client:httpx.AsyncClient, limit:as
     for hop in range(cfg.max_redirects + 1):
         f = await _hop(url, cfg, client, limit, hop)
         loc = f.headers.get('location')
-        if f.status not in REDIRECTS or not loc: return f
+        if f.status not in _REDIRECTS or not loc: return f
         url = str(httpx.URL(url.strip()).join(loc))
     raise ToolError(f'too many redirects (more than {cfg.max_redirects})')
 
@@ -439,7 +438,7 @@ def page_of(f:Fetched, cfg:ToolConfig, stop:threading.Event|None=None # see `ext
     return Page(f.url, title, text[:cfg.max_chars], f.truncated or len(text) > cfg.max_chars, note)
 
 # %% ../nbs/20_web.ipynb #8bac50b5
-EXTRACTOR_PROMPT = """Please process the following webpage content and user goal to extract relevant information:
+_EXTRACTOR_PROMPT = """Please process the following webpage content and user goal to extract relevant information:
 
 ## **Webpage Content** 
 {webpage_content}
@@ -461,7 +460,7 @@ judge the contribution of the information to the goal.
 
 def extractor_messages(text:str, goal:str)->list[dict]:
     "Chat messages asking a summariser for the evidence and summary of `text` for `goal` (Tongyi's extractor prompt)"
-    return [{'role': 'user', 'content': EXTRACTOR_PROMPT.format(webpage_content=text, goal=goal)}]
+    return [{'role': 'user', 'content': _EXTRACTOR_PROMPT.format(webpage_content=text, goal=goal)}]
 
 # %% ../nbs/20_web.ipynb #65ab25a0
 # the json5 fallback is slow (seconds for 100 KB): a summariser's reply longer than this must be strict JSON
@@ -515,7 +514,7 @@ def openai_chat(cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphor
     return chat
 
 # %% ../nbs/20_web.ipynb #d207bb97
-SERPER_URL = 'https://google.serper.dev/search'
+_SERPER_URL = 'https://google.serper.dev/search'
 
 def serper_hits(data:dict)->list[dict]:
     "Hits of a Serper response (`organic`: title, link, snippet)"
@@ -541,7 +540,7 @@ class WebSearch:
     def __init__(self, cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphore|None=None):
         self.cfg, self.client, self.limit = cfg, client, limit
         self.url = (cfg.search_url or os.environ.get('VENUS_SEARCH_URL')
-                    or (SERPER_URL if cfg.search_api == 'serper' else None))
+                    or (_SERPER_URL if cfg.search_api == 'serper' else None))
         self.key_env = cfg.search_key_env or ('SERPER_API_KEY' if cfg.search_api == 'serper' else 'SEARXNG_API_KEY')
         self.cache_id = f'{cfg.search_api}:{self.url}'
 
