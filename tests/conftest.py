@@ -1,5 +1,5 @@
 "Shared fixtures: where the third-party data lives, and skips with a clear message when it is absent."
-import json, os, threading
+import fcntl, json, os, shutil, subprocess, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -173,3 +173,83 @@ def tiny_dir(tmp_path_factory):
     m.save_pretrained(d)
     tok.save_pretrained(d)
     return d
+
+# --- tokenizers (trajectory, rollout and scoring tests) ---------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def q3_thinking():
+    from venus_nb.models import qwen3_tokenizer
+    return qwen3_tokenizer(thinking_2507=True)
+
+# the real SmolLM2 and Qwen3 tokenizers, and Qwen3 with the thinking opened
+@pytest.fixture(params=['smol_tok', 'qwen3_tok', 'q3_thinking'])
+def tok(request): return request.getfixturevalue(request.param)
+
+@pytest.fixture(scope='module')
+def q3(q3_thinking):
+    "Qwen3-4B-Thinking-2507's tokenizer, whose generation prompt opens the thinking"
+    return q3_thinking
+
+# --- generated trajectories with noise (trajectory, data and resample tests) ------------------------------------------
+
+@pytest.fixture(scope='module')
+def noisy():
+    "Generated trajectories with every kind of noise: bad JSON calls, other tools, string arguments, no answer"
+    from venus_nb.synth import generate, SynthConfig
+    return generate(SynthConfig(n=60, seed=5)).trajectories()
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Files the kit writes: a temporary file renamed over the target
+
+@pytest.fixture
+def renamed(monkeypatch):
+    "The targets of every os.replace from a temporary file beside them"
+    seen, real = [], os.replace
+    def spy(src, dst, *a, **kw):
+        if Path(src).name.startswith('.') and Path(src).name.endswith('.tmp'): seen.append(Path(dst).resolve())
+        return real(src, dst, *a, **kw)
+    monkeypatch.setattr(os, 'replace', spy)
+    return seen
+
+# --- headless Chromium (replay and experiment tests) ------------------------------------------------------------------
+
+CHROMIUM, DRIVER = Path('/usr/bin/chromium'), Path('/usr/bin/chromedriver')
+FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-proxy-server',
+         '--window-size=1500,1000']
+
+def _apt_install():
+    "Install Debian's chromium and chromium-driver; None on success, else why not"
+    if not shutil.which('apt-get'): return 'apt-get is not available on this machine'
+    env = {**os.environ, 'DEBIAN_FRONTEND': 'noninteractive'}
+    with open('/tmp/venus_nb-chromium-install.lock', 'w') as lock:  # pytest-xdist workers install one at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if CHROMIUM.exists() and DRIVER.exists(): return None
+        for cmd in (['apt-get', 'update', '-qq'], ['apt-get', 'install', '-y', '-qq', 'chromium', 'chromium-driver']):
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+            if r.returncode:
+                return f'`{" ".join(cmd)}` failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-300:]}'
+
+@pytest.fixture(scope='session')
+def webdriver():
+    wd = pytest.importorskip('selenium.webdriver', reason='selenium is not installed (pip install selenium)')
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        why = _apt_install()
+        if why or not (CHROMIUM.exists() and DRIVER.exists()):
+            pytest.skip('headless Chromium unavailable: '
+                        f'{why or "apt-get did not provide /usr/bin/chromium and /usr/bin/chromedriver"}')
+    return wd
+
+def start_chromium(webdriver, profile, flags=FLAGS):
+    "Headless Chromium (Debian's binary and driver) with its own profile folder"
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for a in flags + [f'--user-data-dir={profile}']: opts.add_argument(a)
+    return webdriver.Chrome(options=opts, service=Service(str(DRIVER)))
+
+@pytest.fixture
+def browser(webdriver, tmp_path):
+    d = start_chromium(webdriver, tmp_path/'chromium-profile')
+    yield d
+    d.quit()

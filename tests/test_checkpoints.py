@@ -1,5 +1,5 @@
 """Saved policies load with plain transformers/PEFT to exactly the weights that produced them: SFT adapters,
-the RL adapter on a merged SFT adapter, finals, cards."""
+the RL adapter on a merged SFT adapter, finals, cards; JSON read on resume goes through the capped reader."""
 import json, random, shutil
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +30,7 @@ def _adapter_base(folder):
 @pytest.fixture(scope='module')
 def sft_run(tmp_path_factory):
     "A LoRA SFT of a tiny random model, two steps with a checkpoint each; its logits before anything else touches it"
-    from test_hostile_resume import _sft_data, _sft_cfg
+    from test_sft import _sft_data, _sft_cfg
     out = tmp_path_factory.mktemp('sft')/'run'
     res = sft(_sft_data(), _sft_cfg(out, lr=3e-2), policy=tiny_model('llama'), live=False)
     return res, _logits(res.policy.model)
@@ -137,3 +137,28 @@ def test_an_adapter_loaded_by_transformers_is_refused_by_stage_two(sft_run):
     # transformers' own PEFT loading
     m = AutoModelForCausalLM.from_pretrained(str(res.output_dir), dtype=torch.float32)
     with pytest.raises(ValueError, match='load_policy'): rl_policy(replace(res.policy, model=m), IGPOConfig())
+
+# ---------------------------------------------------------------------------------------------------------------------
+# JSON read on resume goes through the capped reader: a clear ValueError naming the file, never a crash or a huge read
+
+DEEP = '[' * 100_000 + ']' * 100_000
+
+def _big(path:Path)->Path:
+    "A valid JSON object padded past the 64 MB cap"
+    from venus_nb.base import MAX_RECORD_BYTES
+    with open(path, 'w') as f:
+        f.write('{}')
+        f.write(' ' * (MAX_RECORD_BYTES + 1))
+    return path
+
+@pytest.mark.parametrize('text', ['[1]', '"x"', DEEP, None], ids=['list', 'string', 'deep', 'over-the-cap'])
+def test_resume_json_is_bounded(tmp_path, text):
+    from venus_nb.checkpoints import check_json
+    from venus_nb.experiment import ExperimentConfig, saved_config_changes, check_resume
+    for name in ('state.json', 'config.json'):
+        p = tmp_path/name
+        _big(p) if text is None else p.write_text(text)
+        with pytest.raises(ValueError, match=name + ('' if text else '.* over ')): check_json(p, 'step')
+    cfg = ExperimentConfig(igpo={}, output_dir=str(tmp_path))
+    for check in (saved_config_changes, check_resume):
+        with pytest.raises(ValueError, match='config.json'): check(tmp_path, cfg)

@@ -1,11 +1,18 @@
-"The `venus-nb` command: help on every option, plain text, config layers and round trips"
-import argparse, json, os, re
+"""The `venus-nb` command: help on every option, plain text, config layers and round trips; a bad path, input or
+setting is one line `venus-nb: error: ...` (fuzzed files and `--set` pairs too); a config that names code runs only
+with --trust-code; `replay` without a ground truth or past the model's context."""
+import argparse, json, os, re, html
 from pathlib import Path
-import pytest
+import pytest, pandas as pd, yaml
+from hypothesis import given, settings, strategies as st, HealthCheck
+from conftest import WORLD, cli_result as _cli, one_error as _one_error
+from test_base import NAMES, FUZZ, well_typed, settings_maps
+from test_igpo import _write, HOSTILE
 from venus_nb import __version__
-from venus_nb.cli import main, parser, stages
-from venus_nb.terminal import plain
-from venus_nb.trajectory import read_jsonl
+from venus_nb.cli import main, parser, stages, parse_sets, merged
+from venus_nb.terminal import plain, CLIError
+from venus_nb.trajectory import read_jsonl, to_record
+from venus_nb.models import tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKDOWN = re.compile(r'\*\*|`|^#{1,6} |^\|.*\|$|\|-{3,}', re.M)   # bold, code spans, headings, table rows and rules
@@ -178,7 +185,7 @@ def test_cli_synth_without_questions_is_an_error(n, tmp_path, capsys):
 
 def test_cli_clean_of_an_unreadable_input_makes_no_folder(tmp_path, capsys):
     (bad := tmp_path/'bad.jsonl').write_bytes(b'\xff\xfe not json\n')
-    for given in (bad, tmp_path/'missing.jsonl'):
+    for given in (bad, tmp_path/'missing.jsonl'):   # noqa: F402 (a path, not hypothesis' given)
         assert str(given) in _exits(['clean', str(given), '--out', str(tmp_path/'clean')], capsys)
         assert not (tmp_path/'clean').exists()
     assert str(bad) in _exits(['resample', str(bad), '--out', str(tmp_path/'sft/rows.jsonl')], capsys)
@@ -242,3 +249,231 @@ def test_make_lab_runs_as_root():
     run = subprocess.run(['make', '-n', 'lab'], cwd=root, capture_output=True, text=True)
     lab = [l for l in run.stdout.splitlines() if 'jupyter lab nbs' in l]
     assert lab and '--allow-root' in lab[-1], run.stdout + run.stderr
+
+# ---------------------------------------------------------------------------------------------------------------------
+# `venus-nb replay` without a ground truth, and with turns past the context
+
+def _without_gt(tmp_path):
+    rec = to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])
+    rec.pop('gt', None)
+    rec.pop('answer', None)
+    f = tmp_path/'no_gt.jsonl'
+    f.write_text(json.dumps(rec) + '\n')
+    return f
+
+def test_cli_without_gt_names_both_options_and_no_scores_writes_the_turns(tmp_path, capsys, tiny_dir):
+    f, page = _without_gt(tmp_path), tmp_path/'r.html'
+    _one_error(*_cli(['replay', f, '--model', tiny_dir, '--out', page], capsys)[::2], 'trajectory 0 of',
+               'no_gt.jsonl', 'no ground truth', '--gt TEXT', '--no-scores')
+    assert not page.exists()
+    code, out, err = _cli(['replay', f, '--no-scores', '--model', tmp_path/'no-such-model', '--out', page], capsys)
+    assert code == 0 and 'not scored' in out and page.exists(), (out, err)   # no model loaded
+    text = page.read_text()
+    assert 'not scored</b>: turns only' in text and 'IG-Scale' not in text
+    _one_error(*_cli(['replay', f, '--no-scores', '--gt', 'x', '--out', page], capsys)[::2], 'not both')
+
+# --- turns IG could not score ---------------------------------------------------------------------------------------
+
+def test_an_overlong_trajectory_reports_its_unscored_visits_on_the_page_and_in_the_output(tmp_path, capsys,
+                                                                                         monkeypatch):
+    m, tok = tiny_model('llama')
+    t = next(t for t in read_jsonl(WORLD/'trajectories.jsonl').trajectories
+             if sum(u.kind == 'visit' for u in t.turns) >= 2)
+    m.config.max_position_embeddings = len(t.tokenize(tok).ids) // 2   # the later visits lie past it
+    m.save_pretrained(tmp_path/'short')
+    tok.save_pretrained(tmp_path/'short')
+    f, page = tmp_path/'one.jsonl', tmp_path/'r.html'
+    f.write_text(json.dumps(to_record(t)) + '\n')
+    args = ['replay', f, '--model', tmp_path/'short', '--out', page, '--max-chars', 10**5]
+    code, out, err = _cli(args, capsys)
+    assert code == 0 and 'scoring' not in err, (out, err)   # not a terminal: no progress line
+    window = f"past the model's context window ({m.config.max_position_embeddings:,} positions)"
+    assert 'scored turns have no IG (marked “not scored” on the page)' in out and window in out
+    assert '(--max-chars, now 100,000) scores them' in out
+    n = int(re.search(r'(\d+) of the \d+ scored turns have no IG', out).group(1))
+    text = page.read_text()
+    assert f'{n} turn{"s" if n > 1 else ""} IG would score' in text
+    assert text.count(f'not scored: {html.escape(window)}') == n   # in each such turn's header
+    assert text.count(' · not scored</option>') == n   # and in the selector
+    monkeypatch.setattr('venus_nb.cli.in_terminal', lambda: True)
+    code, out, err = _cli(args, capsys)
+    assert code == 0 and 'scoring trajectory 0 of' in err and 'visits' in err   # in a terminal: progress
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The CLI: a bad path or input is one line `venus-nb: error: ...` and a non-zero exit, never a traceback
+
+
+def test_replay_empty_file_and_index_out_of_range(tmp_path, capsys, tiny_dir):
+    (tmp_path/'empty.jsonl').write_text('')
+    _one_error(*_cli(['replay', tmp_path/'empty.jsonl', '--model', tiny_dir], capsys)[::2], 'empty.jsonl',
+               'no readable trajectory')
+    one = tmp_path/'one.jsonl'
+    one.write_text(json.dumps(to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])) + '\n')
+    _one_error(*_cli(['replay', one, '--index', 3, '--model', tiny_dir], capsys)[::2], '--index 3', '1 trajectory')
+    code, out, err = _cli(['replay', one, '--model', tiny_dir, '--out', tmp_path/'r.html'], capsys)
+    assert code == 0 and (tmp_path/'r.html').exists() and 'error' not in err and 'wrote' in out
+
+def test_missing_unreadable_and_unwritable_paths(tmp_path, capsys, monkeypatch):
+    src = WORLD/'trajectories.jsonl'
+    _one_error(*_cli(['clean', tmp_path/'nope.jsonl', '--out', tmp_path/'o'], capsys)[::2], 'nope.jsonl')
+    _one_error(*_cli(['resample', tmp_path/'nope.jsonl', '--out', tmp_path/'o.jsonl'], capsys)[::2], 'nope.jsonl')
+    blocker = tmp_path/'file'
+    blocker.write_text('x')
+    _one_error(*_cli(['clean', src, '--out', blocker/'sub'], capsys)[::2], 'sub')          # a folder under a file
+    code, out, _ = _cli(['resample', src, '--out', tmp_path], capsys)   # a folder that is there: the file goes in it
+    assert code == 0 and (tmp_path/'sft.jsonl').is_file() and f'wrote {tmp_path/"sft.jsonl"}' in out
+    real_open = open
+    def no_read(p, *a, **kw):
+        if str(p).endswith('locked.jsonl'): raise PermissionError(13, 'Permission denied', str(p))
+        return real_open(p, *a, **kw)
+    locked = tmp_path/'locked.jsonl'
+    locked.write_text(src.read_text())
+    monkeypatch.setattr('builtins.open', no_read)
+    _one_error(*_cli(['clean', locked, '--out', tmp_path/'o2'], capsys)[::2], 'locked.jsonl', 'Permission denied')
+
+def test_read_only_output_is_one_error_line(tmp_path, capsys, monkeypatch):
+    def read_only(*a, **kw): raise PermissionError(30, 'Read-only file system', str(tmp_path/'ro'/'.sft.jsonl.tmp'))
+    monkeypatch.setattr('venus_nb.base.os.replace', read_only)
+    _one_error(*_cli(['resample', WORLD/'trajectories.jsonl', '--out', tmp_path/'ro'/'sft.jsonl'], capsys)[::2],
+               'Read-only file system')
+
+def test_traceback_flag_shows_the_error(tmp_path):
+    from venus_nb.cli import main
+    from venus_nb.terminal import CLIError
+    with pytest.raises(CLIError, match='no such file'):
+        main(['--traceback', 'clean', str(tmp_path/'nope.jsonl'), '--out', str(tmp_path/'o')])
+
+def test_demo_with_a_mistyped_data_path_is_an_error(tmp_path, capsys):
+    code, out, err = _cli(['demo', '--data', tmp_path/'typo.jsonl', '--out', tmp_path/'out', '--stage1-only'], capsys)
+    _one_error(code, err, 'typo.jsonl')
+    assert 'generate' not in out
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fuzz: arbitrary bytes in, a report out; exit 0 or one clear error line
+
+GOOD = (json.dumps(to_record(read_jsonl(WORLD/'trajectories.jsonl').trajectories[0])) + '\n').encode()
+lines = st.lists(st.one_of(st.binary(max_size=60), st.just(GOOD), st.just(b'{"messages": [1]}\n'), st.just(b'[]\n'),
+                           st.just(b'\xff\xfe\x00'), st.just(b'{"question": "q", "messages": []}\n')),
+                 max_size=5).map(b''.join)
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=lines, cmd=st.sampled_from(['clean', 'resample', 'replay']),
+       fmt=st.sampled_from(['dr-venus', 'webdancer', 'react']))
+def test_cli_fuzz(tmp_path_factory, capsys, tiny_dir, data, cmd, fmt):
+    d = tmp_path_factory.mktemp('fuzz')
+    f = d/'in.jsonl'
+    f.write_bytes(data)
+    args = {'clean': ['clean', f, '--out', d/'out', '--format', fmt],
+            'resample': ['resample', f, '--out', d/'sft.jsonl'],
+            'replay': ['replay', f, '--out', d/'r.html', '--format', fmt, '--model', tiny_dir]}[cmd]
+    code, out, err = _cli(args, capsys)
+    assert 'Traceback' not in out + err
+    if code in (0, None): assert 'error' not in err and out.strip(), (out, err)   # stderr may hold a progress bar
+    else: _one_error(code, err)
+
+def test_clean_report_counts_unreadable_records(tmp_path, capsys):
+    "Every record read is counted: 5 readable + 3 unreadable lines give input 8, 3 dropped at 'load' with their line"
+    good = (WORLD/'trajectories.jsonl').read_text().splitlines()[:5]
+    f = tmp_path/'mixed.jsonl'
+    f.write_text('\n'.join(good[:2] + ['{"messages": [', 'not json'] + good[2:] + ['[[[[', '']) + '\n')
+    code, out, err = _cli(['clean', f, '--out', tmp_path/'c'], capsys)
+    assert code == 0, err
+    report = pd.read_csv(tmp_path/'c'/'clean_report.csv')
+    assert len(report) == 8 and (report.step == 'load').sum() == 3
+    assert f'{f}:3:' in out and f'{f}:4:' in out and f'{f}:8:' in out
+
+def test_replay_without_ground_truth_is_refused_or_given_one(tmp_path, capsys, tiny_dir):
+    "No IG against a ground truth that is not there (the word 'None' was scored before): one error naming --gt"
+    t = read_jsonl(WORLD/'trajectories.jsonl').trajectories[0]
+    rec = to_record(t)
+    rec.pop('gt', None)
+    rec.pop('answer', None)
+    f = tmp_path/'no_gt.jsonl'
+    f.write_text(json.dumps(rec) + '\n')
+    assert read_jsonl(f).trajectories[0].gt is None
+    _one_error(*_cli(['replay', f, '--model', tiny_dir, '--out', tmp_path/'r.html'], capsys)[::2], 'no_gt.jsonl',
+               'no ground truth', '--gt')
+    assert not (tmp_path/'r.html').exists()
+    code, out, err = _cli(['replay', f, '--model', tiny_dir, '--out', tmp_path/'r.html', '--gt', t.gt], capsys)
+    assert code == 0 and (tmp_path/'r.html').exists() and 'wrote' in out
+    from venus_nb.scoring import gt_logps
+    m, tok = tiny_model('llama')
+    with pytest.raises(ValueError, match='has no ground truth'): gt_logps(m, tok, read_jsonl(f).trajectories[0])
+
+def test_replay_says_which_turns_lie_past_the_context(tmp_path, capsys):
+    "Visits past the model's positions are counted in the command's output, with the fix"
+    from venus_nb.cli import unscored_note
+    from venus_nb.rewards import GTLogps
+    m, tok = tiny_model('llama')
+    note = unscored_note(GTLogps(-3.0, [None, -2.0, None, None], cut=2), None, m, 'tiny')
+    assert note.startswith('2 of the 3 scored turns have no IG') and '--max-chars' in note
+    assert unscored_note(GTLogps(-3.0, [None, -2.0], cut=0), None, m, 'tiny') is None
+    t = next(t for t in read_jsonl(WORLD/'trajectories.jsonl').trajectories
+             if sum(u.kind == 'visit' for u in t.turns) >= 2)
+    m.config.max_position_embeddings = len(t.tokenize(tok).ids) // 2   # the later visits lie past it
+    m.save_pretrained(tmp_path/'short')
+    tok.save_pretrained(tmp_path/'short')
+    f = tmp_path/'one.jsonl'
+    f.write_text(json.dumps(to_record(t)) + '\n')
+    code, out, err = _cli(['replay', f, '--model', tmp_path/'short', '--out', tmp_path/'r.html', '--max-chars', 10**5],
+                          capsys)
+    assert code == 0 and 'scored turns have no IG' in out and 'wrote' in out, (out, err)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fuzzing `--set` and the settings: well typed or one CLI error
+
+set_pairs = st.lists(st.one_of(st.tuples(st.lists(st.sampled_from(NAMES + ['', 'x']), min_size=1, max_size=3)
+                                         .map('.'.join),
+                                         st.sampled_from(['4', '1e-5', 'true', 'null', '[1, 4]', '{a: 1}', 'x', '', '[',
+                                                          'nan', '9' * 400]))
+                               .map('='.join), st.text(max_size=12)), max_size=5)
+
+@FUZZ
+@given(name=st.sampled_from(['igpo', 'rollout', 'eval']), pairs=set_pairs, d=settings_maps)
+def test_any_set_pairs_and_settings_resolve_well_typed_or_are_one_cli_error(name, pairs, d):
+    st_ = stages()[name]
+    try: inputs, cfg = st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}),
+                                          merged(d, parse_sets(pairs))))
+    except CLIError: return
+    well_typed(cfg)
+
+def test_known_bad_cli_settings_are_one_error_naming_the_key(tmp_path, capsys):
+    """The CLI's failures the fuzzing found: a --set under a key already set to a value, a nested config given a value,
+    wrong types, unreadable files"""
+    with pytest.raises(CLIError, match='rollout is set to a value'): parse_sets(['rollout=3', 'rollout.G=4'])
+    st_ = stages()['igpo']
+    for d, key in [({'rollout': 3}, 'rollout: expected a mapping'),
+                   ({'rollout': {'G': 'four'}}, 'rollout.G: expected a whole number'),
+                   ({'steps': True}, 'steps: expected a whole number'), ({'betas': [0.9, 'x']}, r'betas\[1\]'),
+                   ({'lr': 'nan'}, 'lr: expected a finite number')]:
+        with pytest.raises(CLIError, match=key):
+            st_.resolve(merged(merged(st_.defaults(), {'questions': 'q.jsonl'}), d))
+    for raw in (b'\x80', b'[' * 100_000, b'steps: ' + b'9' * 5000):
+        (tmp_path/'c.yaml').write_bytes(raw)
+        with pytest.raises(SystemExit):
+            main(['igpo', '--config', str(tmp_path/'c.yaml'), '--questions', 'q.jsonl', '--out', str(tmp_path/'o')])
+        err = capsys.readouterr().err
+        assert err.startswith('venus-nb: error:') and 'c.yaml' in err and '--traceback' not in err, err
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A config that names code runs none of it without --trust-code
+
+@pytest.mark.parametrize('name', HOSTILE)
+def test_the_cli_refuses_a_config_that_names_code(tmp_path, name, capsys):
+    f = _write(tmp_path/'c.yaml', {'steps': 2, 'judge': {'callable': name}, 'questions': str(tmp_path/'q.jsonl')})
+    for argv in (['igpo', '--config', str(f)], ['igpo', '--questions', 'q.jsonl', '--set', f'judge.callable={name}']):
+        with pytest.raises(SystemExit) as e: main(argv + ['--out', str(tmp_path/'out')])
+        err = capsys.readouterr().err
+        assert e.value.code == 1 and 'names code to import and call' in err and '--trust-code' in err, err
+    assert not (tmp_path/'out').exists()   # refused before anything was written
+
+def test_the_cli_with_trust_code_gets_past_the_judge(tmp_path, capsys):
+    f = _write(tmp_path/'c.yaml', {'steps': 2, 'judge': {'callable': 'test_igpo.strict_judge'},
+                                   'questions': str(tmp_path/'q.jsonl')})
+    with pytest.raises(SystemExit): main(['igpo', '--config', str(f), '--trust-code', '--out', str(tmp_path/'out')])
+    err = capsys.readouterr().err
+    # stopped at the missing questions, not at the judge
+    assert 'q.jsonl: no such file' in err and 'names code' not in err, err
+    assert (yaml.safe_load((tmp_path/'out'/'config.yaml').read_text())['judge']
+            == {'callable': 'test_igpo.strict_judge'})

@@ -1,12 +1,16 @@
 """`make demo`'s whole path (stage 1, the warm start, then rollouts, IGPO, evaluation and the rollout replay) in a fresh
 output folder, and what stage 2 must show: IGPO steps that carry a learning signal; the demo's cheap steps on their
-own."""
-import csv, os, subprocess, sys, types
+own, its rollout replay one question's group."""
+import csv, os, subprocess, sys, types, re
 from pathlib import Path
-import pytest
-import pandas as pd
+from types import SimpleNamespace
+import pytest, pandas as pd
+from conftest import WORLD
+from test_replay import rollout
 from venus_nb.demo import error_rule, rule_counts, change_line
 from venus_nb.trajectory import read_jsonl
+from venus_nb.rewards import Scored
+from venus_nb.replay import random_logps
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,3 +66,23 @@ def test_demo_trains_at_the_step_size_measured_for_the_embedded_model(tmp_path):
     cfg = demo_igpo_config(SimpleNamespace(config=WarmConfig()), tmp_path)
     assert cfg.lora_r is not None and learning_rate(cfg) == CPU_LORA_LR == pytest.approx(6 * LORA_LR)
     assert ExperimentConfig.cpu_learn().igpo['lr'] == CPU_FULL_LR
+
+# --- the demo's rollout replay: one question's group ------------------------------------------------------------------
+
+def test_the_demo_replays_one_questions_group(tmp_path, capsys, tiny_dir):
+    from venus_nb.demo import rollouts_page, turn_rewards_page
+    a, b = [rollout('svsv', seed=0), rollout('sv', seed=0, answer='7'), rollout('svv', seed=0)], \
+           [rollout('vv', seed=1), rollout('sv', seed=1)]
+    last = Scored.from_logps(a + b, [random_logps(t, seed=i) for i, t in enumerate(a + b)],
+                                outcome=[1.0, 0.0, 1.0, 1.0, 1.0], groups=[5, 5, 5, 9, 9])
+    page = rollouts_page(last, tmp_path)[0].read_text()
+    table = re.search(r'<table class="venus-group">.*?</table>', page, re.S).group(0)
+    assert table.count('<tr') == 1 + len(a)   # a header row, then the G rollouts of one question
+    assert 'question 0' in page and 'question 1' not in page
+    # the expert trajectories of stage 1: each its own question, so each its own group, never one group of three
+    kept = read_jsonl(WORLD/'trajectories.jsonl').trajectories
+    files = turn_rewards_page(kept, SimpleNamespace(path=tiny_dir), tmp_path)
+    assert '(3 questions, each its own group)' in capsys.readouterr().out
+    assert '<table class="venus-group">' not in files[1].read_text()
+    import pandas as pd
+    assert sorted(pd.read_csv(files[0]).group.unique()) == [0, 1, 2]

@@ -109,10 +109,10 @@ def test_settings_and_reference(site):
 def browser(tmp_path_factory):
     wd = pytest.importorskip('selenium.webdriver', reason='selenium is not installed (pip install selenium)')
     if not (CHROMIUM.exists() and DRIVER.exists()):
-        from test_replay_browser import _apt_install  # the replay test installs Debian's chromium as root
+        from conftest import _apt_install  # the replay test installs Debian's chromium as root
         why = _apt_install()
         if why or not (CHROMIUM.exists() and DRIVER.exists()): pytest.skip(f'headless Chromium unavailable: {why}')
-    from test_replay_browser import start_chromium
+    from conftest import start_chromium
     d = start_chromium(wd, tmp_path_factory.mktemp('chromium'), FLAGS)
     yield d
     d.quit()

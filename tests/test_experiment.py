@@ -1,13 +1,18 @@
-"Experiment: signal density on a hand-made batch, bootstrap intervals, equal budgets, a resumable run on a tiny model."
+"""Experiment: signal density on a hand-made batch, bootstrap intervals, equal budgets, a resumable run on a tiny model;
+absurd settings and a config that names code are refused; the report's title survives an XSS payload in Chromium."""
+import json, re, time
 from dataclasses import replace
-import json, re
 import numpy as np, pandas as pd, pytest
+from datasets import Dataset
+from test_igpo import _write, HOSTILE, strict_judge
+from test_base import refused
 from venus_nb.experiment import (signal_density, advantages_under, summary_table, score_matrix, ExperimentConfig,
                                  Start, arm_config, experiment, kind_table, eval_steps, heldout_curve, check_resume,
-                                 final_evals)
+                                 final_evals, read_experiment)
 from venus_nb.stats import bootstrap_mean, sign_test, paired_stats
 from venus_nb.rewards import Scored
 from venus_nb.trajectory import Trajectory
+from venus_nb.cli import main
 
 def _traj(answer, gt='y'):
     call = lambda name, args: (f'<think>t</think>\n<tool_call>\n{json.dumps(dict(name=name, arguments=args))}\n'
@@ -134,7 +139,6 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     seen.clear()
     main(['experiment', '--signal-only'])
     assert 'cfg' not in seen
-
 
 def test_sign_test_is_exact():
     assert sign_test([1, 1, 1]) == 0.25                            # 3 discordant, all one way: 2 × (1/2)³
@@ -330,7 +334,6 @@ def test_committed_runs_reopen_and_agree_with_their_summaries():
         assert {(r['arm'], r['k']) for r in saved} == set(got), folder.name
         for r in saved: assert got[r['arm'], r['k']] == pytest.approx((r['mean'], r['lo'], r['hi'])), (folder.name, r)
 
-
 # --- the protocol: splits, registration, evaluation seeds, the start through the arms' path
 
 def _qs(n, offset=0):
@@ -494,6 +497,17 @@ def test_report_xss_payload_is_escaped():
     page = xss_report()
     assert XSS not in page and '<img' not in page and html.escape(XSS) in page
 
+# the report in a real browser (the `browser` fixture is in conftest.py)
+def test_report_xss_keeps_the_page_title(browser, tmp_path):
+    "An experiment's report.html whose config holds `</pre><img onerror=...>` runs none of it in Chromium"
+    from test_experiment import XSS, xss_report
+    page = tmp_path/'report.html'
+    page.write_text(xss_report(), encoding='utf-8')
+    browser.get(page.as_uri())
+    time.sleep(1)   # time for an image's onerror to fire
+    assert browser.title == 'venus_nb experiment'
+    assert XSS in browser.find_element('tag name', 'pre').text
+
 # run-folder readers: a table the run did not write as it is is an error naming the file, never a quietly wrong summary
 def _folder_with(tmp_path, evals:pd.DataFrame):
     from venus_nb.experiment import _save_rows, TABLES, EVAL_COLUMNS
@@ -630,3 +644,41 @@ def test_a_seed_is_not_continued_from_other_starting_weights(tmp_path, monkeypat
     assert calls == []
     res = experiment(cfg, _start_with_weights(tmp_path/'c', 1.0), say=lambda *a: None)   # the same weights: on it goes
     assert [(c['label'], c['seed']) for c in calls][:2] == [('GRPO', 0), ('GRPO', 0)] and len(res.runs) == 6
+
+def test_world_questions_as_dataset_feed_an_experiment_start():
+    from venus_nb.evaluation import world_questions
+    from venus_nb.experiment import Start
+    qs, _ = world_questions()
+    start = Start(lambda: None, Dataset.from_list(qs[:4]), Dataset.from_list(qs[4:6]), None, None)
+    assert start.train == qs[:4] and start.validation == qs[4:6]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A config that names code runs none of it without trust_code / --trust-code
+
+@pytest.mark.parametrize('name', HOSTILE)
+def test_an_experiment_config_that_names_code_is_refused(tmp_path, name, monkeypatch, capsys):
+    f = _write(tmp_path/'e.yaml', {'seeds': [0], 'igpo': {'judge': {'callable': name}}})
+    with pytest.raises(ValueError, match='trust_code=True'): ExperimentConfig.load(f)
+    with pytest.raises(ValueError, match='trust_code=True'): ExperimentConfig(igpo={'judge': {'callable': name}})
+    def started(*a, **kw): raise AssertionError('the experiment started: the config was not refused at load')
+    monkeypatch.setattr('venus_nb.experiment.warm_signal', started)
+    with pytest.raises(SystemExit) as e: main(['experiment', '--config', str(f), '--out', str(tmp_path/'out')])
+    assert e.value.code == 1 and '--trust-code' in capsys.readouterr().err
+
+def test_with_trust_code_an_experiment_round_trips_its_judge(tmp_path):
+    cfg = ExperimentConfig(seeds=(0,), igpo={'judge': strict_judge, 'lr': 1e-5}, output_dir=str(tmp_path))
+    saved = cfg.save(tmp_path/'config.json')
+    assert json.loads(saved.read_text())['igpo']['judge'] == {'callable': 'test_igpo.strict_judge'}
+    with pytest.raises(ValueError, match='trust_code=True'): ExperimentConfig.load(saved)
+    assert (ExperimentConfig.load(saved, trust_code=True) == cfg
+            and read_experiment(tmp_path, trust_code=True).cfg == cfg)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Absurd settings are refused when the config is built
+
+EXPERIMENT_BAD = [('G', 0), ('G', -2), ('steps', 0), ('steps', -3), ('eval_questions', 0), ('eval_questions', -1),
+                  ('questions_per_step', 0), ('ks', (0,)), ('ks', ()), ('ks', (1, 8))]
+
+@pytest.mark.parametrize('field,value', EXPERIMENT_BAD, ids=[f'{f}={v}' for f, v in EXPERIMENT_BAD])
+def test_absurd_experiment_settings_fail_at_construction(field, value):
+    refused(ExperimentConfig, field, value, igpo={})

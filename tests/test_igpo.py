@@ -1,21 +1,22 @@
-"Stage-2 IGPO: the clipped token-level loss by hand, the update moves the policy the intended way, kill and resume."
-import json, math, random, signal, subprocess, sys, time
+"""Stage-2 IGPO: the clipped token-level loss by hand, the update moves the policy the intended way, kill and resume;
+resume picks the newest checkpoint that loads whole and runs no code from it; a changed config on resume is refused,
+or applied and recorded; absurd settings and a judge that names code are refused."""
+import json, math, random, signal, subprocess, sys, time, pickle, warnings
 from dataclasses import replace
 from pathlib import Path
-import pytest
-import torch
+from functools import lru_cache
+import pytest, torch, yaml
 from hypothesis import given, settings, strategies as st
+from test_base import refused
 from venus_nb.igpo import (IGPOConfig, score_rollouts, advantages_of, Piece, pieces, fill_old_and_ref, policy_update,
                            rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo,
                            turn_logps, learning_rate, reference, FULL_LR, LORA_LR)
 from venus_nb.loss import loss_terms, k3_kl, masked_mean, igpo_loss
-from venus_nb.scoring import token_logps
-from venus_nb.rollout import sync_engine
+from venus_nb.scoring import token_logps, prefilled
+from venus_nb.rollout import sync_engine, RolloutConfig
 from venus_nb.models import tiny_model
-from venus_nb.judges import LLMJudge, em_judge, judge_fn, outcomes, judge_spec
+from venus_nb.judges import LLMJudge, em_judge, judge_fn, outcomes, judge_spec, judge_from_spec
 from venus_nb.rewards import RewardConfig
-from venus_nb.scoring import prefilled
-from venus_nb.rollout import RolloutConfig
 from venus_nb.trajectory import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -354,8 +355,6 @@ def test_judge_and_outcomes():
     assert outcomes([t], f) == [0.25] and outcomes([no_answer], f) == [0.0]
     assert 0 < outcomes([replace(t, gt=ans + ' extra words')], 'f1')[0] < 1
 
-from functools import lru_cache
-
 @lru_cache(maxsize=None)
 def _experts(shorten=300):
     "Four expert trajectories of the world as one group, tool responses cut to `shorten` chars; two right, two wrong"
@@ -589,3 +588,201 @@ def test_step_bar_counts_steps_through_on_step(tmp_path):
     with step_bar(more, disable=False, file=io.StringIO()) as on_step:
         igpo(tiny_model('llama'), qs, world, more, live=False, on_step=on_step)
     assert (on_step.bar.initial, on_step.bar.n) == (2, 3)   # resumed from checkpoint-2
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Resume runs no code from a checkpoint
+
+class _Exec:
+    "A pickle that runs code when it is loaded"
+    def __reduce__(self): return (exec, ("open(__import__('os').environ['VENUS_PWNED'], 'w').write('ran')",))
+
+def test_resume_runs_no_code_from_a_checkpoint(tmp_path, monkeypatch):
+    from venus_nb.igpo import IGPOConfig, rl_policy, make_optimizer, save_checkpoint, load_checkpoint
+    from venus_nb.models import tiny_model
+    pol = rl_policy(tiny_model('llama'), IGPOConfig())
+    cfg = IGPOConfig(output_dir=str(tmp_path))
+    d = save_checkpoint(pol.model, make_optimizer(pol.model, cfg), cfg, 1, [], random.Random(0))
+    flag = tmp_path/'pwned'
+    monkeypatch.setenv('VENUS_PWNED', str(flag))
+    import torch
+    torch.save({'state': {}, 'param_groups': [], 'x': _Exec()}, d/'optimizer.pt')
+    with pytest.raises(pickle.UnpicklingError): load_checkpoint(pol.model, make_optimizer(pol.model, cfg), d)
+    assert not flag.exists()
+
+# ---------------------------------------------------------------------------------------------------------------------
+# IGPO: resume picks the newest checkpoint that loads whole
+
+def _two_checkpoints(tmp_path, lora_r=16):
+    "checkpoint-1 and checkpoint-2 of a tiny policy; returns (policy, cfg, the newer folder)"
+    cfg = IGPOConfig(output_dir=str(tmp_path), lora_r=lora_r, lr=1e-4)
+    pol = rl_policy(tiny_model('llama'), cfg)
+    opt, rng = make_optimizer(pol.model, cfg), random.Random(0)
+    save_checkpoint(pol.model, opt, cfg, 1, [dict(step=1)], rng)
+    return pol, cfg, save_checkpoint(pol.model, opt, cfg, 2, [dict(step=1), dict(step=2)], rng)
+
+def _cut(path:Path, keep:float=0.5): path.write_bytes(path.read_bytes()[:int(path.stat().st_size * keep)])
+
+def _newest(out)->tuple:
+    "(the checkpoint resume picks, the warnings it gave)"
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        got = last_igpo_checkpoint(out)
+    return got, [str(x.message) for x in w]
+
+@pytest.mark.parametrize('part,lora_r', [('optimizer.pt', 16), ('adapter/adapter_model.safetensors', 16),
+                                         ('model/model.safetensors', None)],
+                         ids=['optimizer', 'adapter', 'model'])
+def test_truncated_part_falls_back_to_the_previous_checkpoint(tmp_path, part, lora_r):
+    pol, cfg, d = _two_checkpoints(tmp_path, lora_r)
+    _cut(d/part)
+    got, said = _newest(tmp_path)
+    assert got == tmp_path/'checkpoint-1'
+    assert len(said) == 1 and 'checkpoint-2' in said[0] and Path(part).name.split('.')[0] in said[0], said
+    step, rows, _ = load_checkpoint(pol.model, make_optimizer(pol.model, cfg), got)   # and it loads
+    assert step == 1 and rows == [dict(step=1)]
+
+@pytest.mark.parametrize('key', ['rng', 'step', 'metrics'])
+def test_state_missing_a_key_is_incomplete(tmp_path, key):
+    _, _, d = _two_checkpoints(tmp_path)
+    s = json.loads((d/'state.json').read_text())
+    del s[key]
+    (d/'state.json').write_text(json.dumps(s))
+    got, said = _newest(tmp_path)
+    assert got == tmp_path/'checkpoint-1' and len(said) == 1 and repr(key) in said[0], said
+
+def test_hostile_optimizer_is_skipped_without_running_it(tmp_path, monkeypatch):
+    from test_igpo import _Exec
+    _, _, d = _two_checkpoints(tmp_path)
+    flag = tmp_path/'pwned'
+    monkeypatch.setenv('VENUS_PWNED', str(flag))
+    torch.save({'state': {}, 'param_groups': [], 'x': _Exec()}, d/'optimizer.pt')
+    got, said = _newest(tmp_path)
+    assert got == tmp_path/'checkpoint-1' and 'optimizer.pt' in said[0] and not flag.exists()
+
+def test_no_whole_checkpoint_starts_afresh(tmp_path):
+    _, _, d = _two_checkpoints(tmp_path)
+    for c in ('checkpoint-1', 'checkpoint-2'): (tmp_path/c/'optimizer.pt').write_bytes(b'')
+    got, said = _newest(tmp_path)
+    assert got is None and len(said) == 2
+
+# A killed checkpoint write leaves its temp file (`base.atomic_open`: `.name.<12 hex>.tmp`); resume removes them
+STALE = ['.optimizer.pt.0a1b2c3d4e5f.tmp', '.state.json.123456abcdef.tmp',
+         'adapter/.adapter_model.safetensors.abcdef012345.tmp']
+KEPT = ['notes.tmp', '.optimizer.pt.tmp', '.state.json.XYZ456abcdef.tmp', 'adapter/keep.me']
+
+def _litter(d:Path)->list:
+    "Stale temp files (and files that merely look alike) in checkpoint folder `d`"
+    for name in STALE + KEPT: (d/name).write_bytes(b'x' * 1000)
+    return [d/n for n in STALE]
+
+def test_killed_checkpoint_writes_leave_no_temp_files(tmp_path, monkeypatch):
+    monkeypatch.setattr('venus_nb.igpo.igpo_step', _no_rollouts)   # resume matters here, not the step
+    _, cfg, d = _two_checkpoints(tmp_path)
+    stale = _litter(d) + _litter(tmp_path/'checkpoint-1')
+    assert last_igpo_checkpoint(tmp_path) == d and all(p.exists() for p in stale)   # looking removes nothing
+    res = igpo(tiny_model('llama'), [], None, replace(cfg, steps=3, save_steps=1,
+                                                      rollout=replace(cfg.rollout, progress=False)), live=False)
+    assert res.resumed_from == str(d) and not any(p.exists() for p in stale)
+    assert all((c/n).exists() for c in (d, tmp_path/'checkpoint-1') for n in KEPT)
+    assert not [p for p in tmp_path.rglob('*.tmp') if p.name not in {Path(n).name for n in KEPT}]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# IGPO: a changed config on resume is refused, or applied and recorded
+
+def _small(out, **kw):
+    return IGPOConfig(steps=1, questions_per_step=1, lr=1e-4, save_steps=1, output_dir=str(out), **kw,
+                      rollout=RolloutConfig(G=2, max_turns=1, max_new_tokens=8, min_answer_tokens=4, progress=False))
+
+def test_changed_config_is_refused(tmp_path):
+    _, cfg, d = _two_checkpoints(tmp_path)
+    saved = {p: p.read_text() for p in (d/'igpo_config.json',)}
+    changed = replace(cfg, lr=1e-3, kl_coef=0.5, steps=5, rollout=replace(cfg.rollout, progress=False))
+    with pytest.raises(ValueError) as e: igpo(tiny_model('llama'), [], None, changed, live=False)
+    msg = str(e.value)
+    assert ('lr' in msg and 'kl_coef' in msg and 'steps' not in msg.replace('apply_changes', '')
+            and 'progress' not in msg), msg
+    assert '\n' not in msg and 'apply_changes=True' in msg
+    assert all(p.read_text() == t for p, t in saved.items()) and not (tmp_path/'igpo_config.json').exists()
+
+def test_structural_change_is_refused_even_when_asked(tmp_path):
+    _, cfg, _ = _two_checkpoints(tmp_path)
+    with pytest.raises(ValueError, match='lora_alpha'):
+        igpo(tiny_model('llama'), [], None, replace(cfg, lora_alpha=8), apply_changes=True, live=False)
+
+def test_adapter_settings_are_moot_in_full_fine_tuning(tmp_path):
+    from venus_nb.igpo import resume_changes
+    _, cfg, d = _two_checkpoints(tmp_path, lora_r=None)
+    assert resume_changes(d, replace(cfg, lora_alpha=8, target_modules=('q_proj',))) == []
+    with pytest.raises(ValueError, match='lora_r'): resume_changes(d, replace(cfg, lora_r=16), apply=True)
+
+def _no_rollouts(policy, opt, engine, questions, tools, cfg, step, rng, judge=None): return dict(step=step + 1), None
+
+def test_changed_config_applied_when_asked_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr('venus_nb.igpo.igpo_step', _no_rollouts)   # what matters here is resume and save, not the step
+    first = _small(tmp_path)
+    pol = rl_policy(tiny_model('llama'), first)
+    save_checkpoint(pol.model, make_optimizer(pol.model, first), first, 1, [], random.Random(0))
+    new = replace(first, steps=2, lr=3e-3, weight_decay=0.0)
+    with pytest.warns(UserWarning, match='lr'):
+        res = igpo(tiny_model('llama'), [], None, new, apply_changes=True, live=False)
+    assert res.resumed_from.endswith('checkpoint-1') and list(res.metrics.step) == [2]
+    opt_groups = torch.load(tmp_path/'checkpoint-2'/'optimizer.pt', weights_only=True)['param_groups']
+    # the optimiser follows the new config
+    assert all(g['lr'] == 3e-3 and g['weight_decay'] == 0.0 for g in opt_groups)
+    assert (IGPOConfig.load(tmp_path/'checkpoint-2'/'igpo_config.json') == new
+            == IGPOConfig.load(tmp_path/'igpo_config.json'))
+    changes = json.loads((tmp_path/'checkpoint-2'/'state.json').read_text())['config_changes']
+    assert changes == [dict(step=1, changed={'lr': [1e-4, 3e-3], 'weight_decay': [0.01, 0.0]})]
+    assert res.config_changes == changes
+
+def test_configs_state_and_optimizer_are_written_atomically(tmp_path, renamed):
+    from venus_nb.sft import SFTConfig
+    _, cfg, d = _two_checkpoints(tmp_path)
+    for name in ('igpo_config.json', 'state.json', 'optimizer.pt'): assert (d/name).resolve() in renamed, name
+    for p in (cfg.save(tmp_path/'c.json'), SFTConfig().save(tmp_path/'s.json')): assert p.resolve() in renamed
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Config files run no code unless the user says so: a judge saved by its dotted name loads only with trust_code /
+# --trust-code
+
+HOSTILE = ['os.execl', 'shutil.copyfile']
+
+def _write(path, d):
+    "`d` as JSON or YAML, by the file's suffix"
+    path.write_text(yaml.safe_dump(d) if path.suffix == '.yaml' else json.dumps(d))
+    return path
+
+@pytest.mark.parametrize('name', HOSTILE)
+@pytest.mark.parametrize('suffix', ['.json', '.yaml'])
+def test_a_config_file_that_names_code_is_refused(tmp_path, name, suffix):
+    f = _write(tmp_path/f'c{suffix}', {'steps': 2, 'judge': {'callable': name}})
+    with pytest.raises(ValueError, match=r'names code to import and call.*trust_code=True.*--trust-code'):
+        IGPOConfig.load(f)
+    with pytest.raises(ValueError, match='trust_code=True'): IGPOConfig(judge={'callable': name})
+    with pytest.raises(ValueError, match='trust_code=True'): judge_from_spec({'callable': name})
+
+def test_with_trust_code_a_module_level_judge_loads(tmp_path):
+    for f in (strict_judge, em_judge):
+        saved = IGPOConfig(judge=f).save(tmp_path/'f.json')   # saving still writes the dotted name
+        assert (json.loads(saved.read_text())['judge'] == judge_spec(f)
+                == {'callable': f'{f.__module__}.{f.__qualname__}'})
+        with pytest.raises(ValueError, match='trust_code=True'): IGPOConfig.load(saved)
+        assert IGPOConfig.load(saved, trust_code=True).judge is f
+    assert IGPOConfig(judge=strict_judge).judge is strict_judge   # a function passed in code is the user's own
+    with pytest.raises(ValueError, match='cannot import'):
+        judge_from_spec({'callable': 'test_igpo.nowhere'}, trust_code=True)
+    assert (IGPOConfig.load(_write(tmp_path/'l.json', {'judge': {'llm_judge': {'model': 'm'}}})).judge
+            == LLMJudge(model='m'))
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Absurd settings are refused when the config is built
+
+IGPO_BAD = [('save_steps', 0), ('questions_per_step', 0), ('seed', 10**25), ('seed', -1), ('steps', -3),
+            ('steps', 0), ('steps', 10**30), ('grad_clip', -1.0), ('grad_clip', 0.0), ('grad_clip', math.nan),
+            ('kl_coef', -0.1), ('clip_low', -0.2), ('clip_low', 0.0), ('clip_high', 0.0), ('tis_cap', 0.0),
+            ('tis_cap', -2.0), ('dual_clip', 0.5), ('lora_alpha', 0), ('lora_alpha', -32), ('max_len', 0),
+            ('max_len', -5), ('lora_r', 0), ('ppo_epochs', 0), ('lr', -1e-6), ('weight_decay', -0.01)]
+
+@pytest.mark.parametrize('field,value', IGPO_BAD, ids=[f'{f}={v}' for f, v in IGPO_BAD])
+def test_absurd_igpo_settings_fail_at_construction(field, value):
+    refused(IGPOConfig, field, value)

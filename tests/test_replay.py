@@ -1,16 +1,19 @@
 """The replay widget without a browser: its state follows the slider, buttons and chart clicks; variants recompute;
-HTML export."""
-import json, random, re, time
+HTML export; never a number without its basis (no ground truth, unscored turns, the chart's baseline and sums); a
+notebook keeps a static view; and in a real browser: the exported page in Chromium, the widget in JupyterLab."""
+import json, random, re, time, html, os, secrets, signal, subprocess, sys, urllib.request
 import pytest
-from conftest import shared_file, ROOT
-from venus_nb.rewards import RewardConfig, turn_rewards
+from conftest import shared_file, ROOT, WORLD
+from venus_nb.rewards import RewardConfig, turn_rewards, Scored, GTLogps
 from venus_nb.trajectory import Trajectory, Turn, ToolCall, read_jsonl, from_record
-from venus_nb.rewards import Scored
-from venus_nb.replay import (Replay, random_logps, pair_rollouts, credit_links, group_summary,
-                             replay_figure, highlight, replay_html, write_replay, turn_html, clip)
+from venus_nb.replay import (Replay, random_logps, pair_rollouts, credit_links, group_summary, replay_figure,
+                             highlight, replay_html, write_replay, turn_html, clip, rollout_rows)
+from venus_nb.models import tiny_model
+from venus_nb.scoring import gt_logps
+from venus_nb.base import free_port
 
-def rollout(kinds, answer='42', bad=(), seed=0):
-    "A trajectory from a kind string such as 'ssvsv' (then an answer turn); turns in `bad` are malformed"
+def rollout(kinds, answer='42', bad=(), seed=0, gt='42'):
+    "A trajectory from a kind string such as 'ssvsv', then an answer turn; turns in `bad` (answer too) are malformed"
     turns = []
     for i, k in enumerate(kinds):
         call = (ToolCall('search', {'query': [f'query-{seed}-{i}']}) if k == 's'
@@ -19,8 +22,10 @@ def rollout(kinds, answer='42', bad=(), seed=0):
         if i in bad:
             t = Turn.parse({'role': 'assistant', 'content': t.raw.replace('</think>', '')}, t.source[1:], i, False)
         turns.append(t)
-    turns.append(Turn.make('done', answer=answer, index=len(kinds)))
-    return Trajectory(f'question {seed}', turns, '42')
+    last = Turn.make('done', answer=answer, index=len(kinds))
+    if len(kinds) in bad:
+        last = Turn.parse({'role': 'assistant', 'content': last.raw.replace('</think>', '')}, [], len(kinds), True)
+    return Trajectory(f'question {seed}', turns + [last], gt)
 
 def scored(trajs, outcome=None, **cfg):
     return Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)],
@@ -197,3 +202,250 @@ def test_picks_of_a_selection_show_in_the_group_widget_and_page(group):
     assert '<td>majority, evidence</td>' in r.group.view.value
     page = replay_html(trajs, sc, rollout=1, picks=picks)
     assert '<th>picked_by</th>' in page and '<td>majority, evidence</td>' in page
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The replay never shows a number without its basis: a trajectory without a ground truth is refused or replayed
+# unscored; unscored turns are marked with their reason; the chart draws the question-only baseline and the sum behind
+# every advantage; a saved notebook keeps a static view
+
+# --- no ground truth: refused, or replayed without a number ----------------------------------------------------------
+
+def test_library_refuses_or_replays_a_trajectory_without_gt():
+    t = rollout('svsv', gt=None)
+    m, tok = tiny_model('llama')
+    with pytest.raises(ValueError, match='no-scores'): gt_logps(m, tok, t)   # never scored against "None"
+    page = replay_html(t)   # no rewards: the turns alone
+    assert 'not scored</b>: turns only' in page and 'GT:</b> none given' in page
+    assert 'IG-Scale' not in page and 'class="venus-basis"' not in page and 'GT:</b> None' not in page
+    assert len(re.findall(r'<section class="venus-turn" data-turn=', page)) == len(t.turns)
+    r = Replay(t)
+    assert r.fig.data[0].name == 'tool response' and r.credit.disabled and 'not scored' in r.head.value
+
+def test_unscored_reasons_reach_the_chart_and_survive_save_and_load(tmp_path):
+    from venus_nb.replay import explained
+    t = rollout('svsvsv')
+    lp = GTLogps(-5.0, [None, -4.0, None, None, None, -2.0, None], cut=1, unscored={3: 'past the window'})
+    sc = Scored.from_logps([t], [lp])
+    back = Scored.load(sc.save(tmp_path/'s.jsonl'))
+    assert (back.baseline, back.unscored) == ([-5.0], [{3: 'past the window'}])
+    rows = explained(rollout_rows(back.table(), 0), t, back.cfg, back.baseline[0], back.unscored[0])
+    fig = replay_figure(rows, t)
+    lost = next(d for d in fig.data if d.name == 'not scored')
+    assert list(lost.x) == [3] and 'past the window' in lost.customdata[0]
+    plain = explained(rollout_rows(back.table(), 0), t)   # reasons not kept: said so, not left blank
+    assert plain.unscored[3].startswith('no log p(gt) was recorded')
+
+# --- the chart explains itself ----------------------------------------------------------------------------------------
+
+def test_chart_draws_the_baseline_and_the_sum_behind_every_advantage():
+    from venus_nb.replay import explained, advantage_basis, chart_key
+    good, poor = rollout('sv', seed=0), rollout('sv', seed=1, answer='7')
+    lps = [GTLogps(-6.0, [None, -2.0, None]), GTLogps(-6.0, [None, -4.0, None])]   # IG +4 and +2
+    sc = Scored.from_logps([good, poor], lps, outcome=[1.0, 0.0])
+    rows = explained(rollout_rows(sc.table(), 1), poor, sc.cfg, sc.baseline[1])
+    assert rows.ig[1] == pytest.approx(2.0) and rows.advantage[1] < 0   # IG +2 with a negative advantage...
+    assert rows.adv_basis[1].startswith('IG +2.000, normalised in the group: -')   # ...and why
+    assert rows.adv_basis[1].endswith(f'= {rows.advantage[1]:+.3f}') and 'γ 0.95' in rows.adv_basis[1]
+    assert rows.ig_basis[1] == 'IG = log p(gt) after it -4.000 − before it (the question alone) -6.000 = +2.000'
+    fig = replay_figure(rows, poor)
+    logp = next(d for d in fig.data if d.name == 'log p(gt)')
+    assert logp.x[0] == -1 and logp.y[0] == -6.0   # the question-only baseline, where the first IG starts
+    assert [d.y for d in fig.data if d.name == 'log p(gt), question only'] == [(-6.0, -6.0)]
+    assert 'IG +2.000' in fig.data[0].customdata[1][2]   # the bar's hover holds the sum
+    assert fig.layout.title.xanchor == 'left' and fig.layout.margin.t >= 90   # clear of plotly's toolbar
+    key = chart_key(sc.cfg)
+    assert 'slot' in key and 'γ = 0.95' in key and 'negative advantage' in key
+    assert advantage_basis(rows, RewardConfig(gamma=0.5))[1].startswith('its sum is not shown')
+
+def test_every_marker_is_visible_and_answers_are_text():
+    from venus_nb.replay import plain_answer
+    t, t2 = rollout('sv', bad={2}), rollout('sv', seed=1, answer='**2019**')   # t: its final answer is malformed
+    sc = Scored.from_logps([t, t2], [random_logps(t), random_logps(t2)], outcome=[0.0, 1.0])
+    fig = replay_figure(rollout_rows(sc.table(), 0), t)   # × and ★ belong to the same bar
+    star, cross = (next(d for d in fig.data if d.name == n) for n in ('outcome', 'format penalty'))
+    assert list(cross.x) == [2] and cross.y[0] == fig.data[0].y[2]   # the × at the bar's end
+    assert star.y[0] > max(cross.y[0], 0)   # the star above it, not on top of it
+    assert plain_answer('**2019**') == '2019' and plain_answer('`x` and *y*') == 'x and y'
+    page = replay_html(t2, sc)
+    assert '<b>answer:</b> 2019 ·' in page and '<td>2019</td>' in page and '**2019**</td>' not in page
+    assert '@media (max-width:1100px)' in page   # narrow pages put the chart above the transcript
+
+# --- a saved notebook keeps a static view of the widget ---------------------------------------------------------------
+
+def test_the_widget_static_view_is_saved_in_a_notebooks_outputs(tmp_path):
+    from execnb.nbio import write_nb, new_nb, mk_cell
+    from execnb.shell import CaptureShell
+    world = str(WORLD/'trajectories.jsonl')
+    code = ('from venus_nb.replay import Replay, random_logps\nfrom venus_nb.rewards import Scored\n'
+            f'from venus_nb.trajectory import read_jsonl\nts = read_jsonl({world!r}).trajectories[:2]\n'
+            'Replay(ts[0], Scored.from_logps(ts, [random_logps(t) for t in ts], outcome=[1.0, 0.0]))')
+    nb = new_nb([mk_cell(code)])
+    CaptureShell(tmp_path).run_all(nb)
+    write_nb(nb, tmp_path/'saved.ipynb')
+    outs = json.loads((tmp_path/'saved.ipynb').read_text())['cells'][0]['outputs']
+    data = next(o['data'] for o in outs if 'application/vnd.jupyter.widget-view+json' in o.get('data', {}))
+    static = ''.join(data['text/html'])
+    assert 'venus-static' in static and 'venus-static-turn' in static and 'Plotly.newPlot' in static
+    assert read_jsonl(WORLD/'trajectories.jsonl').trajectories[0].question[:30] in html.unescape(static)
+
+def test_the_replay_notebook_saves_its_widgets_static_view():
+    cells = json.loads((ROOT/'nbs'/'30_replay.ipynb').read_text())['cells']
+    widgets = [o['data'] for c in cells if c['cell_type'] == 'code' for o in c.get('outputs', [])
+               if 'application/vnd.jupyter.widget-view+json' in o.get('data', {})
+               and ''.join(o['data'].get('text/plain', '')).startswith('Replay(')]
+    assert widgets and all('venus-static' in ''.join(d.get('text/html', '')) for d in widgets)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The replay in a real browser (headless Debian Chromium through selenium + chromedriver; the `browser` fixture is in
+# conftest.py): the static HTML export, and the `Replay` widget rendered inside a running JupyterLab
+
+SAMPLE = ROOT/'data'/'sample'/'trajectories.jsonl'
+
+def sample_scored():
+    trajs = read_jsonl(SAMPLE).trajectories
+    return trajs, Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)],
+                                       outcome=[1.0, 0.0, 1.0])
+
+def visible_turn(d):
+    from selenium.webdriver.common.by import By
+    shown = d.find_elements(By.CSS_SELECTOR, 'section.venus-turn:not([hidden])')
+    assert len(shown) == 1
+    return int(shown[0].get_attribute('data-turn')), shown[0].text
+
+def test_exported_html_in_chromium(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    trajs, sc = sample_scored()
+    traj = trajs[1]
+    page = write_replay(tmp_path/'replay.html', traj, sc)
+    browser.get(page.as_uri())
+    js = ("return Array.from(document.querySelectorAll('#venus-chart .barlayer .trace.bars'), "
+          "t => t.querySelectorAll('.point').length)")
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(js))
+    assert browser.execute_script(js) == [len(traj.turns)]  # one bar trace, one bar per turn
+    assert visible_turn(browser)[0] == 0
+    for t in (t for t in traj.turns if t.call):
+        Select(browser.find_element(By.ID, 'venus-turn')).select_by_value(str(t.index))
+        shown, text = visible_turn(browser)
+        assert shown == t.index and f'tool call: {t.call.name}' in text
+        assert json.dumps(t.call.arguments, ensure_ascii=False, indent=1).splitlines()[2].strip() in text
+        gd = ("const g = document.getElementById('venus-chart'); "
+              "return [g.layout.shapes[0].x0, g.data[0].selectedpoints]")
+        assert browser.execute_script(gd) == [t.index - 0.5, [t.index]]
+    browser.find_element(By.ID, 'venus-next').click()
+    assert visible_turn(browser)[0] == len(traj.turns) - 1
+    browser.save_screenshot(str(tmp_path/'replay.png'))
+    assert (tmp_path/'replay.png').stat().st_size > 20_000
+    fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert all(u.startswith(('file:', 'data:', 'blob:')) for u in fetched), fetched
+    browser.get(page.as_uri() + '#turn=2')
+    WebDriverWait(browser, 30).until(lambda d: visible_turn(d)[0] == 2)
+
+# --- the widget inside JupyterLab ---------------------------------------------------------------------------------
+
+NOTEBOOK = """from venus_nb.rewards import Scored
+from venus_nb.replay import Replay, random_logps
+from venus_nb.trajectory import read_jsonl
+trajs = read_jsonl({sample!r}).trajectories
+sc = Scored.from_logps(trajs, [random_logps(t, seed=i) for i, t in enumerate(trajs)], outcome=[1.0, 0.0, 1.0])
+Replay(trajs[1], sc)"""
+
+def _get(url, timeout=5):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout) as r: return r.status
+
+def _wait_up(url, proc, secs=90):
+    end = time.time() + secs
+    while time.time() < end:
+        if proc.poll() is not None: return False
+        try:
+            if _get(url) == 200: return True
+        except OSError: time.sleep(0.5)
+    return False
+
+@pytest.fixture
+def lab(tmp_path):
+    "A JupyterLab server on a free loopback port, serving a notebook that renders `Replay`"
+    pytest.importorskip('jupyterlab', reason='jupyterlab is not installed')
+    import nbformat
+    root, port, token = tmp_path/'nb', free_port(), secrets.token_hex(16)
+    root.mkdir()
+    cell = nbformat.v4.new_code_cell(NOTEBOOK.format(sample=str(SAMPLE)))
+    nb = nbformat.v4.new_notebook(cells=[cell], metadata=dict(kernelspec=dict(name='python3', display_name='Python 3',
+                                                                              language='python')))
+    nbformat.write(nb, root/'replay.ipynb')
+    dirs = ('JUPYTER_CONFIG_DIR', 'JUPYTER_RUNTIME_DIR', 'JUPYTERLAB_WORKSPACES_DIR', 'JUPYTERLAB_SETTINGS_DIR')
+    env = {**os.environ, **{k: str(tmp_path/k.lower()) for k in dirs}}
+    news = tmp_path/'jupyterlab_settings_dir'/'@jupyterlab'/'apputils-extension'/'notification.jupyterlab-settings'
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({'fetchNews': 'false'}))  # no "get notified about Jupyter news?" toast over the output
+    cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.ip=127.0.0.1',
+           f'--ServerApp.port={port}', '--ServerApp.port_retries=0', f'--IdentityProvider.token={token}',
+           f'--ServerApp.root_dir={root}', '--LabApp.news_url=None',
+           '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--LabApp.extension_manager=readonly']
+    log = open(tmp_path/'lab.log', 'w')
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        base = f'http://127.0.0.1:{port}'
+        if not _wait_up(f'{base}/api/status?token={token}', proc):
+            pytest.fail(f'JupyterLab did not start on {base}; its log:\n' + (tmp_path/'lab.log').read_text()[-2000:])
+        yield f'{base}/lab/tree/replay.ipynb?token={token}'
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
+        try: proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+@pytest.mark.slow
+def test_widget_renders_in_jupyterlab(browser, lab, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support import expected_conditions as EC
+    trajs, _ = sample_scored()
+    browser.get(lab)
+    wait = WebDriverWait(browser, 120)
+    # kernel ready
+    wait.until(lambda d: d.find_elements(By.XPATH,
+                                         "//*[contains(@class,'jp-StatusBar')]//*[contains(text(),'| Idle')]"))
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, '.jp-Notebook .jp-Cell .cm-content'))).click()
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()  # run the cell
+    out = '.jp-OutputArea-output '
+    try: wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point'))
+    finally: browser.save_screenshot(str(tmp_path/'lab.png'))
+    assert (len(browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point'))
+            == len(trajs[1].turns))
+    assert (browser.find_elements(By.CSS_SELECTOR, out + '.widget-slider')
+            and browser.find_elements(By.CSS_SELECTOR, out + 'table.venus-group'))
+    head = lambda d: d.execute_script(f"return document.querySelector('{out}.venus-turn .venus-head')"
+                                      "?.textContent || ''")
+    assert head(browser).startswith('turn 0 · search')
+    browser.find_element(By.XPATH,
+                         "//div[contains(@class,'jp-OutputArea-output')]//button[normalize-space()='▶']").click()
+    wait.until(lambda d: head(d).startswith('turn 1 · '))  # the kernel answered: the widget is live
+    bar = browser.find_elements(By.CSS_SELECTOR, out + '.js-plotly-plot .barlayer .trace.bars .point')[3]
+    x, y = browser.execute_script('const b = arguments[0]; b.scrollIntoView({block: "center"}); '
+                                  'const r = b.getBoundingClientRect();'
+                                  'return [Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2)]', bar)
+    click = ActionBuilder(browser)
+    click.pointer_action.move_to_location(x, y).pause(0.3).click()  # viewport coordinates: no scrolling by the driver
+    click.perform()
+    wait.until(lambda d: head(d).startswith('turn 3 · '))  # a click on bar 3 reached FigureWidget.on_click
+    browser.save_screenshot(str(tmp_path/'lab.png'))
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Files the replay writes: a temporary file renamed over the target
+
+def test_replay_page_and_cli_csvs_are_written_atomically(tmp_path, renamed, capsys):
+    from venus_nb.rewards import Scored
+    from venus_nb.replay import random_logps, write_replay
+    from venus_nb.cli import main
+    t = read_jsonl(WORLD/'trajectories.jsonl').trajectories[0]
+    page = write_replay(tmp_path/'r.html', t, Scored.from_logps([t], [random_logps(t)]))
+    assert page.resolve() in renamed
+    main(['clean', str(WORLD/'trajectories.jsonl'), '--out', str(tmp_path/'c')])
+    assert (tmp_path/'c'/'clean_report.csv').resolve() in renamed

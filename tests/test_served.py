@@ -1,10 +1,13 @@
 """The engine for a model behind an OpenAI-compatible completions endpoint: answers recorded from `vllm serve`, the
 request fields, retries and errors, rollouts through a stand-in server (the same ids as the scripted engine), a
 text-only server (re-tokenised, flagged), and, marked slow, a real `vllm serve` on the embedded model whose greedy
-ids equal the offline vLLM engine's."""
-import json, warnings
+ids equal the offline vLLM engine's; OpenAI-compatible clients read an answer within a deadline and a byte cap, and
+the served engine takes only vocabulary ids as exact."""
+import json, warnings, http.server, math, sys, threading, time
 from pathlib import Path
 import httpx, pytest
+from conftest import ReplyHandler
+from test_base import MB, peak_mb
 from venus_nb.corpus import load_corpus  # noqa: F401 (before vllm: the import order of the kernel-scan crash)
 from venus_nb.rollout import RolloutConfig, ScriptedEngine, rollout, context_limit, agent_prompt, engine_for
 from venus_nb.served import (openai_engine, scripted_server, completion_body, generated_from, retokenised, post_json,
@@ -287,3 +290,177 @@ def test_real_server_rollout_and_text_only(served_url, qa, world):
     exact = one_by_one(openai_engine(served_url, 'smollm2-135m', tokenizer=tok, concurrency=1), prompts, 16,
                        cfg(temperature=0))
     assert not any(g.exact for g in out) and [tok.decode(g.ids) for g in out] == [tok.decode(g.ids) for g in exact]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# OpenAI-compatible clients (the judge, the verifier, the served engine) read an answer within an overall deadline and a
+# byte cap: a body that never ends, or 100 MB of it, is an error naming the URL, in bounded time and memory
+
+
+ENDLESS_S = 40        # the endless body gives up after this long, so a client without a deadline still ends
+BIG = 100 * MB        # a body far over the clients' 16 MiB cap
+
+class AnswerHandler(ReplyHandler):
+    "/endless/...: a chunked body that never ends; /big/...: 100 MB; /answer/<name>/v1/...: a scripted completion"
+    protocol_version = 'HTTP/1.1'
+
+    def do_GET(self): self.answer()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        self.answer()
+
+    def answer(self):
+        kind, _, rest = self.path.lstrip('/').partition('/')
+        if kind == 'endless': return self.endless()
+        if kind == 'big': return self.big()
+        if kind == 'answer' and rest.endswith('/v1/models'):
+            return self.reply(body=json.dumps({'data': [{'id': 'm', 'max_model_len': 512}]}).encode(),
+                              ctype='application/json')
+        if kind == 'answer' and rest.endswith('/v1/completions'):
+            return self.reply(body=ANSWERS[rest.split('/')[0]], ctype='application/json')
+        self.reply(404, b'{"error": "not found"}', 'application/json')
+
+    def endless(self):
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Transfer-Encoding', 'chunked')
+        self.end_headers()
+        start, chunk = time.monotonic(), b'{"choices": [{"text": "' + b'x' * 1000
+        try:
+            while time.monotonic() - start < ENDLESS_S:
+                self.wfile.write(b'%x\r\n%s\r\n' % (len(chunk), chunk))
+                self.wfile.flush()
+                time.sleep(0.02)
+                chunk = b'x' * 1000
+            self.wfile.write(b'0\r\n\r\n')
+        except (BrokenPipeError, ConnectionResetError): pass
+        self.close_connection = True
+
+    def big(self):
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(BIG))
+        self.end_headers()
+        piece = b'{"choices": [{"text": "' + b'x' * (MB - 23)
+        try:
+            for _ in range(BIG // MB):
+                self.wfile.write(piece)
+                piece = b'x' * MB
+        except (BrokenPipeError, ConnectionResetError): pass
+        self.close_connection = True
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+ANSWERS = {}   # name -> the raw body /answer/<name>/v1/completions sends
+
+@pytest.fixture(scope='module')
+def api():
+    srv = QuietServer(('127.0.0.1', 0), AnswerHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f'http://127.0.0.1:{srv.server_port}'
+    srv.shutdown()
+    srv.server_close()
+
+def within(seconds:float, fn):
+    "`fn()`'s result (or the exception it raised), failing the test if it is still running after `seconds`"
+    out = []
+    def go():
+        try: out.append(fn())
+        except Exception as e: out.append(e)
+    t = threading.Thread(target=go, daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f'still waiting for the answer after {seconds} s'
+    return out[0], time.monotonic() - t0
+
+def judged(base:str):
+    from venus_nb.judges import LLMJudge
+    j = LLMJudge(base_url=f'{base}/v1', model='m', timeout=2, attempts=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        return j('Capital of France?', 'Lyon', 'Paris'), j.errors[-1]['reason']
+
+def verified(base:str):
+    from venus_nb.judges import LLMVerifier
+    v = LLMVerifier(base_url=f'{base}/v1', model='m', timeout=2, attempts=1)
+    return v('Capital of France?', 'Lyon', 'a page about Lyon'), v.errors[-1]['reason']
+
+def served_post(base:str):
+    from venus_nb.served import post_json
+    with httpx.Client(base_url=f'{base}/v1/', timeout=2) as c: return post_json(c, 'completions', {}, retries=0)
+
+def served_engine(base:str):
+    from venus_nb.served import openai_engine
+    return openai_engine(f'{base}/v1', 'm', tokenizer=object(), timeout=2, retries=0)   # /v1/models is asked first
+
+CLIENTS = {'judge': judged, 'verifier': verified, 'served-post': served_post, 'openai-engine': served_engine}
+
+def _failed(out, url:str, why:str):
+    "An answer that failed with `why`, naming `url`: an error the client raised, or the reason it recorded"
+    from venus_nb.served import ServedError
+    if isinstance(out, Exception):
+        assert isinstance(out, ServedError), repr(out)
+        text = str(out)
+    else:
+        (score, text) = out
+        assert score == 0.0 or math.isnan(score), out
+    assert url in text and why in text, text
+
+@pytest.mark.parametrize('client', list(CLIENTS))
+def test_openai_clients_have_an_overall_deadline(api, client):
+    "A body that keeps coming (1 KB every 20 ms) is given up on at the 2 s timeout, not when the server stops"
+    out, took = within(15, lambda: CLIENTS[client](f'{api}/endless'))
+    _failed(out, f'{api}/endless/v1/', 'not in whole after 2 s')
+    assert took < 8, f'{took:.1f} s for a 2 s timeout'
+
+@pytest.mark.parametrize('client', list(CLIENTS))
+def test_openai_clients_have_a_body_cap(api, client):
+    "A 100 MB answer is refused at the 16 MiB cap, never read whole"
+    (out, _), peak = peak_mb(lambda: within(15, lambda: CLIENTS[client](f'{api}/big')))
+    _failed(out, f'{api}/big/v1/', 'sent more than 16,777,216 bytes')
+    assert peak < 48, f'{peak:.0f} MiB held to refuse a {BIG // MB} MiB answer'
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the served engine counts returned token ids as exact only when they are ids of the tokenizer; any other answer is a
+# ValueError naming the URL and the field
+
+def _completion(choice)->bytes: return json.dumps({'choices': [choice]}).encode()
+
+HOSTILE = {  # name -> (the raw body of /v1/completions, the field the error must name)
+    'out-of-vocabulary': (_completion({'text': 'x', 'token_ids': [12, 1_000_000_000]}), 'token_ids[1] = 1000000000'),
+    'float': (_completion({'text': 'x', 'token_ids': [3.7]}), 'token_ids[0] = 3.7'),
+    'string': (_completion({'text': 'x', 'token_ids': ['7']}), 'token_ids[0] = "7"'),
+    'bool': (_completion({'text': 'x', 'token_ids': [True]}), 'token_ids[0] = true'),
+    'negative': (_completion({'text': 'x', 'token_ids': [-5]}), 'token_ids[0] = -5'),
+    'nan-id': (b'{"choices": [{"text": "x", "token_ids": [NaN]}]}', 'token_ids[0] = NaN'),
+    'nan-logprob': (b'{"choices": [{"text": "x", "logprobs": {"tokens": ["token_id:12"], "token_logprobs": [NaN]}}]}',
+                    'logprobs.token_logprobs[0] = NaN'),
+    'bad-token-string': (_completion({'text': 'x', 'logprobs': {'tokens': ['token_id:1e3']}}),
+                         'logprobs.tokens[0] = "token_id:1e3"'),
+    'malformed-json': (b'{"choices": [{"text": "x", "token_ids": [12', 'not JSON'),
+    'null-choice': (b'{"choices": [null]}', 'choices[0] = null'),
+    'text-not-a-string': (_completion({'text': 5}), 'text = 5'),
+}
+ANSWERS.update({k: body for k, (body, _) in HOSTILE.items()})
+ANSWERS['good'] = _completion({'text': 'x', 'token_ids': [12, 2]})
+
+def _turn(api, name, tok):
+    from venus_nb.served import openai_engine
+    from venus_nb.rollout import RolloutConfig
+    engine = openai_engine(f'{api}/answer/{name}/v1', 'm', tokenizer=tok, timeout=5, retries=0)
+    return engine.generate_one([1, 2, 3], 8, RolloutConfig(), 0)
+
+@pytest.mark.parametrize('name', list(HOSTILE))
+def test_served_engine_takes_only_vocabulary_token_ids_as_exact(api, smol_tok, name):
+    from venus_nb.served import ServedError
+    with pytest.raises(ValueError) as e: _turn(api, name, smol_tok)
+    assert isinstance(e.value, ServedError), repr(e.value)
+    assert f'{api}/answer/{name}/v1/completions' in str(e.value) and HOSTILE[name][1] in str(e.value), str(e.value)
+
+def test_served_engine_keeps_good_token_ids_exact(api, smol_tok):
+    g = _turn(api, 'good', smol_tok)
+    assert (g.ids, g.exact) == ([12, 2], True)

@@ -1,10 +1,18 @@
-"Stage-1 SFT: the assistant-only mask on real data, turn-boundary cuts, loss falls with both backends, kill and resume."
+"""Stage-1 SFT: the assistant-only mask on real data, turn-boundary cuts, loss falls with both backends, kill and
+resume; broken checkpoints are skipped and a changed config refused; a `datasets.Dataset` in; absurd settings
+refused."""
 import json, signal, subprocess, sys, time
 from pathlib import Path
-import pytest
+import pytest, pandas as pd
+from test_igpo import _cut
+from test_base import refused
+import test_trajectory
 from venus_nb.models import tiny_model, has_module
 from venus_nb.sft import SFTConfig, sft, sft_example, turn_cut, last_checkpoint
-from venus_nb.trajectory import from_record
+from venus_nb.trajectory import from_record, to_dataset
+from venus_nb.data import clean
+
+world = test_trajectory.world   # a fixture of test_trajectory.py
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,3 +127,92 @@ def test_one_backend_rule(tmp_path, monkeypatch):
     monkeypatch.setattr('venus_nb.sft.pick_backend', pick)
     for b in ('auto', 'unsloth', 'transformers'):
         with pytest.raises(Picked, match=f'^{b}$'): sft([], SFTConfig(output_dir=str(tmp_path), backend=b), live=False)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# SFT: a checkpoint whose trainer_state.json is cut short is skipped; a changed config is refused
+
+def _sft_data():
+    from venus_nb.synth import generate, SynthConfig
+    from venus_nb.data import clean, CleanConfig
+    made = generate(SynthConfig(n=6, seed=5, lengths=((2, 3, 1.0),))).trajectories()
+    return clean(made, CleanConfig(system_prompt='You are a deep research assistant.'))[0]
+
+def _sft_cfg(out, **kw):
+    from venus_nb.sft import SFTConfig
+    return SFTConfig(output_dir=str(out), backend='transformers', grad_accum=1, batch_size=2, save_steps=1,
+                     max_length=1024, **{'max_steps': 2, 'lr': 1e-3, **kw})
+
+@pytest.fixture(scope='module')
+def sft_run(tmp_path_factory):
+    "An SFT run of two steps on a tiny model with a checkpoint after each; tests work on copies"
+    from venus_nb.sft import sft
+    d = tmp_path_factory.mktemp('sft')/'run'
+    sft(_sft_data(), _sft_cfg(d), policy=tiny_model(), live=False)
+    return d
+
+@pytest.fixture
+def run_copy(sft_run, tmp_path):
+    import shutil
+    return Path(shutil.copytree(sft_run, tmp_path/'run'))
+
+def test_sft_truncated_trainer_state_is_skipped(run_copy):
+    from venus_nb.sft import sft, last_checkpoint
+    _cut(run_copy/'checkpoint-2'/'trainer_state.json')
+    with pytest.warns(UserWarning, match='checkpoint-2.*trainer_state.json'): got = last_checkpoint(run_copy)
+    assert got == str(run_copy/'checkpoint-1')
+    with pytest.warns(UserWarning, match='checkpoint-2'):
+        res = sft(_sft_data(), _sft_cfg(run_copy, max_steps=3), policy=tiny_model(), live=False)
+    assert res.resumed_from == str(run_copy/'checkpoint-1') and list(res.log.step) == [2, 3]
+
+def test_sft_resume_removes_killed_writes_temp_files(run_copy):
+    from venus_nb.sft import sft
+    stale = [run_copy/'checkpoint-2'/'.trainer_state.json.0123456789ab.tmp',
+             run_copy/'checkpoint-1'/'.x.abcdefabcdef.tmp']
+    for p in stale: p.write_text('{')
+    res = sft(_sft_data(), _sft_cfg(run_copy, max_steps=3), policy=tiny_model(), live=False)
+    assert res.resumed_from == str(run_copy/'checkpoint-2') and not any(p.exists() for p in stale)
+
+def test_sft_truncated_weights_are_skipped(run_copy):
+    from venus_nb.sft import last_checkpoint
+    _cut(run_copy/'checkpoint-2'/'adapter_model.safetensors')
+    with pytest.warns(UserWarning, match='adapter_model'):
+        assert last_checkpoint(run_copy) == str(run_copy/'checkpoint-1')
+    _cut(run_copy/'checkpoint-1'/'optimizer.pt')
+    with pytest.warns(UserWarning) as skipped: assert last_checkpoint(run_copy) is None
+    # both said, with why
+    assert sorted(str(w.message).split(': ')[0][-12:] for w in skipped) == ['checkpoint-1', 'checkpoint-2']
+    assert any('optimizer.pt' in str(w.message) for w in skipped)
+
+def test_sft_changed_config_is_refused(run_copy):
+    from venus_nb.sft import sft
+    before = (run_copy/'venus_sft_config.json').read_text()
+    with pytest.raises(ValueError, match=r'lr.*0\.001.*0\.01') as e:
+        sft(_sft_data(), _sft_cfg(run_copy, max_steps=3, lr=1e-2), policy=tiny_model(), live=False)
+    assert 'max_steps' not in str(e.value) and (run_copy/'venus_sft_config.json').read_text() == before
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A `datasets.Dataset` in
+
+def test_sft_data_reads_a_dataset(world, smol_tok):
+    from venus_nb.sft import sft_data
+    kept, _ = clean(sorted(world, key=lambda t: len(t.turns))[:3])
+    a, b = sft_data(to_dataset(kept), smol_tok, 1024), sft_data(kept, smol_tok, 1024)
+    assert a.examples == b.examples and len(a.examples) == len(kept) > 0
+    pd.testing.assert_frame_equal(a.report, b.report)
+
+def test_sft_refuses_bad_rows_before_loading_a_model(world, tmp_path):
+    from venus_nb.sft import sft, SFTConfig
+    bad = to_dataset(world[:2]).add_item({'question': 'q', 'messages': None, 'gt': None, 'meta': None})
+    with pytest.raises(ValueError, match='1 of 3 rows cannot be read.*Dataset:2'):
+        sft(bad, SFTConfig(model=str(tmp_path/'no-such-model'), output_dir=str(tmp_path/'out')))
+    assert not (tmp_path/'out').exists()
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Absurd settings are refused when the config is built
+
+SFT_BAD = [('batch_size', 0), ('lora_r', 0), ('epochs', -1.0), ('epochs', 0.0), ('lr', 0.0), ('grad_accum', 0),
+           ('warmup', 1.5), ('lora_dropout', 1.0), ('lora_alpha', 0), ('save_steps', 0), ('seed', -1)]
+
+@pytest.mark.parametrize('field,value', SFT_BAD, ids=[f'{f}={v}' for f, v in SFT_BAD])
+def test_absurd_sft_settings_fail_at_construction(field, value):
+    refused(SFTConfig, field, value)

@@ -1,19 +1,22 @@
-"""The tools' pure parts and the offline backend: schemas and observations against the official data, arguments,
-config, retry timing, address rules, page text, extractive summaries, corpus loaders, BM25, the toolbox on a corpus."""
-import asyncio, email.utils, json, math, random, re
-from collections import Counter
-import httpx, numpy as np, pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
-from conftest import shared_file
-from venus_nb import web as W, corpus as C, schema as S
-from venus_nb.corpus import (Doc, LocalCorpus, extractive_summary, load_corpus, passages, read_docs, snippet, url_key,
-                             write_docs)
-from venus_nb.web import Fetched, ToolConfig, ToolError, address_error, backoff_delay, page_of, retry_after, url_error
-from venus_nb.tools import Toolbox, run_tool, search_args, visit_args
-from venus_nb.schema import parse_visit_observation, search_observation, system_prompt, visit_observation
-from venus_nb.trajectory import ToolCall, parse_call_body
+"""`search` and `visit`: their arguments, the toolbox on a corpus (bad calls and any call give an observation), and the
+web tools against a real HTTP server started here on 127.0.0.1 (allowed with `allow_hosts`): retries, timeouts,
+caps, content types, redirects, the SSRF table, search backends, summarisers, the cache and record/replay.
 
-def run(coro): return asyncio.run(coro)
+Nothing here connects anywhere but the loopback server: refused addresses are refused before any connection, which
+`no_connections` checks by making every Python socket connect fail the test.
+"""
+import json, http.server, socket, sys, threading, time
+from collections import Counter
+import httpx, pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+from conftest import ReplyHandler
+from test_web import run
+from venus_nb import web as W, schema as S
+from venus_nb.corpus import Doc, LocalCorpus, load_corpus
+from venus_nb.web import ToolConfig, Cassette, fetch_page, make_client
+from venus_nb.tools import Toolbox, run_tool, search_args, visit_args, web_visit, web_search
+from venus_nb.schema import parse_visit_observation
+from venus_nb.trajectory import ToolCall, parse_call_body
 
 WORLD = [Doc('oskelby', 'Oskelby',
              'Oskelby is a town on the northern shore of Lake Varnholm.\n\nIt was founded in 1612 by Henrik Dalgaard.',
@@ -24,39 +27,6 @@ WORLD = [Doc('oskelby', 'Oskelby',
 
 @pytest.fixture(scope='module')
 def world(): return LocalCorpus(WORLD, 'world')
-
-# --- schemas and observations, against the official trajectories ---
-
-def test_system_prompt_is_the_official_one(dr_venus_records):
-    assert {r['messages'][0]['content'] for r in dr_venus_records} == {system_prompt()}
-
-def test_observations_round_trip_the_official_tool_responses(dr_venus_records):
-    kinds = Counter()
-    for rec in dr_venus_records:
-        for m in rec['messages']:
-            if m['role'] != 'user' or not m['content'].startswith('<tool_response>\n'): continue
-            body = m['content'][len('<tool_response>\n'):-len('\n</tool_response>')]
-            if body.startswith('['):
-                res = json.loads(body)
-                kinds['search'] += 1
-                assert search_observation([(r['query'], r['web_page_info_list']) for r in res]) == body
-            else:
-                v = parse_visit_observation(body)
-                kinds['visit'] += 1
-                assert v and v['evidence'] is None and visit_observation(**v).strip() == body
-    assert kinds == {'search': 234, 'visit': 76}
-
-def test_visit_observation_with_evidence_parses_back():
-    obs = visit_observation('https://a.org/x', 'the year', 'It opened in 1889.', 'line one\n\nline two')
-    assert obs.endswith('Summary: \nIt opened in 1889.\n\n')
-    assert parse_visit_observation(obs) == dict(url='https://a.org/x', goal='the year', evidence='line one\n\nline two',
-                                                summary='It opened in 1889.')
-    assert parse_visit_observation('[visit error] nope') is None
-
-def test_schemas_are_what_the_model_reads():
-    assert [s['function']['name'] for s in S.TOOL_SCHEMAS] == ['search', 'visit']
-    assert (S.VISIT_SCHEMA['parameters']['required'] == ['url', 'goal']
-            and S.SEARCH_SCHEMA['parameters']['properties']['query']['type'] == 'array')
 
 # --- arguments ---
 
@@ -76,201 +46,6 @@ def test_search_args(args, out): assert search_args(args) == out
 def test_visit_args(args, err):
     got, why = visit_args(args)
     assert (why is None) if err is None else why.startswith(err)
-
-# --- config ---
-
-def test_config_defaults_and_validation(tmp_path):
-    c = ToolConfig()
-    assert (c.top_k, c.timeout, c.allow_hosts) == (10, 150.0, ())
-    assert (ToolConfig.load(ToolConfig(allow_hosts=['[::1]', 'Example.ORG']).save(tmp_path/'c.json')).allow_hosts
-            == ('::1', 'example.org'))
-    (tmp_path/'x.json').write_text('{"top_k": 3, "colour": "red"}')
-    with pytest.raises(ValueError, match='unknown setting colour; valid: top_k'): ToolConfig.load(tmp_path/'x.json')
-    for bad in [dict(top_k=0), dict(retries=-1), dict(search_api='bing'), dict(request_timeout=0)]:
-        with pytest.raises(ValueError): ToolConfig(**bad)
-
-# --- retry timing ---
-
-def test_retry_after_forms():
-    now = email.utils.parsedate_to_datetime('Wed, 21 Oct 2015 07:28:00 GMT').timestamp()
-    assert retry_after('120') == 120.0 and retry_after('Wed, 21 Oct 2015 07:28:30 GMT', now) == 30.0
-    assert retry_after('Wed, 21 Oct 2015 07:27:00 GMT', now) == 0.0
-    assert [retry_after(v) for v in (None, '', 'later', '1.5', '-1')] == [None] * 5
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=40))
-def test_retry_after_never_raises(v):
-    r = retry_after(v)
-    assert r is None or r >= 0
-
-def test_backoff_grows_with_jitter_and_is_capped():
-    c, rng = ToolConfig(backoff=1, backoff_max=10), random.Random(1)
-    for a in range(8):
-        d = min(10, 2 ** a)
-        assert all(d / 2 <= backoff_delay(a, c, rng=rng) <= d for _ in range(50))
-    assert backoff_delay(0, c, 3.0) == 3.0 and backoff_delay(0, c, 99.0) == 10
-
-# --- addresses ---
-
-@settings(max_examples=300, deadline=None)
-@given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)))
-def test_address_error_refuses_exactly_the_non_global(ip):
-    "Non-global addresses are refused, as are IPv6 addresses carrying a non-global IPv4 one (6to4, Teredo, NAT64, ...)"
-    a = ip.ipv4_mapped if getattr(ip, 'ipv4_mapped', None) else ip
-    special = any(getattr(a, f'is_{k}')
-                  for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
-    carried = W.embedded_ipv4(a)
-    assert (address_error(str(ip)) is None) == (a.is_global and not special
-                                                and all(address_error(str(v4)) is None for v4 in carried))
-    if carried and address_error(str(ip)) and a.is_global and not special:
-        assert 'embeds' in address_error(str(ip))
-
-@pytest.mark.parametrize('url,err', [('https://example.org/a', None), ('http://example.org', None),
-    ('HTTP://Example.org/', None), ('ftp://example.org', "scheme 'ftp' is not allowed"),
-    ('example.org/a', "scheme '(none)' is not allowed"), ('', 'the URL is empty'), (None, 'the URL is empty'),
-    ('http://[bad', 'invalid host'), ('http://exa mple.org', 'invalid host'), ('http://[::1', 'malformed URL'),
-    ('https://' + 'a' * 5000, 'the URL is too long')])
-def test_url_error(url, err):
-    got = url_error(url)
-    assert got is None if err is None else got.startswith(err)
-
-# --- page text ---
-
-def fetched(body, ctype=None, status=200):
-    return Fetched('https://x.org/p', status, httpx.Headers({'content-type': ctype} if ctype else {}), body)
-
-def test_page_of_html_keeps_the_article():
-    html = ('<html><head><title>T &amp; co</title></head><body><nav>Home About Contact</nav>'
-            '<article><h1>Main heading</h1>'
-            + ''.join(f'<p>Paragraph {i} says the tower opened in 1889 and is in Paris, France.</p>' for i in range(6))
-            + '</article><footer>Copyright 2024</footer></body></html>').encode()
-    p = page_of(fetched(html, 'text/html'), ToolConfig())
-    assert p.title == 'T & co' and '# Main heading' in p.text and 'Paragraph 5' in p.text and 'Copyright' not in p.text
-
-def test_page_of_rejects_and_caps():
-    with pytest.raises(ToolError, match='HTTP 500'): page_of(fetched(b'x', 'text/plain', 500), ToolConfig())
-    with pytest.raises(ToolError, match='no readable text'): page_of(fetched(b'   ', 'text/plain'), ToolConfig())
-    with pytest.raises(ToolError, match='video/mp4 is not text'): page_of(fetched(b'x', 'video/mp4'), ToolConfig())
-    p = page_of(fetched(b'abcdefghij' * 10, 'text/plain'), ToolConfig(max_chars=25))
-    assert p.text == ('abcdefghij' * 3)[:25] and p.truncated
-    assert page_of(fetched('é'.encode('utf-8'), 'text/plain; charset=bogus-charset'), ToolConfig()).text == 'é'
-
-# --- extractive summary ---
-
-def test_extractive_summary_picks_the_matching_passages_in_order():
-    text = '\n\n'.join(['Intro about the town.', 'The harbour burned in 1744.',
-                        'The observatory opened in 1894 under Mira Solheim.', 'Unrelated trivia.'])
-    ev, summ = extractive_summary(text, 'When did the observatory open?', max_chars=80)
-    assert ev == 'The observatory opened in 1894 under Mira Solheim.' and summ == ev
-    ev, _ = extractive_summary(text, 'harbour observatory', max_chars=500)
-    assert ev.index('harbour') < ev.index('observatory')
-    assert (extractive_summary('', 'g') == ('', '')
-            and extractive_summary('one line', 'nothing matches')[0] == 'one line')
-    assert extractive_summary(text, 'zebra', max_chars=50) == ('Intro about the town.\n\nThe harbour burned in 1744.',
-                                                               'Intro about the town.')
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(st.text(alphabet='abc .!?\n', max_size=60), st.just('x' * 1000), st.just('\n\n')),
-                max_size=12).map(''.join))
-def test_passages_keep_all_text_and_respect_the_size(text):
-    ps = passages(text, size=200)
-    assert re.sub(r'\s+', '', ''.join(ps)) == re.sub(r'\s+', '', text)
-    assert all(0 < len(p) <= 200 for p in ps)
-
-# --- snippets and URLs ---
-
-def test_snippet_and_url_key():
-    text = 'First sentence about nothing. Tarsvik is the capital of Estmark. Another one.'
-    assert snippet(text, 'capital of Estmark') == 'Tarsvik is the capital of Estmark.'
-    assert snippet('word ' * 100, 'word', n=20) == 'word word word word ...'
-    assert len({url_key(u) for u in ['https://en.wikipedia.org/wiki/Ada_Lovelace',
-                                     'http://en.wikipedia.org/wiki/Ada Lovelace/',
-                                     'https://en.wikipedia.org/wiki/Ada_Lovelace#Life',
-                                     'https://en.wikipedia.org/wiki/Ada%20Lovelace']}) == 1
-
-# --- corpus loaders on the shared data ---
-
-def test_hipporag_corpus():
-    c = load_corpus(shared_file('hipporag/2wikimultihopqa_corpus.json'))
-    assert len(c) == 6119 and c.errors == [] and c.docs[0].link == 'https://en.wikipedia.org/wiki/Teutberga'
-    (hit,) = c.hits('Teutberga queen of Lotharingia', 1)
-    assert hit['title'] == 'Teutberga' and 'Lotharingia' in hit['snippet']
-    assert c.page('corpus://0').text == c.page('http://en.wikipedia.org/wiki/Teutberga').text
-
-def test_kilt_pages():
-    c = load_corpus(shared_file('r1-searcher/kilt_samples/filtered_kilt_sample_100.jsonl'))
-    assert len(c) == 99 and c.errors == []
-    page = c.page('https://en.wikipedia.org/wiki/Achilles#Death')
-    assert page.title == 'Achilles' and '\n## ' in page.text and '::::' not in page.text
-    assert not any('::::' in d.text for d in c.docs)
-    ev, summ = extractive_summary(page.text, 'How did Achilles die? arrow heel Paris', 1500)
-    assert 'Paris' in ev and 'arrow' in ev
-
-def test_search_r1_passages():
-    c = load_corpus(shared_file('search-r1/corpus.jsonl'))
-    assert len(c) == 10 and c.docs[0].title == 'Evan Morris' and c.docs[0].link == 'corpus://0'
-    assert not c.docs[0].text.startswith('"')
-
-def test_generic_jsonl_records_bad_lines(tmp_path):
-    p = tmp_path/'c.jsonl'
-    lines = [{'id': 'a', 'title': 'A', 'text': 'alpha text', 'url': 'https://x.org/a'}, 'not json',
-             {'id': 'b', 'text': 3.5}, {'title': 'no id', 'text': 't'}, {'id': 'a', 'title': 'again', 'text': 'dup'},
-             {'id': 7, 'title': 'B', 'text': 'beta'}, {'id': 'c', 'text': None}]
-    p.write_text('\n'.join(l if isinstance(l, str) else json.dumps(l) for l in lines) + '\n\n')
-    c = load_corpus(p)
-    assert [d.id for d in c.docs] == ['a', 'b', '7']
-    assert [(e.index, e.reason) for e in c.errors] == [(2, "not JSON: Expecting value at column 1: 'not json\\n'"),
-                                                       (4, '"id" is missing or not a string'),
-                                                       (5, "duplicate id 'a' (the first one is kept)"),
-                                                       (7, '"text" is missing or not a string')]
-    assert [d.id for d in read_docs(write_docs(c.docs, tmp_path/'again.jsonl'))[0]] == ['a', 'b', '7']
-
-def test_corpus_errors_are_clear(tmp_path):
-    (e := tmp_path/'empty.jsonl').write_text('')
-    with pytest.raises(ValueError, match='no documents'): load_corpus(e)
-    (b := tmp_path/'bad.json').write_text('[{"title": "x", ')
-    with pytest.raises(ValueError, match='not a valid JSON array'): load_corpus(b)
-    (ok := tmp_path/'ok.jsonl').write_text('{"id": 1, "text": "t"}')
-    with pytest.raises(ValueError, match='unknown corpus format'): load_corpus(ok, fmt='csv')
-    with pytest.raises(ValueError, match="duplicate document id 'x'"):
-        LocalCorpus([Doc('x', 'a', 'b'), Doc('x', 'c', 'd')])
-
-def test_clashing_urls_fall_back_to_corpus_ids():
-    c = LocalCorpus([Doc('1', 'P', 'first paragraph', 'https://w.org/P'),
-                     Doc('2', 'P', 'second paragraph', 'https://w.org/P')])
-    assert ([d.link for d in c.docs] == ['https://w.org/P', 'corpus://2']
-            and c.page('corpus://2').text == 'second paragraph')
-
-# --- BM25 is what it says ---
-
-def lucene_bm25(docs_ids, query_ids, k1=1.5, b=0.75):
-    "Brute-force BM25 (bm25s's default 'lucene' variant) over token-id lists"
-    n, avg = len(docs_ids), sum(map(len, docs_ids)) / len(docs_ids)
-    df = Counter(t for d in docs_ids for t in set(d))
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in df}
-    def score(d):
-        tf = Counter(d)
-        return sum(idf[t] * tf[t] / (tf[t] + k1 * (1 - b + b * len(d) / avg)) for t in query_ids if t in tf)
-    return np.array([score(d) for d in docs_ids])
-
-def test_bm25_scores_match_brute_force():
-    docs = json.loads(shared_file('hipporag/2wikimultihopqa_corpus.json').read_text())[:400]
-    texts = [f"{d['title']}\n{d['text']}" for d in docs]
-    idx = C.BM25(texts)
-    ids = idx.tok.tokenize(texts, update_vocab=False, show_progress=False, return_as='ids')
-    for q in ['Who directed the film?', 'queen of Lotharingia', 'born in Kiev', 'bishop of Elmham died',
-              'film director of the film of films']:
-        qids = [t for t in idx._ids(q)[0] if t != idx.tok.get_vocab_dict().get('', -1)]
-        want = lucene_bm25(ids, qids)
-        assert np.allclose(idx.scores(q), want, atol=1e-4)
-        top = idx.top(q, 5)
-        assert (len(top) == min(5, int((want > 0).sum()))
-                and np.allclose([s for _, s in top], np.sort(want)[::-1][:len(top)], atol=1e-4))
-        assert all(abs(want[i] - s) < 1e-4 for i, s in top)
-
-def test_bm25_edge_queries(world):
-    assert world.hits('') == [] and world.hits('the of and') == [] and world.hits('zzzz qqqq') == []
-    assert len(world.hits('Lake Varnholm shore', k=100)) == 2
 
 # --- the toolbox on a corpus ---
 
@@ -337,3 +112,351 @@ def test_generated_world_calls_all_run(tmp_path):
     got = run(outcomes())
     assert (got[('search', True)] == got[('visit', True)] == 0 and got[('search', False)] > 100
             and got[('visit', False)] > 100)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The web tools against a real HTTP server on 127.0.0.1
+
+HTML = b'<html><head><title>Tower</title></head><body><nav>Menu</nav><article><h1>The Eiffel Tower</h1>' \
+       b'<p>The Eiffel Tower opened in March 1889 in Paris.</p><p>It is 330 metres tall.</p></article></body></html>'
+CHUNK = b'<p>' + b'filler words about nothing in particular ' * 40 + b'</p>\n'
+HUGE = 50 * 1024 * 1024
+
+class Handler(ReplyHandler):
+
+    def redirect(self, to, status=302): self.reply(status, b'', None, [('Location', to)])
+
+    def do_GET(self):
+        s, path = self.server, self.path.split('?')[0]
+        s.hits[path] += 1
+        n = s.hits[path]
+        if path == '/page': return self.reply(body=HTML)
+        if path == '/flaky': return self.reply(500, b'oops') if n <= 2 else self.reply(body=HTML)
+        if path == '/down': return self.reply(503, b'down')
+        if path == '/limited':
+            return (self.reply(429, b'slow down', 'text/plain', [('Retry-After', '1')]) if n == 1
+                    else self.reply(body=b'finally', ctype='text/plain'))
+        if path == '/slow':
+            time.sleep(3)
+            return self.reply(body=HTML)
+        if path == '/huge': return self.huge()
+        if path in ('/r1', '/r2'):
+            return self.redirect({'/r1': '/r2', '/r2': '/r3'}[path], 302 if path == '/r1' else 307)
+        if path == '/r3': return self.redirect(f'http://127.0.0.1:{s.server_port}/page', 301)
+        if path == '/loop': return self.redirect('/loop')
+        if path == '/to-private': return self.redirect('http://10.0.0.1/admin')
+        if path == '/to-file': return self.redirect('file:///etc/passwd')
+        if path == '/to-port': return self.redirect(s.other)   # another server's page (`other`)
+        if path == '/text': return self.reply(body=b'plain text: the tower opened in 1889', ctype='text/plain')
+        if path == '/json': return self.reply(body=b'{"tower": "Eiffel", "opened": 1889}', ctype='application/json')
+        if path == '/png': return self.reply(body=b'\x89PNG\r\n\x1a\n' + bytes(64), ctype='image/png')
+        if path == '/pdf': return self.reply(body=b'%PDF-1.4 ...', ctype='application/pdf')
+        if path == '/untyped': return self.reply(body=b'no type but plain words', ctype=None)
+        if path == '/untyped-bin': return self.reply(body=b'\x00\x01\x02binary', ctype=None)
+        if path == '/latin1':
+            return self.reply(body='caf\xe9 au lait'.encode('latin-1'), ctype='text/plain; charset=iso-8859-1')
+        if path == '/search': return self.searxng()
+        self.reply(404, b'not found', 'text/plain')
+
+    def huge(self):
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Content-Length', str(HUGE))
+        self.end_headers()
+        n = 0
+        try:
+            while n < HUGE:
+                self.wfile.write(CHUNK)
+                n += len(CHUNK)
+        except (BrokenPipeError, ConnectionResetError): pass
+        self.server.sent = n
+
+    def searxng(self):
+        with self.server.lock:
+            self.server.inflight += 1
+            self.server.peak = max(self.server.peak, self.server.inflight)
+        time.sleep(0.05)
+        with self.server.lock: self.server.inflight -= 1
+        q = httpx.URL(self.path).params.get('q', '')
+        body = {'results': [{'title': f'{q} result {i}', 'url': f'https://example.org/{i}', 'content': f'about {q}'}
+                            for i in range(12)]}
+        self.reply(body=json.dumps(body).encode(), ctype='application/json')
+
+    def do_POST(self):
+        s, path = self.server, self.path
+        s.hits[path] += 1
+        body = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
+        if path == '/serper':
+            if self.headers.get('X-API-KEY') != 'k123':
+                return self.reply(403, b'{"message": "bad key"}', 'application/json')
+            hits = [{'title': f"{body['q']} {i}", 'link': f'https://example.org/{i}', 'snippet': 's', 'position': i}
+                    for i in range(body['num'] + 3)]
+            return self.reply(body=json.dumps({'organic': hits}).encode(), ctype='application/json')
+        if path.endswith('/chat/completions'): return self.chat(body, path.startswith('/bad'))
+        self.reply(404, b'', 'text/plain')
+
+    def chat(self, body, bad):
+        self.server.prompts.append(body['messages'][0]['content'])
+        content = ('I cannot answer' if bad else
+                   '```json\n{"rational": "r", "evidence": "opened in March 1889", '
+                   '"summary": "The tower opened in 1889."}\n```')
+        self.reply(body=json.dumps({'choices': [{'message': {'role': 'assistant', 'content': content}}]}).encode(),
+                   ctype='application/json')
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, client_address):
+        "A client that hung up (the timeout and cap tests do) is not an error"
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+def _serve():
+    srv = Server(('127.0.0.1', 0), Handler)
+    srv.hits, srv.sent, srv.lock, srv.inflight, srv.peak, srv.prompts = Counter(), 0, threading.Lock(), 0, 0, []
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv.base = f'http://127.0.0.1:{srv.server_port}'
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+@pytest.fixture(scope='module')
+def server(): yield from _serve()
+
+@pytest.fixture(scope='module')
+def other():
+    "A second loopback server, on another port"
+    yield from _serve()
+
+def cfg(**kw): return ToolConfig(**{'allow_hosts': ('127.0.0.1',), 'backoff': 0.01, 'request_timeout': 5, **kw})
+
+# --- retries, Retry-After, timeouts ---
+
+def test_500s_then_success_is_retried(server):
+    obs = run(web_visit(f'{server.base}/flaky', 'When did the tower open?', cfg(retries=3)))
+    assert 'opened in March 1889' in obs and server.hits['/flaky'] == 3
+
+def test_5xx_retries_are_bounded(server):
+    obs = run(web_visit(f'{server.base}/down', 'g', cfg(retries=2)))
+    assert obs == f'[visit error] {server.base}/down: HTTP 503' and server.hits['/down'] == 3
+
+def test_429_honours_retry_after(server):
+    t0 = time.perf_counter()
+    obs = run(web_visit(f'{server.base}/limited', 'g', cfg(retries=1)))
+    assert 'finally' in obs and time.perf_counter() - t0 >= 1.0 and server.hits['/limited'] == 2
+
+def test_slow_response_times_out(server):
+    t0 = time.perf_counter()
+    obs = run(web_visit(f'{server.base}/slow', 'g', cfg(request_timeout=0.3, retries=1)))
+    assert (obs == f'[visit error] {server.base}/slow: timed out after 0.3 s (2 tries)'
+            and time.perf_counter() - t0 < 2.5)
+
+def test_whole_call_budget(server):
+    obs = run(web_visit(f'{server.base}/slow', 'g', cfg(timeout=0.4, request_timeout=10)))
+    assert obs == '[visit error] the call timed out after 0.4 s'
+
+# --- caps and content types ---
+
+def test_50mb_page_is_capped(server):
+    c = cfg(max_bytes=1_000_000)
+    async def go():
+        async with make_client(c) as client: return await fetch_page(f'{server.base}/huge', c, client)
+    server.sent = 0
+    f = run(go())
+    for _ in range(100):   # the handler notices the closed connection and records what it sent
+        if server.sent: break
+        time.sleep(0.05)
+    assert f.truncated and len(f.body) == 1_000_000 and 1_000_000 <= server.sent < HUGE // 2
+    obs = run(web_visit(f'{server.base}/huge', 'filler',
+                        cfg(max_bytes=200_000, max_chars=20_000, evidence_chars=1_000)))
+    parsed = S.parse_visit_observation(obs)
+    assert parsed and len(parsed['evidence']) <= 1_000 and len(obs) < 3_000
+
+def test_page_text_cap(server):
+    async def go():
+        async with Toolbox.web(cfg(max_bytes=100_000, max_chars=5_000)) as tb:
+            return await tb.page(f'{server.base}/huge')
+    page = run(go())
+    assert page.truncated and len(page.text) == 5_000
+
+@pytest.mark.parametrize('path,expect', [('/text', 'plain text: the tower opened in 1889'), ('/json', '"opened": 1889'),
+                                         ('/untyped', 'no type but plain words'), ('/latin1', 'café au lait'),
+                                         ('/png', 'content type image/png is not text'),
+                                         ('/pdf', 'content type application/pdf is not text'),
+                                         ('/untyped-bin', 'content type application/octet-stream is not text'),
+                                         ('/nowhere', 'HTTP 404')])
+def test_content_types(server, path, expect):
+    assert expect in run(web_visit(f'{server.base}{path}', 'what does it say', cfg()))
+
+# --- redirects ---
+
+def test_redirect_chain_to_loopback_is_refused(server):
+    "Start on `localhost` (allowed by name); the chain ends at 127.0.0.1, which is not allowed"
+    server.hits.clear()
+    url = f'http://localhost:{server.server_port}/r1'
+    obs = run(web_visit(url, 'g', ToolConfig(allow_hosts=['localhost'], retries=0)))
+    assert obs == f'[visit error] {url}: redirect to {server.base}/page refused: 127.0.0.1 is a loopback address'
+    assert server.hits['/r3'] == 1 and server.hits['/page'] == 0
+    assert 'opened in March 1889' in run(web_visit(url, 'g', ToolConfig(allow_hosts=['localhost', '127.0.0.1'])))
+
+def test_redirects_to_private_or_file_are_refused(server, no_connections):
+    for path, why in [('/to-private', '10.0.0.1 is a private address'), ('/to-file', "scheme 'file' is not allowed")]:
+        assert why in run(web_visit(f'{server.base}{path}', 'g', cfg()))
+    assert no_connections == []   # only the loopback server was contacted
+
+def test_allow_hosts_port_is_checked_on_redirects(server, other):
+    "An entry `host:port` admits that port only: the allowed server's redirect to another loopback port is refused"
+    server.other, url = f'{other.base}/page', f'{server.base}/to-port'
+    other.hits.clear()
+    only = ToolConfig(allow_hosts=[f'127.0.0.1:{server.server_port}'], retries=0)
+    assert (run(web_visit(url, 'g', only))
+            == f'[visit error] {url}: redirect to {other.base}/page refused: 127.0.0.1 is a loopback address')
+    assert other.hits['/page'] == 0
+    both = ToolConfig(allow_hosts=[f'127.0.0.1:{server.server_port}', f'127.0.0.1:{other.server_port}'])
+    assert 'opened in March 1889' in run(web_visit(url, 'g', both)) and other.hits['/page'] == 1
+    assert 'opened in March 1889' in run(web_visit(url, 'g', cfg()))   # a bare host admits any port, as documented
+    assert (ToolConfig(allow_hosts=['LocalHost:80', '[::1]:8000', '[::1]', 'Example.org']).allow_hosts
+            == ('localhost:80', '[::1]:8000', '::1', 'example.org'))
+    for bad in ('127.0.0.1:0', '127.0.0.1:65536', 'localhost:'):
+        with pytest.raises(ValueError, match='allow_hosts'): ToolConfig(allow_hosts=[bad])
+
+def test_redirect_loop_is_bounded(server):
+    assert run(web_visit(f'{server.base}/loop', 'g', cfg(max_redirects=3))).endswith('too many redirects (more than 3)')
+
+# --- SSRF table ---
+
+@pytest.fixture
+def no_connections(monkeypatch):
+    "Every Python socket connect to anything but 127.0.0.1 is recorded and fails"
+    seen, real = [], socket.socket.connect
+    def guard(sock, addr, *a):
+        if addr[0] != '127.0.0.1':
+            seen.append(addr)
+            raise OSError(f'test forbids connecting to {addr}')
+        return real(sock, addr, *a)
+    monkeypatch.setattr(socket.socket, 'connect', guard)
+    monkeypatch.setattr(socket.socket, 'connect_ex', lambda sock, addr: seen.append(addr) or 111)
+    return seen
+
+SSRF = [('http://127.0.0.1/', 'refused: 127.0.0.1 is a loopback address'),
+        ('http://localhost/', 'refused: localhost resolves to 127.0.0.1, a loopback address'),
+        ('http://[::1]/', 'refused: ::1 is a loopback address'),
+        ('http://10.0.0.1/', 'refused: 10.0.0.1 is a private address'),
+        ('http://169.254.169.254/latest/meta-data/', 'refused: 169.254.169.254 is a link-local address'),
+        ('http://0x7f000001/', 'refused: 0x7f000001 resolves to 127.0.0.1, a loopback address'),
+        ('http://2130706433/', 'refused: 2130706433 resolves to 127.0.0.1, a loopback address'),
+        ('http://[::ffff:127.0.0.1]/', 'refused: ::ffff:127.0.0.1 is a loopback address'),
+        ('http://0.0.0.0:8000/', 'refused: 0.0.0.0 is an unspecified address'),
+        ('http://192.168.1.1/', 'refused: 192.168.1.1 is a private address'),
+        ('http://100.64.0.1/', 'refused: 100.64.0.1 is not a globally routable address'),
+        ('http://[fe80::1]/', 'refused: fe80::1 is a link-local address'),
+        ('https://127.0.0.1:8443/', 'refused: 127.0.0.1 is a loopback address'),
+        ('file:///etc/passwd', "refused: scheme 'file' is not allowed (only http and https)"),
+        ('gopher://example.org:70/1', "refused: scheme 'gopher' is not allowed (only http and https)"),
+        ('ftp://example.org/x', "refused: scheme 'ftp' is not allowed (only http and https)"),
+        ('http:///nohost', 'refused: the URL has no host')]
+
+@pytest.mark.parametrize('url,reason', SSRF, ids=[u for u, _ in SSRF])
+def test_ssrf_refused_without_connecting(url, reason, no_connections):
+    sent = []
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, text='leak')))
+    assert run(web_visit(url, 'read it', ToolConfig(), client)) == f'[visit error] {url}: {reason}'
+    # the real client, sockets guarded
+    assert run(web_visit(url, 'read it', ToolConfig())) == f'[visit error] {url}: {reason}'
+    assert sent == [] and no_connections == []
+
+@pytest.mark.parametrize('url', [None, 3, '', '   ', 'x' * 5000, 'http://[bad', ['http://127.0.0.1/', 7]])
+def test_bad_urls_are_observations(url):
+    obs = run(web_visit(url, 'g', ToolConfig()))
+    assert obs.startswith('[visit error]'), obs
+
+def test_names_are_checked_after_dns_and_pinned(monkeypatch, no_connections):
+    "A name that resolves to a private address is refused; a public one is connected to at the checked address"
+    async def fake_resolve(host, port, timeout=10.0):
+        return {'intranet.test': ['10.1.2.3'], 'mixed.test': ['93.184.215.14', '10.0.0.5']}.get(host, ['93.184.215.14'])
+    monkeypatch.setattr(W, 'resolve_host', fake_resolve)   # where safe_address looks it up
+    sent = []
+    def handler(r):
+        sent.append(r)
+        return httpx.Response(200, text='public words', headers={'content-type': 'text/plain'})
+    client = lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    assert run(web_visit('http://intranet.test/x', 'g', ToolConfig(), client())).endswith(
+        'refused: intranet.test resolves to 10.1.2.3, a private address')
+    obs = run(web_visit('http://mixed.test/', 'g', ToolConfig(), client()))
+    assert 'refused: mixed.test resolves to 10.0.0.5' in obs
+    assert 'public words' in run(web_visit('https://public.test:8443/a?b=1', 'g', ToolConfig(), client()))
+    (r,) = sent
+    assert ((r.url.host, r.url.port, r.headers['host'], r.extensions['sni_hostname'])
+            == ('93.184.215.14', 8443, 'public.test:8443', 'public.test'))
+
+# --- search backends, summariser, concurrency, cache, record/replay ---
+
+def test_searxng_backend_and_concurrency_limit(server):
+    server.peak = 0
+    c = cfg(search_api='searxng', search_url=f'{server.base}/search', concurrency=2, top_k=5)
+    obs = run(web_search([f'q{i}' for i in range(6)], c))
+    res = json.loads(obs)
+    assert ([r['query'] for r in res] == [f'q{i}' for i in range(6)]
+            and all(len(r['web_page_info_list']) == 5 for r in res))
+    assert res[0]['web_page_info_list'][0] == {'title': 'q0 result 0', 'url': 'https://example.org/0',
+                                               'snippet': 'about q0'}
+    assert server.peak <= 2
+
+def test_serper_backend(server, monkeypatch):
+    c = cfg(search_url=f'{server.base}/serper', top_k=4)
+    monkeypatch.delenv('SERPER_API_KEY', raising=False)
+    assert run(web_search('tower', c)) == "[search error] 'tower': no search API key: set $SERPER_API_KEY"
+    monkeypatch.setenv('SERPER_API_KEY', 'wrong')
+    assert run(web_search('tower', c)) == "[search error] 'tower': the search API answered HTTP 403"
+    monkeypatch.setenv('SERPER_API_KEY', 'k123')
+    res = json.loads(run(web_search(['tower', 'paris'], c)))
+    assert [h['title'] for h in res[1]['web_page_info_list']] == [f'paris {i}' for i in range(4)]
+
+def test_openai_summariser(server):
+    obs = run(web_visit(f'{server.base}/page', 'When did it open?', cfg(summary_url=f'{server.base}/v1')))
+    assert obs == (f'The useful information in {server.base}/page for user goal When did it open? as follows: \n\n'
+                   'Evidence in page: \nopened in March 1889\n\nSummary: \nThe tower opened in 1889.')
+    assert ('The Eiffel Tower opened in March 1889' in server.prompts[-1]
+            and '## **User Goal**\nWhen did it open?' in server.prompts[-1])
+    n = server.hits['/bad/v1/chat/completions']
+    assert run(web_visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/bad/v1'))).endswith(
+        'the summariser gave no JSON with "evidence" and "summary" (3 tries)')
+    assert server.hits['/bad/v1/chat/completions'] == n + 3
+
+def test_any_chat_model_summarises(server):
+    async def policy(messages): return '{"evidence": "330 metres", "summary": "It is 330 m tall."}'
+    async def go():
+        async with Toolbox.web(cfg(), chat=policy) as tb:
+            return await tb.run(ToolCall('visit', {'url': f'{server.base}/page', 'goal': 'height'}))
+    assert run(go()).endswith('Evidence in page: \n330 metres\n\nSummary: \nIt is 330 m tall.')
+
+def test_cache_makes_reruns_reproducible(server, tmp_path):
+    c = cfg(search_api='searxng', search_url=f'{server.base}/search', cache_path=str(tmp_path/'cache.sqlite'))
+    before = server.hits['/search']
+    first = run(web_search('cached query', c))
+    again = [run(web_search('cached query', c)), run(web_visit(f'{server.base}/page', 'g', c)),
+             run(web_visit(f'{server.base}/page', 'g', c))]
+    assert again[0] == first and again[1] == again[2] and server.hits['/search'] == before + 1
+    assert len(W.Cache(c.cache_path)) == 2
+
+def test_unusable_cache_path_is_a_clear_error(tmp_path):
+    "A path sqlite cannot open at all (here a folder) is an error; a damaged file is set aside (test_web.py)"
+    (p := tmp_path/'cache.sqlite').mkdir()
+    with pytest.raises(ValueError, match='cannot use .* as a tool cache'):
+        Toolbox(None, cfg=ToolConfig(cache_path=str(p)))
+
+def test_record_then_replay_offline(server, tmp_path):
+    tape, c = tmp_path/'tape.jsonl', cfg(search_api='searxng', search_url=f'{server.base}/search')
+    calls = [ToolCall('search', {'query': ['tower']}),
+             ToolCall('visit', {'url': f'{server.base}/flaky', 'goal': 'When did it open?'})]
+    server.hits['/flaky'] = 0
+    async def go(transport):
+        async with Toolbox.web(c, make_client(c, transport)) as tb:
+            return [await run_tool(k, tb) for k in calls]
+    recorded = run(go(Cassette(tape, inner=httpx.AsyncHTTPTransport())))
+    hits = sum(server.hits.values())
+    replayed = run(go(Cassette(tape)))
+    assert replayed == recorded and sum(server.hits.values()) == hits and 'opened in March 1889' in recorded[1]
+    assert len(tape.read_text().splitlines()) == 4   # one search, two 500s, one 200
+    miss = run(run_tool(ToolCall('search', {'query': ['never recorded']}),
+                        Toolbox.web(c, make_client(c, Cassette(tape)))))
+    assert miss.startswith("[search error] 'never recorded': ReplayMiss: no recorded response for GET http://127.0.0.1")

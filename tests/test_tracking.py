@@ -72,7 +72,7 @@ def test_igpo_writes_tensorboard_and_resume_appends(tmp_path):
     assert [v for _, v in got] == pytest.approx(list(more.metrics.gen_tokens))
 
 def test_sft_writes_tensorboard(tmp_path):
-    from test_hostile_resume import _sft_data, _sft_cfg
+    from test_sft import _sft_data, _sft_cfg
     cfg = _sft_cfg(tmp_path/'sft', max_steps=3, report_to=['tensorboard'])
     res = sft(_sft_data(), cfg, policy=tiny_model(), live=False)
     ea = _read(tmp_path/'sft'/'runs'/'sft')

@@ -1,24 +1,107 @@
-"""The tools under hostile input: gzip bombs and endless bodies in record mode, damaged caches, the SSRF guard in front
-of the cache, IPv6 forms that embed private IPv4, credentials in URLs, cut cassettes, binary bodies sent as text,
-atomic writes, line breaks that `str.splitlines` invents, fuzzed loaders and parsers that stay linear, and a page that
-trafilatura would take minutes over, stopped at its time limit.
+"""The online side of `search` and `visit`: settings, retry timing, address and URL rules, page text, and the tools
+under hostile input: gzip bombs and endless bodies in record mode, damaged caches, the SSRF guard in front of the
+cache, IPv6 forms that embed private IPv4, credentials in URLs, cut and fuzzed cassettes, binary bodies sent as text,
+atomic writes, titles and extractions in linear time, and a page trafilatura would take minutes over, stopped at its
+time limit.
 
 Every server here listens on 127.0.0.1; nothing reaches any other address.
 """
-from conftest import ReplyHandler
-import asyncio, http.server, json, os, random, re, sqlite3, sys, threading, time, tracemalloc, warnings, zlib
+import asyncio, email.utils, json, random, re, http.server, os, sqlite3, sys, threading, time, tracemalloc, warnings
+import zlib
 from collections import Counter
+from pathlib import Path
 import httpx, pytest
-from venus_nb import web as W, corpus as C
-from venus_nb.base import save_config
-from venus_nb.web import (Cache, Cassette, Fetched, ToolConfig, ToolError, address_error, make_client,
-                          page_of, url_error)
-from venus_nb.corpus import Doc, read_docs, write_docs
+from hypothesis import given, settings, strategies as st
+from conftest import ReplyHandler
+from venus_nb import web as W
+from venus_nb.web import (Fetched, ToolConfig, ToolError, address_error, backoff_delay, page_of, retry_after,
+                          url_error, Cache, Cassette, make_client)
 from venus_nb.tools import Toolbox, web_visit
-from venus_nb.schema import parse_visit_observation
 from venus_nb.trajectory import ToolCall
+from venus_nb.base import save_config
 
 def run(coro): return asyncio.run(coro)
+
+# --- config ---
+
+def test_config_defaults_and_validation(tmp_path):
+    c = ToolConfig()
+    assert (c.top_k, c.timeout, c.allow_hosts) == (10, 150.0, ())
+    assert (ToolConfig.load(ToolConfig(allow_hosts=['[::1]', 'Example.ORG']).save(tmp_path/'c.json')).allow_hosts
+            == ('::1', 'example.org'))
+    (tmp_path/'x.json').write_text('{"top_k": 3, "colour": "red"}')
+    with pytest.raises(ValueError, match='unknown setting colour; valid: top_k'): ToolConfig.load(tmp_path/'x.json')
+    for bad in [dict(top_k=0), dict(retries=-1), dict(search_api='bing'), dict(request_timeout=0)]:
+        with pytest.raises(ValueError): ToolConfig(**bad)
+
+# --- retry timing ---
+
+def test_retry_after_forms():
+    now = email.utils.parsedate_to_datetime('Wed, 21 Oct 2015 07:28:00 GMT').timestamp()
+    assert retry_after('120') == 120.0 and retry_after('Wed, 21 Oct 2015 07:28:30 GMT', now) == 30.0
+    assert retry_after('Wed, 21 Oct 2015 07:27:00 GMT', now) == 0.0
+    assert [retry_after(v) for v in (None, '', 'later', '1.5', '-1')] == [None] * 5
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_retry_after_never_raises(v):
+    r = retry_after(v)
+    assert r is None or r >= 0
+
+def test_backoff_grows_with_jitter_and_is_capped():
+    c, rng = ToolConfig(backoff=1, backoff_max=10), random.Random(1)
+    for a in range(8):
+        d = min(10, 2 ** a)
+        assert all(d / 2 <= backoff_delay(a, c, rng=rng) <= d for _ in range(50))
+    assert backoff_delay(0, c, 3.0) == 3.0 and backoff_delay(0, c, 99.0) == 10
+
+# --- addresses ---
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)))
+def test_address_error_refuses_exactly_the_non_global(ip):
+    "Non-global addresses are refused, as are IPv6 addresses carrying a non-global IPv4 one (6to4, Teredo, NAT64, ...)"
+    a = ip.ipv4_mapped if getattr(ip, 'ipv4_mapped', None) else ip
+    special = any(getattr(a, f'is_{k}')
+                  for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
+    carried = W.embedded_ipv4(a)
+    assert (address_error(str(ip)) is None) == (a.is_global and not special
+                                                and all(address_error(str(v4)) is None for v4 in carried))
+    if carried and address_error(str(ip)) and a.is_global and not special:
+        assert 'embeds' in address_error(str(ip))
+
+@pytest.mark.parametrize('url,err', [('https://example.org/a', None), ('http://example.org', None),
+    ('HTTP://Example.org/', None), ('ftp://example.org', "scheme 'ftp' is not allowed"),
+    ('example.org/a', "scheme '(none)' is not allowed"), ('', 'the URL is empty'), (None, 'the URL is empty'),
+    ('http://[bad', 'invalid host'), ('http://exa mple.org', 'invalid host'), ('http://[::1', 'malformed URL'),
+    ('https://' + 'a' * 5000, 'the URL is too long')])
+def test_url_error(url, err):
+    got = url_error(url)
+    assert got is None if err is None else got.startswith(err)
+
+# --- page text ---
+
+def fetched(body, ctype=None, status=200):
+    return Fetched('https://x.org/p', status, httpx.Headers({'content-type': ctype} if ctype else {}), body)
+
+def test_page_of_html_keeps_the_article():
+    html = ('<html><head><title>T &amp; co</title></head><body><nav>Home About Contact</nav>'
+            '<article><h1>Main heading</h1>'
+            + ''.join(f'<p>Paragraph {i} says the tower opened in 1889 and is in Paris, France.</p>' for i in range(6))
+            + '</article><footer>Copyright 2024</footer></body></html>').encode()
+    p = page_of(fetched(html, 'text/html'), ToolConfig())
+    assert p.title == 'T & co' and '# Main heading' in p.text and 'Paragraph 5' in p.text and 'Copyright' not in p.text
+
+def test_page_of_rejects_and_caps():
+    with pytest.raises(ToolError, match='HTTP 500'): page_of(fetched(b'x', 'text/plain', 500), ToolConfig())
+    with pytest.raises(ToolError, match='no readable text'): page_of(fetched(b'   ', 'text/plain'), ToolConfig())
+    with pytest.raises(ToolError, match='video/mp4 is not text'): page_of(fetched(b'x', 'video/mp4'), ToolConfig())
+    p = page_of(fetched(b'abcdefghij' * 10, 'text/plain'), ToolConfig(max_chars=25))
+    assert p.text == ('abcdefghij' * 3)[:25] and p.truncated
+    assert page_of(fetched('é'.encode('utf-8'), 'text/plain; charset=bogus-charset'), ToolConfig()).text == 'é'
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The tools under hostile input; every server here listens on 127.0.0.1
 
 MB = 1 << 20
 HTML = (b'<html><head><title>Tower</title></head><body><article><h1>The Eiffel Tower</h1>'
@@ -292,12 +375,6 @@ def failing_rename(monkeypatch):
     def boom(*a): raise OSError('disk full (simulated)')
     monkeypatch.setattr(os, 'replace', boom)
 
-def test_write_docs_is_whole_or_nothing(tmp_path):
-    p = write_docs([Doc('a', 'A', 'old text')], tmp_path/'c.jsonl')
-    before = p.read_bytes()
-    with pytest.raises(TypeError): write_docs([Doc('b', 'B', 'new'), Doc('c', 'C', object())], p)
-    assert p.read_bytes() == before and [f.name for f in tmp_path.iterdir()] == ['c.jsonl']
-
 def test_cassette_appends_and_config_writes_are_whole_or_nothing(server, tmp_path, failing_rename):
     tape, conf = tmp_path/'tape.jsonl', tmp_path/'tools.json'
     tape.write_text('{"earlier": "recording"}\n')
@@ -309,29 +386,6 @@ def test_cassette_appends_and_config_writes_are_whole_or_nothing(server, tmp_pat
     with pytest.raises(OSError, match='disk full'): save_config(ToolConfig(top_k=7), conf)
     assert (conf.read_text() == '{"top_k": 3}'
             and sorted(f.name for f in tmp_path.iterdir()) == ['tape.jsonl', 'tools.json'])
-
-BREAKS = '\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\r'
-
-def test_corpus_with_unicode_line_breaks_round_trips(tmp_path):
-    docs = [Doc(f'd{i}', f'title{c}x', f'line one{c}line two {c}', f'https://x.org/{i}') for i, c in enumerate(BREAKS)]
-    back, errors = read_docs(write_docs(docs, tmp_path/'c.jsonl'))
-    assert errors == [] and back == docs
-
-def test_corpus_line_that_is_not_utf8_is_reported(tmp_path):
-    (p := tmp_path/'c.jsonl').write_bytes(b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "caf\xe9"}\n'
-                                          b'{"id": "c", "text": "fine"}\n')
-    docs, errors = read_docs(p)
-    assert ([d.id for d in docs] == ['a', 'c']
-            and [(e.source, e.index, e.reason.split(':')[0]) for e in errors] == [(str(p), 2, 'not UTF-8')])
-
-def test_corpus_deeply_nested_line_is_a_bad_record(tmp_path):
-    (p := tmp_path/'c.jsonl').write_text('{"id": "a", "text": "ok"}\n' + '[' * 100_000 + '\n')
-    docs, errors = read_docs(p)
-    assert [d.id for d in docs] == ['a'] and [e.index for e in errors] == [2]
-    # a file that starts with '[' is one JSON array
-    for bad in [b'[' * 100_000, b'[{"id": "a", "text": "caf\xe9"}]', b'[[[ \x00\xff']:
-        (q := tmp_path/'c.json').write_bytes(bad)
-        with pytest.raises(ValueError, match='c.json: not a valid JSON array'): read_docs(q)
 
 # --- fuzz: no crash, in = kept + dropped, linear time (two sizes in one run) ---
 
@@ -352,22 +406,6 @@ def best_time(fn, reps=3):
         out.append(time.perf_counter() - t0)
     return min(out)
 
-def test_fuzz_read_docs_counts_and_stays_linear(tmp_path):
-    good = lambda rng: json.dumps({'id': str(rng.random()), 'title': 't',
-                                   'text': 'words ' * rng.randrange(1, 50)}).encode()
-    def check(n, seed):
-        # a JSONL file (a first '[' means a JSON array)
-        lines = [good(random.Random(seed))] + fuzz_lines(n, random.Random(seed), good)
-        (p := tmp_path/f'f{n}-{seed}.jsonl').write_bytes(b'\n'.join(lines))
-        docs, errors = read_docs(p, 'jsonl')
-        assert len(docs) + len(errors) == sum(1 for l in lines if l.strip()), (n, seed)
-        assert all(e.source == str(p) and 1 <= e.index <= n + 1 for e in errors)
-        return p
-    for seed in range(20): check(50, seed)
-    small, big = check(500, 1), check(2000, 2)
-    t1, t4 = best_time(lambda: read_docs(small, 'jsonl')), best_time(lambda: read_docs(big, 'jsonl'))
-    assert t4 < 8 * t1 + 0.05, (t1, t4)
-
 def test_fuzz_cassette_loading_counts_and_stays_linear(tmp_path):
     good = lambda rng: json.dumps({'key': f'GET http://x/{rng.random()} 0', 'status': 200, 'headers': [['a', 'b']],
                                    'body': 'aGk='}).encode()
@@ -387,33 +425,6 @@ def test_fuzz_cassette_loading_counts_and_stays_linear(tmp_path):
             Cassette(p)
     t1, t4 = best_time(lambda: load(small)), best_time(lambda: load(big))
     assert t4 < 8 * t1 + 0.05, (t1, t4)
-
-def test_parse_visit_observation_is_linear():
-    "The lazy regex tried every split of the text (quadratic); the parser now finds each marker once"
-    def hostile(n): return 'The useful information in ' + 'x for user goal ' * n
-    t1, t4 = (best_time(lambda: parse_visit_observation(hostile(2000))),
-              best_time(lambda: parse_visit_observation(hostile(8000))))
-    assert parse_visit_observation(hostile(10)) is None and t4 < 8 * t1 + 0.01, (t1, t4)
-
-VISIT_RE = re.compile(r'The useful information in (.*?) for user goal (.*?) as follows: \n\n'
-                      r'(?:Evidence in page: \n(.*?)\n\n)?Summary: \n(.*)', re.S)
-
-@pytest.mark.parametrize('text', ['The useful information in u for user goal g as follows: \n\nSummary: \ns',
-    'The useful information in u for user goal g as follows: \n\nEvidence in page: \ne\n\nSummary: \ns',
-    ('The useful information in a for user goal b for user goal c as follows: \n\nSummary: \n'
-     'x as follows: \n\nSummary: \ny'),
-    'The useful information in u for user goal g as follows: \n\nnope as follows: \n\nSummary: \ns',
-    ('The useful information in u for user goal g as follows: \n\nEvidence in page: \n'
-     'no end as follows: \n\nSummary: \ns'),
-    'The useful information in u for user goal g as follows: \n\nEvidence in page: \n\n\nSummary: \n',
-    'The useful information in u for user goal g as follows: \n\nEvidence in page: \na\n\nSummary: \nb\n\nSummary: \nc',
-    'The useful information in  for user goal  as follows: \n\nSummary: \n',
-    'The useful information in u as follows: \n\nSummary: \ns',
-    '  The useful information in u for user goal g as follows: \n\nSummary: \ns  \n'])
-def test_parse_visit_observation_agrees_with_the_regex(text):
-    "The linear parser gives what the old regex gave, on the cases where the markers repeat or are missing"
-    m = VISIT_RE.fullmatch(text.strip())
-    assert parse_visit_observation(text) == (m and dict(url=m[1], goal=m[2], evidence=m[3], summary=m[4]))
 
 TITLE_RE = re.compile(r'<title[^>]*>(.*?)</title>', re.S | re.I)
 
@@ -437,14 +448,6 @@ def test_parse_extraction_time_is_bounded():
     # long and strict: read
     assert W.parse_extraction('{"summary": "s", "evidence": "' + 'x' * 500_000 + '"}') == ('x' * 500_000, 's')
     assert W.parse_extraction("{'summary': 's', 'evidence': 'e',}") == ('e', 's')
-
-def test_corpus_with_no_readable_record_says_why(tmp_path):
-    (p := tmp_path/'c.jsonl').write_bytes(b'not json\n\xff\xfe\n')
-    with pytest.raises(ValueError,
-                       match=r'c.jsonl: no documents to index; 2 unreadable lines skipped \(line 1: not JSON'):
-        C.load_corpus(p)
-    (e := tmp_path/'e.jsonl').write_text('\n\n')
-    with pytest.raises(ValueError, match=r'e.jsonl: no documents to index \(the file is empty\)'): C.load_corpus(e)
 
 def test_replaying_a_missing_cassette_warns(tmp_path):
     with pytest.warns(RuntimeWarning, match='no such cassette'): cas = Cassette(tmp_path/'typo.jsonl')
@@ -498,3 +501,37 @@ def test_a_visit_that_times_out_stops_its_page_extraction(server):
     kids = children_cpu()
     time.sleep(1)
     assert children_cpu() - kids < 0.3
+
+# ---- cassettes are appended one line per request
+
+def record(tape:Path, n:int):
+    "Record `n` requests (2 KiB bodies) through a `Cassette` into `tape`"
+    inner = httpx.MockTransport(lambda req: httpx.Response(200, content=b'w' * 2048,
+                                                           headers={'content-type': 'text/plain'}))
+    async def go():
+        async with httpx.AsyncClient(transport=Cassette(tape, inner=inner)) as c:
+            for i in range(n): await c.get(f'https://example.org/page/{i}')
+    asyncio.run(go())
+
+def written_bytes()->int:
+    "Bytes this process has handed to `write` so far"
+    return int(next(l for l in Path('/proc/self/io').read_text().splitlines() if l.startswith('wchar')).split()[1])
+
+@pytest.mark.skipif(not Path('/proc/self/io').exists(), reason='counts written bytes with /proc/self/io (Linux)')
+def test_cassette_recording_writes_each_request_once(tmp_path):
+    tape = tmp_path/'tape.jsonl'
+    before = written_bytes()
+    record(tape, 60)
+    cost = written_bytes() - before
+    assert cost < 2 * tape.stat().st_size, f'{cost:,} bytes written for a {tape.stat().st_size:,}-byte cassette'
+
+def test_cassette_cut_last_line_then_recording_goes_on(tmp_path):
+    tape = tmp_path/'tape.jsonl'
+    record(tape, 3)
+    whole = tape.read_bytes()
+    tape.write_bytes(whole[:-40])   # killed while writing its last line
+    record(tape, 2)                                               # pages 0 and 1 again, on lines of their own
+    with pytest.warns(RuntimeWarning, match='1 unreadable line'): cas = Cassette(tape)
+    assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(3, 'not JSON')]
+    assert (sorted((k.split()[1], len(v)) for k, v in cas.replies.items())
+            == [('https://example.org/page/0', 2), ('https://example.org/page/1', 2)])
