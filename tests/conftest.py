@@ -253,3 +253,13 @@ def browser(webdriver, tmp_path):
     d = start_chromium(webdriver, tmp_path/'chromium-profile')
     yield d
     d.quit()
+
+def stream_body(handler, chunk:bytes, total:int):
+    "A test server's body: `chunk` again and again until `total` bytes or the client hangs up; `server.sent` counts"
+    n = 0
+    try:
+        while n < total:
+            handler.wfile.write(chunk)
+            n += len(chunk)
+    except (BrokenPipeError, ConnectionResetError): pass
+    handler.server.sent = n

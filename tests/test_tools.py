@@ -9,7 +9,7 @@ import json, http.server, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from conftest import ReplyHandler
+from conftest import ReplyHandler, stream_body
 from test_web import run
 from venus_nb import web as W, schema as S
 from venus_nb.corpus import Doc, LocalCorpus, load_corpus
@@ -162,13 +162,7 @@ class Handler(ReplyHandler):
         self.send_header('Content-Type', 'text/html')
         self.send_header('Content-Length', str(HUGE))
         self.end_headers()
-        n = 0
-        try:
-            while n < HUGE:
-                self.wfile.write(CHUNK)
-                n += len(CHUNK)
-        except (BrokenPipeError, ConnectionResetError): pass
-        self.server.sent = n
+        stream_body(self, CHUNK, HUGE)
 
     def searxng(self):
         with self.server.lock:

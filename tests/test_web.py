@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 import httpx, pytest
 from hypothesis import given, settings, strategies as st
-from conftest import ReplyHandler
+from conftest import ReplyHandler, stream_body
 from venus_nb import web as W
 from venus_nb.web import (Fetched, ToolConfig, ToolError, address_error, backoff_delay, page_of, retry_after,
                           url_error, Cache, Cassette, make_client)
@@ -144,13 +144,7 @@ class Handler(ReplyHandler):
         self.send_response(200)
         self.send_header('Content-Type', 'text/plain')
         self.end_headers()   # no length: read to the end
-        chunk, n = b'endless words ' * 4681, 0
-        try:
-            while n < ENDLESS:
-                self.wfile.write(chunk)
-                n += len(chunk)
-        except (BrokenPipeError, ConnectionResetError): pass
-        self.server.sent = n
+        stream_body(self, b'endless words ' * 4681, ENDLESS)
 
     def drip(self):
         self.send_response(200)
