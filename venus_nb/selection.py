@@ -21,12 +21,12 @@ from .evaluation import (KS, final_answer, pass_at_k, trajectory_row, score_traj
 from .stats import TIE, bootstrap_mean, paired_stats
 
 # %% auto #0
-__all__ = ['SELECTORS', 'LOGP', 'SELECTION_FILES', 'Candidate', 'vote', 'pick_majority', 'top', 'ranks01', 'pick_weighted',
-           'pick_verified', 'Selector', 'selectors_of', 'answer_logps', 'confidence_of', 'evidence_gain',
-           'scoring_tokens', 'as_policy', 'policy_scores', 'evidence_text', 'as_verifier', 'candidate_table', 'choose',
-           'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share', 'extra_tokens', 'summary_row',
-           'selection_table', 'Measurement', 'selection_figure', 'measure', 'write_selection', 'usable',
-           'run_selection', 'read_selection']
+__all__ = ['WEIGHTS', 'SELECTORS', 'LOGP', 'SCORERS', 'SELECTION_FILES', 'Candidate', 'vote', 'pick_majority', 'top', 'ranks01',
+           'pick_weighted', 'pick_verified', 'Selector', 'selectors_of', 'answer_logps', 'confidence_of',
+           'evidence_gain', 'scoring_tokens', 'as_policy', 'policy_scores', 'evidence_text', 'as_verifier',
+           'candidate_table', 'choose', 'Selection', 'select', 'subsets', 'selected_accuracy', 'gap_share',
+           'extra_tokens', 'summary_row', 'selection_table', 'Measurement', 'selection_figure', 'measure',
+           'write_selection', 'usable', 'run_selection', 'read_selection']
 
 # %% ../nbs/32_selection.ipynb #c610264f
 class Candidate(NamedTuple):
@@ -77,7 +77,7 @@ def top(name:str # the score to rank by
 
 # %% ../nbs/32_selection.ipynb #a8f08584
 # a vote weighs 1 + Σ weight × rank of the score among the question's answered rollouts
-_WEIGHTS = dict(confidence=0.5, evidence=0.5)
+WEIGHTS = dict(confidence=0.5, evidence=0.5)
 
 def ranks01(values:list)->list[float]:
     "Each value's rank among `values` scaled to [0, 1]: 0 lowest, 1 highest, ties share their mean, NaN/-inf at 0"
@@ -86,8 +86,8 @@ def ranks01(values:list)->list[float]:
     return [0.0 if x == -math.inf else (sum(y < x for y in v) + (sum(y == x for y in v) - 1) / 2) / (len(v) - 1)
             for x in v]
 
-def pick_weighted(cands:list, weights:dict=_WEIGHTS)->int|None:
-    "A vote in which each answered rollout weighs 1 + Σ weight × rank of its score (`_WEIGHTS`)"
+def pick_weighted(cands:list, weights:dict=WEIGHTS)->int|None:
+    "A vote in which each answered rollout weighs 1 + Σ weight × rank of its score (`WEIGHTS`)"
     pos, w = [i for i, c in enumerate(cands) if c.key], [1.0] * len(cands)
     for name, wt in weights.items():
         for i, r in zip(pos, ranks01([_score_of(cands[i], name) for i in pos])): w[i] += wt * r
@@ -104,7 +104,7 @@ def pick_verified(cands:list, name:str='verifier')->int|None:
 class Selector:
     "A way to choose one answer from a question's rollouts: a pure `pick` over candidates and the scorers it needs"
     pick: Callable      # (list[Candidate]) -> position of the chosen candidate, None when no candidate has an answer
-    needs: tuple = ()   # keys of `_SCORERS` whose scores `pick` reads
+    needs: tuple = ()   # keys of `SCORERS` whose scores `pick` reads
     about: str = ''     # one line saying what it picks
 
 SELECTORS = {
@@ -226,7 +226,7 @@ def _verifier_scores(trajs:list, # rollouts without their ground truth
 
 # %% ../nbs/32_selection.ipynb #fd14721f
 # name -> (rollouts, resources) -> one row of scores per rollout
-_SCORERS = {'policy': policy_scores, 'verifier': _verifier_scores}
+SCORERS = {'policy': policy_scores, 'verifier': _verifier_scores}
 # meta keys that could carry the answer's verdict: dropped too
 _LABELS = ('gt', 'correct', 'score', 'judge', 'outcome', 'reward')
 _ROLLOUT_COLUMNS = ['qid', 'group', 'sample', 'question', 'answer', 'key', 'tokens']
@@ -243,7 +243,7 @@ def _answer_rows(trajs:list)->pd.DataFrame:
 
 # %% ../nbs/32_selection.ipynb #b16e9ba3
 def candidate_table(trajs:list, # rollouts (`Trajectory`), G per question, with `group`/`sample` in their meta
-                    needs=(), # keys of `_SCORERS` to compute
+                    needs=(), # keys of `SCORERS` to compute
                     policy=None, # for the `policy` scorer: a `Policy`, (model, tokenizer), or a name for `load_policy`
                     verifier=None, # for the `verifier` scorer: an `LLMVerifier` or its base URL
                     scores=None # columns of your own, one value per rollout (a dict or DataFrame)
@@ -252,7 +252,7 @@ def candidate_table(trajs:list, # rollouts (`Trajectory`), G per question, with 
     pol = as_policy(policy) if 'policy' in needs else None
     seen = [_blind(t, tuple(pol)[1] if pol is not None else None) for t in trajs]
     res = dict(policy=pol, verifier=verifier)
-    cols = [_SCORERS[n](seen, res).reset_index(drop=True) for n in dict.fromkeys(needs)]
+    cols = [SCORERS[n](seen, res).reset_index(drop=True) for n in dict.fromkeys(needs)]
     mine = pd.DataFrame(scores).reset_index(drop=True) if scores is not None else pd.DataFrame()
     return pd.concat([_answer_rows(seen), *cols, mine], axis=1)
 
