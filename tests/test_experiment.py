@@ -610,6 +610,9 @@ def test_a_registered_run_goes_a_seed_at_a_time_and_tests_each_run_as_it_ends(tm
         (a, s, sp) for s in (0, 1) for a in ('start', 'IGPO (DR-Venus)', 'GRPO') for sp in ('validation', 'test')]
     # one runs.csv row per stop, written before it is told; the summary of the run so far beside it
     assert [n for _, n, _ in seen] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]
+    # after seed 0's IGPO run, H2's other side has not run: its verdict waits, H1's counts whole seeds
+    after_igpo0 = seen[3][2]['hypotheses']
+    assert [h['verdict'].split(':')[0] for h in after_igpo0] == ['interim, 1 of 2 seeds', 'not measured yet']
     after_seed0 = seen[5][2]['hypotheses']
     assert [h['verdict'].split(':')[0] for h in after_seed0] == ['interim, 1 of 2 seeds'] * 2
     assert [h['verdict'] for h in res.hypotheses.to_dict('records')] == ['higher', 'higher']

@@ -237,7 +237,7 @@ def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
 def _verdict(r, alpha:float, seeds:int|None)->str:
     if math.isnan(r.p_value): return 'not measured yet: its two sides have no test rows for the same seed'
     said = directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha)
-    return said if seeds is None or r.seeds >= seeds else f'interim, {r.seeds} of {seeds} seeds: {said}'
+    return said if seeds is None or r.seeds >= seeds else f'interim, {int(r.seeds)} of {seeds} seeds: {said}'
 
 def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and question
                      hypotheses, # the registered set (`check_hypotheses`)
