@@ -9,7 +9,7 @@ from test_base import refused
 from venus_nb.experiment import (signal_density, advantages_under, summary_table, score_matrix, ExperimentConfig,
                                  Start, arm_config, experiment, kind_table, eval_steps, heldout_curve, check_resume,
                                  final_evals, read_experiment)
-from venus_nb.stats import bootstrap_mean, sign_test, paired_stats
+from venus_nb.stats import bootstrap_mean
 from venus_nb.rewards import Scored
 from venus_nb.trajectory import Trajectory
 from venus_nb.cli import main
@@ -41,14 +41,6 @@ def test_all_failed_batch_gives_grpo_nothing():
     s = _batch([0.0] * 4, [0.2, -0.1, 0.3, 0.0])
     assert all(a == 0 for row in advantages_under(s, estimator='grpo') for a in row)
     assert signal_density(s)['grpo_silent_groups'] == 1.0 and np.isnan(signal_density(s)['visit_ig_correct'])
-
-def test_bootstrap_interval_covers_the_mean_and_narrows_with_data():
-    rng = np.random.default_rng(0)
-    small, big = bootstrap_mean(rng.random((3, 10))), bootstrap_mean(rng.random((3, 400)))
-    for mean, lo, hi in (small, big): assert lo <= mean <= hi
-    assert big[2] - big[1] < small[2] - small[1]
-    assert bootstrap_mean(np.ones((2, 3)) * 0.25) == (0.25, 0.25, 0.25)
-    with pytest.raises(ValueError, match='seeds × questions'): bootstrap_mean(np.ones(3))
 
 def _evals(p_a, p_b, seeds=3, questions=20, n=4, seed=0):
     rng = np.random.default_rng(seed)
@@ -139,23 +131,6 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     seen.clear()
     main(['experiment', '--signal-only'])
     assert 'cfg' not in seen
-
-def test_sign_test_is_exact():
-    assert sign_test([1, 1, 1]) == 0.25                            # 3 discordant, all one way: 2 × (1/2)³
-    assert sign_test([1] * 5 + [0] * 100) == pytest.approx(0.0625)
-    assert sign_test([1, -1, 1, -1]) == 1.0 and sign_test([0, 0]) == 1.0
-    assert sign_test([1] * 9 + [-1]) == pytest.approx(2 * 11 / 1024)
-
-def test_three_discordant_questions_are_no_difference_measured():
-    d = np.zeros((3, 64))
-    d[0, 0] = d[1, 5] = d[2, 9] = 1.0     # 192 paired samples, 3 differ, all one way
-    s = paired_stats(d)
-    assert (s['discordant'], s['better'], s['worse']) == (3, 3, 0) and s['p_value'] == 0.25
-    assert s['lo'] == 0.0 and s['verdict'] == 'no difference measured'
-    big = np.full((1, 64), 0.25)
-    big[0, :8] = 0                    # 56 questions better, none worse
-    s = paired_stats(big)
-    assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
 
 def test_fewer_than_three_seeds_are_not_resampled():
     m = np.random.default_rng(0).random((2, 30))

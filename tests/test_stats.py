@@ -60,3 +60,28 @@ def test_verdict_words_match_the_test():
     assert directed_verdict(-0.2, 0.05, 0.01, '<') == 'not measured lower'
     assert 'the exact test does not' in directed_verdict(0.02, 0.2, 0.2)
     assert seed_note(3) is None and 'claim nothing' in seed_note(2)
+
+def test_bootstrap_interval_covers_the_mean_and_narrows_with_data():
+    rng = np.random.default_rng(0)
+    small, big = bootstrap_mean(rng.random((3, 10))), bootstrap_mean(rng.random((3, 400)))
+    for mean, lo, hi in (small, big): assert lo <= mean <= hi
+    assert big[2] - big[1] < small[2] - small[1]
+    assert bootstrap_mean(np.ones((2, 3)) * 0.25) == (0.25, 0.25, 0.25)
+    with pytest.raises(ValueError, match='seeds × questions'): bootstrap_mean(np.ones(3))
+
+def test_sign_test_is_exact():
+    assert sign_test([1, 1, 1]) == 0.25                            # 3 discordant, all one way: 2 × (1/2)³
+    assert sign_test([1] * 5 + [0] * 100) == pytest.approx(0.0625)
+    assert sign_test([1, -1, 1, -1]) == 1.0 and sign_test([0, 0]) == 1.0
+    assert sign_test([1] * 9 + [-1]) == pytest.approx(2 * 11 / 1024)
+
+def test_three_discordant_questions_are_no_difference_measured():
+    d = np.zeros((3, 64))
+    d[0, 0] = d[1, 5] = d[2, 9] = 1.0     # 192 paired samples, 3 differ, all one way
+    s = paired_stats(d)
+    assert (s['discordant'], s['better'], s['worse']) == (3, 3, 0) and s['p_value'] == 0.25
+    assert s['lo'] == 0.0 and s['verdict'] == 'no difference measured'
+    big = np.full((1, 64), 0.25)
+    big[0, :8] = 0                    # 56 questions better, none worse
+    s = paired_stats(big)
+    assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
