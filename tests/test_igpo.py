@@ -398,7 +398,7 @@ def _world():
     return [json.loads(l) for l in open(WORLD/'qa.jsonl')], load_corpus(WORLD/'corpus.jsonl')
 
 @pytest.mark.parametrize('lora_r', [16, None], ids=['lora', 'full'])
-def test_kill_and_resume(tmp_path, lora_r):
+def test_igpo_kill_and_resume(tmp_path, lora_r):
     out = tmp_path/'run'
     cfg = lambda o: _cfg(o, lora_r)
     script = tmp_path/'run_igpo.py'

@@ -96,7 +96,7 @@ def test_loss_falls_with_unsloth_cpu_fallback(tmp_path):
     r = _result(_run(tmp_path, 'unsloth', tmp_path, 30, 100))
     assert r['backend'] == 'unsloth' and sum(r['losses'][-5:]) < 0.9 * sum(r['losses'][:5])
 
-def test_kill_and_resume(tmp_path):
+def test_sft_kill_and_resume(tmp_path):
     proc = _run(tmp_path, 'transformers', tmp_path, 40, 4)
     deadline = time.time() + 300
     while not (tmp_path/'run'/'checkpoint-8').exists():
