@@ -366,7 +366,7 @@ def run_eval(inputs:dict, cfg)->list:
     scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None
     rep = evaluate(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,),
                    label=inputs['label'] or str(inputs['policy']))
-    if select: rep = replace(rep, selection=run_selection(trajs, scorer, verifier, select, rep.rows.correct,
+    if select: rep = replace(rep, selection=run_selection(trajs, scorer, verifier, select, correct=rep.rows.correct,
                                                         gs=tuple(rep.pass_at_k.k), label=rep.label))
     say(rep._repr_markdown_())
     out = _output_folder(inputs, cfg)

@@ -504,8 +504,8 @@ def run_selection(rollouts, # rollouts (JSONL, or a `Trajectory` list) with grou
                  )->Measurement:
     "`select` on the rollouts (no ground truth), then `measure` every selector against Pass@1 and Pass@G; write it"
     trajs = read_jsonl(rollouts).trajectories if isinstance(rollouts, (str, Path)) else list(rollouts)
-    sel = select(trajs, selectors if selectors is not None else usable(SELECTORS, policy, verifier), policy, verifier,
-                 scores)
+    named = selectors if selectors is not None else usable(SELECTORS, policy, verifier)
+    sel = select(trajs, named, policy, verifier, scores)
     if correct is None: correct = score_trajectories(trajs, score).correct
     m = measure(sel.candidates, correct, sel.selectors, gs, most, seed, label, sel.judged(correct))
     if out is not None: write_selection(out, m)
