@@ -203,6 +203,12 @@ def test_picks_of_a_selection_show_in_the_group_widget_and_page(group):
     page = replay_html(trajs, sc, rollout=1, picks=picks)
     assert '<th>picked_by</th>' in page and '<td>majority, evidence</td>' in page
 
+def test_replay_of_a_group_starts_at_the_rollout_asked_for(group):
+    trajs, sc = group
+    assert replay_html(trajs, sc, rollout=2) == replay_html(trajs[2], sc) != replay_html(trajs, sc)
+    with pytest.raises(ValueError, match='rollout 0 of this'): replay_html(trajs[0], sc, rollout=2)
+    with pytest.raises(ValueError, match='not among'): replay_html(trajs, sc, rollout=7)
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The replay never shows a number without its basis: a trajectory without a ground truth is refused or replayed
 # unscored; unscored turns are marked with their reason; the chart draws the question-only baseline and the sum behind

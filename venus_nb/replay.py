@@ -53,9 +53,15 @@ def _index_of(traj, trajs):
     return i
 
 def _pairs_scored(traj, sc, rollout):
-    first = (_index_of(traj[0] if isinstance(traj, (list, tuple)) else traj, sc.trajs) if traj is not None
-             else (rollout or 0))
-    return {i: sc.trajs[i] for i, g in enumerate(sc.groups) if g == sc.groups[first]}, first
+    "The group of `traj` (a list: of its first) or of `rollout`; `rollout`, where given, is the one to start with"
+    if traj is None: first = rollout or 0
+    elif isinstance(traj, (list, tuple)): first = _index_of(traj[0], sc.trajs) if rollout is None else rollout
+    else:
+        first = _index_of(traj, sc.trajs)
+        if rollout not in (None, first): raise ValueError(f'`traj` is rollout {first} of this `Scored`, not {rollout}')
+    if not 0 <= first < len(sc.trajs): raise ValueError(f'rollout {first} is not among 0..{len(sc.trajs) - 1}')
+    group = sc.groups[_index_of(traj[0], sc.trajs) if isinstance(traj, (list, tuple)) else first]
+    return {i: sc.trajs[i] for i, g in enumerate(sc.groups) if g == group}, first
 
 def _pairs_unscored(traj, rollout):
     if traj is None: raise ValueError('nothing to replay: without scores, give the trajectory (or a list of them)')
