@@ -3,7 +3,9 @@
 # that later changes cannot touch it. Resumable: on a fresh machine it starts from the stops already committed in
 # examples/experiment/confirm (copied into the run folder), and after every stop it copies the folder's tables back
 # there to be committed. Usage: COMMIT=<sha> examples/experiment/confirm/run.sh (WT=, OUT=, KV_GIB= to move or
-# size it). The run folder's COMMIT file names the commit it runs from, copied here beside the tables.
+# size it). The run folder's COMMIT file names the commit it runs from, copied here beside the tables. A warm start
+# made on another kind of CPU differs in its last bits, and a seed's stops must all begin from one set of weights:
+# each machine runs the seeds whose start it makes, and a seed begun elsewhere waits for such a machine.
 set -euo pipefail
 MAIN=$(git -C "$(dirname "$0")" rev-parse --show-toplevel); WT=${WT:-/work/confirm}; OUT=${OUT:-/work/runs/confirm}
 PUB=$MAIN/examples/experiment/confirm
@@ -24,8 +26,11 @@ export VLLM_CPU_KVCACHE_SPACE=${KV_GIB:-4} PUB OUT
 exec .venv/bin/python - <<'PY'
 import os, shutil, datetime
 from pathlib import Path
+import pandas as pd
+import venus_nb.experiment as X
 from venus_nb.cli import quiet_libraries
-from venus_nb.experiment import experiment, ExperimentConfig
+from venus_nb.checkpoints import weights_sha256
+from venus_nb.experiment import experiment, ExperimentConfig, warm_start_point
 out, pub = Path(os.environ['OUT']), Path(os.environ['PUB'])
 FILES = ('registration.json', 'config.json', 'evals.csv', 'test.csv', 'runs.csv', 'steps.csv', 'summary.json',
          'summary.csv', 'report.html')
@@ -35,7 +40,24 @@ def say(line):
     for f in FILES:
         if (out/f).exists(): shutil.copy2(out/f, pub/f)
     (pub/'COMMIT').write_text((out/'COMMIT').read_text())
+cfg = ExperimentConfig.confirm(output_dir=str(out))
 with quiet_libraries():
-    experiment(ExperimentConfig.confirm(output_dir=str(out)), say=say, prune=True)
-say('the confirmatory run has ended')
+    start = warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
+# A seed's stops all begin from one set of weights, and a warm start made on another kind of CPU differs in its last
+# bits. This machine runs the seeds whose start it makes (those it has begun first) and the seeds not begun; a seed
+# begun from other weights waits for a machine that makes them. Only the order of the stops changes: each stop is the
+# pinned library's.
+sha, runs = weights_sha256(start.folder), pd.read_csv(out/'runs.csv') if (out/'runs.csv').exists() else None
+began = {s: d for s, d in runs.groupby('seed')} if runs is not None else {}
+waiting = [s for s, d in began.items() if set(d.start_sha256.dropna()) - {sha}]
+for s in waiting:
+    d = began[s]
+    say(f'seed {s} waits for a machine that makes the weights it began from (SHA-256 {d.start_sha256.iloc[0][:16]}…, '
+        f'made on {d.machine.iloc[0]}); this one makes {sha[:16]}…')
+order = sorted((s for s in cfg.seeds if s not in waiting), key=lambda s: (s not in began, s))
+stops = X._runs
+X._runs = lambda c: sorted((r for r in stops(c) if r[1] in order), key=lambda r: order.index(r[1]))
+with quiet_libraries():
+    experiment(cfg, start=start, say=say, prune=True)
+say(f'the confirmatory run has ended on this machine; seeds waiting: {waiting or "none"}')
 PY
