@@ -601,8 +601,9 @@ def test_a_registered_run_goes_a_seed_at_a_time_and_tests_each_run_as_it_ends(tm
         d = out/'runs'/arm/f'seed{seed}'
         assert (d/'final'/'model.safetensors').exists() and not list(d.glob('checkpoint-*'))
 
-def test_a_seed_is_not_continued_from_other_starting_weights(tmp_path, monkeypatch):
-    "A stop, then the start made again with other weights: the seed it began is refused, naming both hashes"
+def test_a_seed_begun_from_other_weights_waits_and_the_others_run(tmp_path, monkeypatch):
+    """A stop, then a machine whose start holds other weights: seed 0 waits (said, with both hashes), seed 1 runs whole
+    there; back on weights like the first, seed 0 goes on and seed 1 is left alone"""
     import venus_nb.experiment as ex
     calls = _faked(monkeypatch)
     out = tmp_path/'run'
@@ -617,11 +618,17 @@ def test_a_seed_is_not_continued_from_other_starting_weights(tmp_path, monkeypat
     assert len(pd.read_csv(out/'test.csv').groupby(['arm', 'seed'])) == 2     # the start and IGPO of seed 0 kept
     monkeypatch.setattr(ex, '_evaluated', real)
     calls.clear()
-    with pytest.raises(ValueError, match='seed 0 began from other starting weights'):
-        experiment(cfg, _start_with_weights(tmp_path/'b', 2.0), say=lambda *a: None)
-    assert calls == []
-    res = experiment(cfg, _start_with_weights(tmp_path/'c', 1.0), say=lambda *a: None)   # the same weights: on it goes
-    assert [(c['label'], c['seed']) for c in calls][:2] == [('GRPO', 0), ('GRPO', 0)] and len(res.runs) == 6
+    said = []
+    other = _start_with_weights(tmp_path/'b', 2.0)
+    res = experiment(cfg, other, say=said.append)
+    assert said[0].startswith('seed 0 waits for a machine that makes the weights it began from (SHA-256 ')
+    assert {(c['label'], c['seed']) for c in calls} == {('start', 1), ('IGPO (DR-Venus)', 1), ('GRPO', 1)}
+    by_seed = res.runs.groupby('seed').start_sha256.unique()
+    assert len(by_seed[0]) == len(by_seed[1]) == 1 and by_seed[0][0] != by_seed[1][0]   # one start per seed
+    calls.clear()
+    res = experiment(cfg, _start_with_weights(tmp_path/'c', 1.0), say=said.append)   # the first weights again
+    assert said[-3].startswith('seed 1 waits') and {(c['label'], c['seed']) for c in calls} == {('GRPO', 0)}
+    assert len(res.runs) == 6 and res.runs.groupby(['arm', 'seed']).ngroups == 6
 
 def test_world_questions_as_dataset_feed_an_experiment_start():
     from venus_nb.evaluation import world_questions

@@ -29,7 +29,7 @@ __all__ = ['TREATMENT', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONF
            'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions',
            'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder',
            'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume',
-           'check_start', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars',
+           'seeds_here', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars',
            'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table',
            'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
@@ -757,11 +757,12 @@ def _result_of(cfg:ExperimentConfig, out:Path, tables:list # steps, validation r
     return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs, test)
 
 # %% ../nbs/31_experiment.ipynb #3053437d
-def _runs(cfg:ExperimentConfig)->list:
+def _runs(cfg:ExperimentConfig, seeds:list|None=None # in this order (default: `cfg.seeds`)
+         )->list:
     "(label, seed, step, splits) of every stop, a seed at a time: the start, then each arm at each of its `eval_steps`"
     last = ('validation', 'test') if cfg.hypotheses else ('validation',)   # a registered run: test as each run ends
     return [(label, s, k, last if k == (cfg.steps if label != 'start' else 0) else ('validation',))
-            for s in cfg.seeds for label in ('start', *cfg.arms)
+            for s in (cfg.seeds if seeds is None else seeds) for label in ('start', *cfg.arms)
             for k in ([0] if label == 'start' else eval_steps(cfg))]
 
 # %% ../nbs/31_experiment.ipynb #9b46f691
@@ -810,16 +811,20 @@ def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None)->p
                               split='+'.join(splits), start_sha256=start_sha, weights_sha256=weights,
                               machine=cpu_name())])
 
-def check_start(runs:pd.DataFrame, # the folder's runs.csv
-                seed:int, sha:str|None # the SHA-256 of the weights this start holds (None: not known, not checked)
-               ):
-    "Refuse to add to a seed's runs from other starting weights: the start and the arms of a seed are compared"
-    if sha is None or 'start_sha256' not in runs: return
-    if other := sorted(set(runs.start_sha256[runs.seed == seed].dropna()) - {sha}):
-        raise ValueError(f'seed {seed} began from other starting weights (SHA-256 {other[0][:16]}…), this start '
-                         f'holds {sha[:16]}…: a warm start made again on another kind of CPU (runs.csv names the '
-                         'machine of each stop) computes otherwise. Run the seed on with the weights it began from, '
-                         "or delete that seed's rows from evals.csv, test.csv and runs.csv to run it again whole")
+def seeds_here(runs:pd.DataFrame, # the folder's runs.csv
+               seeds, sha:str|None # the SHA-256 of the weights this start holds (None: not known, not checked)
+              )->tuple[list, dict]:
+    "The seeds this start may run, those it has begun first; and {seed: (SHA-256, machine)} of each begun from other weights"
+    began = ({s: d.dropna(subset=['start_sha256']) for s, d in runs.groupby('seed')}
+             if sha is not None and 'start_sha256' in runs else {})
+    waiting = {s: (d.start_sha256.iloc[0], d.machine.iloc[0] if 'machine' in d else 'another machine')
+               for s, d in began.items() if set(d.start_sha256) - {sha}}
+    return sorted((s for s in seeds if s not in waiting), key=lambda s: (not len(began.get(s, ())), s)), waiting
+
+def _say_waiting(seed, other:str, machine:str, sha:str)->str:
+    return (f'seed {seed} waits for a machine that makes the weights it began from (SHA-256 {other[:16]}…, made on '
+            f'{machine}); this start holds {sha[:16]}…, as a warm start made on another kind of CPU does. To run the '
+            "seed again whole from these weights, delete its rows from evals.csv, test.csv and runs.csv")
 
 def _check_test_split(start:Start, cfg:ExperimentConfig):
     "A ValueError where the start's test split is not the size the configuration registered"
@@ -855,11 +860,13 @@ def experiment(cfg:ExperimentConfig|None=None,
     start = start or warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
     if cfg.hypotheses: _check_test_split(start, cfg)
     sha, tables = weights_sha256(start.folder), _done(out)
-    for label, seed, step, splits in _runs(cfg):
+    # a seed's stops all begin from one set of weights: a seed begun from others waits for a machine that makes them
+    here, waiting = seeds_here(tables[2], cfg.seeds, sha)
+    for seed, (other, machine) in waiting.items(): say(_say_waiting(seed, other, machine, sha))
+    for label, seed, step, splits in _runs(cfg, here):
         if label == 'start' and not with_start: continue
         todo = tuple(sp for sp in splits if not _done_at(tables[3 if sp == 'test' else 1], label, seed, step))
         if not todo: continue
-        check_start(tables[2], seed, sha)
         if 'test' in todo: check_registration(out, cfg)   # again, just before the test questions are touched
         t = time.time()
         s, evals = _evaluated(start, cfg, label, seed, step, todo)
