@@ -814,7 +814,7 @@ def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None)->p
 def seeds_here(runs:pd.DataFrame, # the folder's runs.csv
                seeds, sha:str|None # the SHA-256 of the weights this start holds (None: not known, not checked)
               )->tuple[list, dict]:
-    "The seeds this start may run, those it has begun first; and {seed: (SHA-256, machine)} of each begun from other weights"
+    "The seeds this start may run, begun ones first, and {seed: (SHA-256, machine)} of those begun from other weights"
     began = ({s: d.dropna(subset=['start_sha256']) for s, d in runs.groupby('seed')}
              if sha is not None and 'start_sha256' in runs else {})
     waiting = {s: (d.start_sha256.iloc[0], d.machine.iloc[0] if 'machine' in d else 'another machine')
