@@ -46,7 +46,7 @@ with quiet_libraries():
 # A seed's stops all begin from one set of weights, and a warm start made on another kind of CPU differs in its last
 # bits. This machine runs the seeds whose start it makes (those it has begun first) and the seeds not begun; a seed
 # begun from other weights waits for a machine that makes them. Only the order of the stops changes: each stop is the
-# pinned library's.
+# pinned library's. (`experiment` does this itself since, with `seeds_here`; the pinned library predates it.)
 sha, runs = weights_sha256(start.folder), pd.read_csv(out/'runs.csv') if (out/'runs.csv').exists() else None
 began = {s: d for s, d in runs.groupby('seed')} if runs is not None else {}
 waiting = [s for s, d in began.items() if set(d.start_sha256.dropna()) - {sha}]
