@@ -66,9 +66,22 @@ def test_the_engine_computes_as_the_warm_start_was_trained(monkeypatch):
     monkeypatch.setattr(ws, 'has_module', lambda name: True)
     monkeypatch.setattr(rollout, 'vllm_engine', lambda folder, **kw: made.append(kw) or kw)
     assert (WarmConfig(bf16=False).dtype, WarmConfig(bf16=True).dtype) == ('float32', 'bfloat16')
-    ws.engine_for_folder('m', 'vllm', dtype=WarmConfig(bf16=False).dtype, enable_lora=False)
+    ws.engine_for_folder('m', 'vllm', dtype=WarmConfig(bf16=False).dtype)
     ws.engine_for_folder('m', 'auto')
     assert made == [dict(max_model_len=4096, dtype='float32'), dict(max_model_len=4096)]   # None: fast_dtype() decides
+
+def test_an_engine_for_training_is_exact_and_the_faster_way_on_its_device(monkeypatch):
+    "On CPU a float32 engine that reloads merged weights, whatever the warm start's dtype; on a GPU bf16 serving LoRA"
+    import torch, venus_nb.rollout as rollout, venus_nb.warm_start as ws
+    made = []
+    monkeypatch.setattr(ws, 'has_module', lambda name: True)
+    monkeypatch.setattr(rollout, 'vllm_engine', lambda folder, **kw: made.append(kw) or kw)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    ws.engine_for_folder('m', 'vllm', dtype='bfloat16', trains=True)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    ws.engine_for_folder('m', 'vllm', dtype='bfloat16', trains=True)
+    assert made == [dict(max_model_len=4096, dtype='float32'),
+                    dict(max_model_len=4096, dtype='bfloat16', enable_lora=True)]
 
 
 def test_the_test_split_leaves_the_warm_world_and_its_cache_key_as_they_were():

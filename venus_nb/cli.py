@@ -305,10 +305,11 @@ def read_corpus(corpus, questions):
     return load_corpus(readable(path))
 
 # %% ../nbs/45_cli.ipynb #db331d72
-def policy_engine(inputs:dict):
+def policy_engine(inputs:dict, trains:bool=False # the engine follows the policy as it trains (`igpo`)
+                 ):
     "The rollout engine of the policy: vLLM ('auto' when installed) or transformers"
     from venus_nb.warm_start import engine_for_folder
-    return engine_for_folder(inputs['policy'], inputs['engine'], inputs['max_model_len'])
+    return engine_for_folder(inputs['policy'], inputs['engine'], inputs['max_model_len'], trains=trains)
 
 def rollout_line(trajs:list, engine:str, seconds:float)->str:
     "How many rollouts, how fast, how well formed, and how they ended"
@@ -381,7 +382,7 @@ def run_igpo(inputs:dict, cfg)->list:
     from venus_nb.rollout import HFEngine
     questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
                          read_corpus(inputs['corpus'], inputs['questions']))
-    engine = None if inputs['engine'] == 'transformers' else policy_engine(inputs)
+    engine = None if inputs['engine'] == 'transformers' else policy_engine(inputs, trains=True)
     # a transformers engine on its own copy of the weights would not follow the update: the policy then generates itself
     with step_bar(cfg) as on_step:
         res = igpo(inputs['policy'], questions, corpus, cfg, engine=None if isinstance(engine, HFEngine) else engine,

@@ -147,11 +147,9 @@ def turn_rewards_page(kept:list, warm, out:Path)->list:
 
 # %% ../nbs/44_demo.ipynb #11c208a4
 def stage_two_engine(warm):
-    "Stage 2's engine: vLLM on the warm start if installed (serving the adapter in bf16), else transformers"
+    "Stage 2's engine on the warm start: vLLM if installed, following the policy as it trains; else transformers"
     from venus_nb.warm_start import engine_for_folder
-    # a LoRA update merged into bf16 weights rounds away: a bf16 engine serves the adapter itself
-    return engine_for_folder(warm.path, warm.config.engine, dtype=warm.config.dtype,
-                             enable_lora=warm.config.dtype != 'float32')
+    return engine_for_folder(warm.path, warm.config.engine, dtype=warm.config.dtype, trains=True)
 
 # %% ../nbs/44_demo.ipynb #2b2c3df6
 def step_rollouts(engine, warm, questions:list, corpus, out:Path):

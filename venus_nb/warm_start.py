@@ -153,15 +153,15 @@ def rollout_config(cfg:WarmConfig):
 
 # %% ../nbs/26_warm_start.ipynb #e2fc8666
 def engine_for_folder(folder:str, engine:str='auto', max_model_len:int=4096,
-                      enable_lora:bool=False, # a vLLM engine serving LoRA adapters (for RL on a bf16-computing engine)
-                      dtype:str|None=None # vLLM's arithmetic; None: bf16 where it is fast (`models.fast_dtype`)
+                      dtype:str|None=None, # vLLM's arithmetic; None: bf16 where it is fast (`models.fast_dtype`)
+                      trains:bool=False # the engine follows a policy in training (`rollout.training_engine_kw`)
                      ):
     "A rollout engine on a model folder: vLLM ('auto' when it is installed) or transformers on float32 weights"
-    from venus_nb.rollout import vllm_engine, HFEngine
+    from venus_nb.rollout import vllm_engine, HFEngine, training_engine_kw
     if engine not in ('auto', 'vllm', 'transformers'):
         raise ValueError(f"engine must be 'auto', 'vllm' or 'transformers', got {engine!r}")
     if engine == 'vllm' or (engine == 'auto' and has_module('vllm')):
-        kw = {k: v for k, v in dict(enable_lora=enable_lora, dtype=dtype).items() if v}
+        kw = {k: v for k, v in (training_engine_kw(dtype) if trains else dict(dtype=dtype)).items() if v}
         return vllm_engine(str(folder), max_model_len=max_model_len, **kw)
     pol = load_policy(str(folder), 'transformers', dtype='float32')
     return HFEngine(pol.model, pol.tokenizer)
