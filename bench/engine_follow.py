@@ -64,7 +64,8 @@ def main():
     p.add_argument('--prompts', type=int, default=16, help='prompts in the generate call (the demo: 16 rollouts)')
     p.add_argument('--tokens', type=int, default=256, help='new tokens per prompt')
     p.add_argument('--repeats', type=int, default=3)
-    p.add_argument('--ways', default='bf16-lora,fp32,bf16', help=f'comma-separated, first is the baseline: {list(WAYS)}')
+    p.add_argument('--ways', default='bf16-lora,fp32,bf16',
+                   help=f'comma-separated, the first the baseline: {list(WAYS)}')
     a = p.parse_args()
     os.environ.setdefault('VLLM_CPU_KVCACHE_SPACE', '1')
     from venus_nb.cli import quiet_libraries
