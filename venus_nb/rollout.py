@@ -550,8 +550,8 @@ def warn_rounding(engine, model):
     dt = engine_dtype(engine)
     if engine_follows(engine, model) == 'reload' and is_adapter(model) and dt not in (None, torch.float32):
         warnings.warn(f'the engine computes in {dt}: a LoRA update merged into its weights rounds away; build it with '
-                      '`vllm_engine(..., enable_lora=True)` so it serves the adapter '
-                      '(the step metrics logp_mismatch_* show the gap)')
+                      '`vllm_engine(..., **training_engine_kw())` (float32 on CPU, serving the adapter on a GPU; '
+                      'the step metrics logp_mismatch_* show the gap)')
 
 def sync_engine(engine, model, folder:Path):
     "Make the engine generate with the current policy: load its adapter, or reload its merged weights"
