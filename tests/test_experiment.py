@@ -590,6 +590,10 @@ def test_a_registered_run_goes_a_seed_at_a_time_and_tests_each_run_as_it_ends(tm
     assert [h['verdict'].split(':')[0] for h in after_igpo0] == ['interim, 1 of 2 seeds', 'not measured yet']
     after_seed0 = seen[5][2]['hypotheses']
     assert [h['verdict'].split(':')[0] for h in after_seed0] == ['interim, 1 of 2 seeds'] * 2
+    # after seed 1's IGPO run H1 has both seeds, but its Holm p reads H2's, which has one: both stay interim
+    after_igpo1 = seen[9][2]['hypotheses']
+    assert [h['verdict'].split(':')[0] for h in after_igpo1] == [
+        'interim, 2 of 2 seeds, Holm waits on H2', 'interim, 1 of 2 seeds']
     assert [h['verdict'] for h in res.hypotheses.to_dict('records')] == ['higher', 'higher']
     runs = res.runs
     assert set(runs.start_sha256) == {weights_sha256(tmp_path/'start')} and runs.machine.notna().all()

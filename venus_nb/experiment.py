@@ -234,10 +234,14 @@ def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
     return row | {k: s[k] for k in ('mean', 'lo', 'hi', 'better', 'worse', 'discordant', 'p_value')} | dict(
         seeds=d.shape[0], questions=d.shape[1], resampled=resampled(d.shape[0]))
 
-def _verdict(r, alpha:float, seeds:int|None)->str:
+def _verdict(r, alpha:float, seeds:int|None,
+             unfinished:list=() # the hypotheses of the set still missing seeds: Holm's p reads every one of them
+            )->str:
     if math.isnan(r.p_value): return 'not measured yet: its two sides have no test rows for the same seed'
     said = directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha)
-    return said if seeds is None or r.seeds >= seeds else f'interim, {int(r.seeds)} of {seeds} seeds: {said}'
+    if seeds is None: return said
+    if r.seeds < seeds: return f'interim, {int(r.seeds)} of {seeds} seeds: {said}'
+    return f'interim, {seeds} of {seeds} seeds, Holm waits on {", ".join(unfinished)}: {said}' if unfinished else said
 
 def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and question
                      hypotheses, # the registered set (`check_hypotheses`)
@@ -248,7 +252,9 @@ def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and 
     if not hypotheses: return pd.DataFrame()
     t = pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses])
     t['p_holm'] = holm(t.p_value.fillna(1.0))
-    t['verdict'] = [_verdict(r, alpha, seeds) for r in t.itertuples()]
+    short = t.seeds.fillna(0) < seeds if seeds is not None and 'seeds' in t else pd.Series(False, index=t.index)
+    t['verdict'] = [_verdict(r, alpha, seeds, list(t.hypothesis[short & (t.hypothesis != r.hypothesis)]))
+                    for r in t.itertuples()]
     return t
 
 def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
