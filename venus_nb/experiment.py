@@ -23,15 +23,16 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
 # %% auto #0
 __all__ = ['TREATMENT', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION', 'EVAL_SEED',
            'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal',
-           'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_difference', 'summary_table',
-           'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start',
-           'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs', 'config_hash',
-           'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions',
-           'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder',
-           'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume',
-           'seeds_here', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars',
-           'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table',
-           'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
+           'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_seeds', 'paired_difference',
+           'summary_table', 'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table',
+           'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs',
+           'config_hash', 'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed',
+           'split_questions', 'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config',
+           'run_folder', 'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows',
+           'check_resume', 'seeds_here', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
+           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table',
+           'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals',
+           'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -144,10 +145,14 @@ def _row(label, k, m):
                 resampled=resampled(m.shape[0]))
 
 # %% ../nbs/31_experiment.ipynb #a8cc07f6
+def paired_seeds(evals:pd.DataFrame, a:str, b:str)->list:
+    "The training seeds both arms have evaluated, in the order `paired_difference` stacks its rows"
+    e = final_evals(evals)
+    return sorted(set(e.seed[e.arm == a]) & set(e.seed[e.arm == b]))
+
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
     "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question, on the seeds both sides have"
-    ma, mb = score_matrix(evals, a, k), score_matrix(evals, b, k)
-    seeds = ma.index.intersection(mb.index)
+    ma, mb, seeds = score_matrix(evals, a, k), score_matrix(evals, b, k), paired_seeds(evals, a, b)
     return (ma.loc[seeds] - mb.loc[seeds, ma.columns]).to_numpy()
 
 def _diff_row(evals, a, b, k):
@@ -222,8 +227,7 @@ def _alternative(h:dict)->str: return 'greater' if h['direction'] == '>' else 'l
 
 def _measured(evals:pd.DataFrame, h:dict)->bool:
     "Whether both sides have test rows for at least one seed in common"
-    e = _subset(evals, h['subset'])
-    return bool(set(e.seed[e.arm == h['a']]) & set(e.seed[e.arm == h['b']]))
+    return bool(paired_seeds(_subset(evals, h['subset']), h['a'], h['b']))
 
 def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
     row = dict(hypothesis=h['name'], primary=h['primary'], difference=f"{h['a']} − {h['b']}", metric=h['metric'],
@@ -263,7 +267,7 @@ def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
     for h in hypotheses:
         if not _measured(evals, h): continue
         e, k = _subset(evals, h['subset']), metric_k(h['metric'])
-        d, seeds = paired_difference(e, h['a'], h['b'], k), score_matrix(e, h['a'], k).index
+        d, seeds = paired_difference(e, h['a'], h['b'], k), paired_seeds(e, h['a'], h['b'])
         rows += [dict(hypothesis=h['name'], seed=int(seeds[r.pop('seed')]), **r)
                  for r in seed_tests(d, _alternative(h))]
     return pd.DataFrame(rows)
