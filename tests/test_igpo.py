@@ -9,7 +9,8 @@ import pytest, torch, yaml
 from test_base import refused
 from venus_nb.igpo import (IGPOConfig, score_rollouts, advantages_of, Piece, pieces, fill_old_and_ref, policy_update,
                            rl_policy, make_optimizer, save_checkpoint, last_igpo_checkpoint, load_checkpoint, igpo,
-                           turn_logps, learning_rate, reference, FULL_LR, LORA_LR)
+                           turn_logps, learning_rate, reference, at_reference, train_precision, FULL_LR,
+                           LORA_LR)
 from venus_nb.loss import loss_terms, igpo_loss
 from venus_nb.scoring import token_logps, prefilled
 from venus_nb.rollout import sync_engine, RolloutConfig
@@ -66,17 +67,52 @@ def _random_pieces(tok_len=(20, 33), seed=0, vocab=200):
 def tiny_rl(request):
     return rl_policy(tiny_model('llama'), IGPOConfig(seed=0, lora_r=request.param))
 
+@torch.no_grad()
+def _leave_reference(model, seed=0):
+    "Move every trained weight a little, as an update would: the policy is no longer π_ref"
+    g = torch.Generator().manual_seed(seed)
+    for v in model.parameters():
+        if v.requires_grad: v.add_(1e-2 * torch.randn(v.shape, generator=g).to(v.dtype))
+    assert not at_reference(model)
+    return model
+
+def test_at_reference_the_reference_pass_is_skipped_exactly(tiny_rl):
+    "Before the first update π_ref's log-probs are π_old's bit for bit: the skipped pass gives the same numbers"
+    model, ps, cfg = tiny_rl.model, _grouped_pieces(), IGPOConfig(kl_coef=0.1, ppo_epochs=2)
+    assert at_reference(model)
+    fill_old_and_ref(model, ps, cfg)
+    assert all(p.ref is p.old for p in ps)
+    made = [Piece(p.ids, p.mask, p.adv, prompt_len=p.prompt_len) for p in ps]
+    with reference(model) as ref:                             # what the pass would have given
+        for p, q in zip(made, ps):
+            with train_precision(model): p.ref = token_logps(ref, p.ids, cfg.rollout.temperature, p.at).detach()
+            assert torch.allclose(p.ref, q.old, atol=1e-6)
+    one = IGPOConfig(kl_coef=0.1, grad_clip=1e9)             # one epoch: ref None is π's own log-probs, KL 0
+    ps = [Piece(p.ids, p.mask, p.adv, prompt_len=p.prompt_len) for p in ps]
+    fill_old_and_ref(model, ps, one)
+    assert all(p.ref is None for p in ps)
+    skipped, m1, _ = _update_grads(model, ps, one)
+    model.zero_grad(set_to_none=True)
+    passed, m2, _ = _update_grads(model, made, one)
+    for a, b in zip(skipped, passed): assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+    assert m1['kl'] == 0.0 and m2['kl'] == pytest.approx(0.0, abs=1e-6)
+    fill_old_and_ref(_leave_reference(model), ps, cfg)       # once π moved, π_ref is its own pass
+    assert all(p.ref is not None and p.ref is not p.old for p in ps)
+    assert not all(torch.equal(p.ref, p.old) for p in ps)
+    bf16 = rl_policy(tiny_model('llama'), IGPOConfig(lora_r=None, dtype='bfloat16')).model
+    assert not at_reference(bf16)      # a copy in bf16 beside float32 weights computes otherwise: it keeps its pass
+
 def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
     cfg = IGPOConfig(lr=1e-2, kl_coef=0.01)
     ps = _random_pieces()
     fill_old_and_ref(tiny_rl.model, ps, cfg)
-    assert all(p.ref is not None for p in ps)
+    assert all(p.ref is None for p in ps)                    # π is still π_ref: no reference pass
     m = policy_update(tiny_rl.model, make_optimizer(tiny_rl.model, cfg), ps, cfg, random.Random(0))
     assert m['ratio'] == pytest.approx(1.0, abs=1e-5) and m['clip_frac'] == 0.0
     assert m['trained_tokens'] == sum(int(p.mask.sum()) for p in ps)
     adv_mean = float(sum((p.adv * p.mask).sum() for p in ps) / sum(p.mask.sum() for p in ps))
     assert m['pg'] == pytest.approx(-adv_mean, abs=1e-5)     # ratio 1: −(token-mean advantage)
-    assert m['kl'] == pytest.approx(0.0, abs=1e-6)           # a fresh adapter, or the untouched copy, is the reference
+    assert m['kl'] == 0.0                                    # a fresh adapter, or the untouched copy, is the reference
 
 def test_second_epoch_moves_the_ratio(tiny_rl):
     cfg = IGPOConfig(lr=5e-2, kl_coef=0.0, ppo_epochs=2, grad_clip=100.0)
@@ -114,7 +150,7 @@ def test_prompt_shared_by_a_group_is_run_once_with_the_same_logps(tiny_rl):
         p.prompt_len = len(prompt)
         p.mask[:len(prompt)] = 0
     ps.append(_random_pieces((20,), seed=1)[0])          # another question: its own prompt, scored alone
-    fill_old_and_ref(tiny_rl.model, ps, cfg)
+    fill_old_and_ref(_leave_reference(tiny_rl.model), ps, cfg)
     alone = [Piece(p.ids, p.mask, p.adv) for p in ps]
     fill_old_and_ref(tiny_rl.model, alone, cfg)
     for p, q in zip(ps, alone):
@@ -142,7 +178,7 @@ def _update_grads(model, ps, cfg):
 
 def test_a_shared_prompt_runs_once_with_the_same_gradient(tiny_rl):
     "The update runs the prompt of a question's rollouts once; gradient and metrics equal those of whole rollouts"
-    model, ps = tiny_rl.model, _grouped_pieces()
+    model, ps = _leave_reference(tiny_rl.model), _grouped_pieces()
     cfg = IGPOConfig(kl_coef=0.05, grad_clip=1e9)
     fill_old_and_ref(model, ps, cfg)
     shared, m1, n1 = _update_grads(model, ps, cfg)

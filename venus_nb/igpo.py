@@ -29,12 +29,12 @@ from .loss import LossConfig, loss_terms, token_loss, igpo_loss, engine_gap, GAP
 
 # %% auto #0
 __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'IGPOConfig', 'learning_rate', 'config_json', 'adapter_off',
-           'reference', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts', 'advantages_of',
-           'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy', 'make_optimizer', 'save_checkpoint',
-           'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint', 'rl_adapter_base',
-           'rl_card', 'save_final', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics', 'igpo_step',
-           'run_dir', 'scalars', 'step_tracker', 'IGPOResult', 'metrics_figure', 'resume_changes', 'igpo', 'turn_logps',
-           'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
+           'reference', 'at_reference', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts',
+           'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy', 'make_optimizer',
+           'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint',
+           'rl_adapter_base', 'rl_card', 'save_final', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics',
+           'igpo_step', 'run_dir', 'scalars', 'step_tracker', 'IGPOResult', 'metrics_figure', 'resume_changes', 'igpo',
+           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
 # %% ../nbs/29_igpo.ipynb #4ae88f52
 from .data import check_shares
@@ -132,6 +132,18 @@ def reference(model):
                          'builds it with kl_coef > 0')
     with (nullcontext(ref) if ref is not None else adapter_off(model)) as m: yield m
 
+def at_reference(model)->bool:
+    """Whether the policy still is π_ref: every weight of a full fine-tune equal to its frozen copy in value and dtype
+    (a copy in another dtype computes otherwise), or a LoRA adapter whose B matrices are all zero (as it starts) with
+    nothing else trained"""
+    ref = getattr(model, 'venus_ref', None)
+    if ref is not None:
+        mine = dict(model.named_parameters())
+        return all(mine[k].dtype == v.dtype and torch.equal(mine[k], v) for k, v in ref.named_parameters())
+    if not is_adapter(model): return False
+    trained = [(k, v) for k, v in model.named_parameters() if v.requires_grad]
+    return all('lora_A' in k or ('lora_B' in k and not v.any()) for k, v in trained)
+
 # %% ../nbs/29_igpo.ipynb #861f261e
 @contextmanager
 def train_precision(model):
@@ -204,14 +216,16 @@ def pieces(trajs:list, advantages:list)->list:
 # %% ../nbs/29_igpo.ipynb #e619226a
 @torch.no_grad()
 def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
-    "π_old (the pre-update policy; only needed past one epoch of one mini-batch) and π_ref, in the training precision"
+    "π_old (the pre-update policy; only needed past one epoch of one mini-batch) and π_ref (a pass only once π left it)"
     model.eval()
     logps = lambda m: each_prompt_once(m, ps, cfg.max_len, lambda i, prefix:
                                        token_logps(m, ps[i].ids, cfg.rollout.temperature, ps[i].at, prefix).cpu())
     if cfg.ppo_epochs * cfg.mini_batches > 1:
         with train_precision(model): olds = logps(model)
         for p, lp in zip(ps, olds): p.old = lp
-    if cfg.kl_coef:
+    if cfg.kl_coef and at_reference(model):   # π_ref is π_old, bit for bit (None: π, whose k3 KL is 0 with no gradient)
+        for p in ps: p.ref = p.old
+    elif cfg.kl_coef:
         with reference(model) as ref, train_precision(model): refs = logps(ref)
         for p, lp in zip(ps, refs): p.ref = lp
 
