@@ -88,9 +88,8 @@ def test_at_reference_the_reference_pass_is_skipped_exactly(tiny_rl):
             with train_precision(model): p.ref = token_logps(ref, p.ids, cfg.rollout.temperature, p.at).detach()
             assert torch.allclose(p.ref, q.old, atol=1e-6)
     one = IGPOConfig(kl_coef=0.1, grad_clip=1e9)             # one epoch: ref None is π's own log-probs, KL 0
-    ps = [Piece(p.ids, p.mask, p.adv, prompt_len=p.prompt_len) for p in ps]
     fill_old_and_ref(model, ps, one)
-    assert all(p.ref is None for p in ps)
+    assert all(p.ref is None and p.old is None for p in ps)   # the same pieces: nothing left from the last fill
     skipped, m1, _ = _update_grads(model, ps, one)
     model.zero_grad(set_to_none=True)
     passed, m2, _ = _update_grads(model, made, one)

@@ -220,14 +220,13 @@ def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
     model.eval()
     logps = lambda m: each_prompt_once(m, ps, cfg.max_len, lambda i, prefix:
                                        token_logps(m, ps[i].ids, cfg.rollout.temperature, ps[i].at, prefix).cpu())
-    if cfg.ppo_epochs * cfg.mini_batches > 1:
-        with train_precision(model): olds = logps(model)
-        for p, lp in zip(ps, olds): p.old = lp
-    if cfg.kl_coef and at_reference(model):   # π_ref is π_old, bit for bit (None: π, whose k3 KL is 0 with no gradient)
-        for p in ps: p.ref = p.old
-    elif cfg.kl_coef:
+    with train_precision(model): olds = logps(model) if cfg.ppo_epochs * cfg.mini_batches > 1 else [None] * len(ps)
+    for p, lp in zip(ps, olds): p.old = lp   # None: the update's own log-probs, detached
+    if not cfg.kl_coef: refs = [None] * len(ps)
+    elif at_reference(model): refs = olds   # π_ref is π_old, bit for bit (None: π, whose k3 KL is 0 with no gradient)
+    else:
         with reference(model) as ref, train_precision(model): refs = logps(ref)
-        for p, lp in zip(ps, refs): p.ref = lp
+    for p, lp in zip(ps, refs): p.ref = lp
 
 # %% ../nbs/29_igpo.ipynb #df619c1b
 def _minibatches(ps, n, rng):
