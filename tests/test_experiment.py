@@ -164,6 +164,29 @@ def test_kinds_and_curves_from_evaluations_along_the_run():
             and list(c[(c.kind == 'all') & (c.arm == 'GRPO')].rollouts) == [32, 64])
     assert c[(c.kind == 'all') & (c.step == 2)]['mean'].eq(0).all()
 
+def test_a_stop_cut_off_after_its_training_counts_that_training(tmp_path):
+    """A run that trained and was lost during its evaluation resumes at its last checkpoint: its stop's time holds the
+    training that stretch did (`earlier_s`, from the step phases), and the experiment's seconds count it"""
+    from venus_nb.models import tiny_model
+    from venus_nb.evaluation import world_questions
+    from venus_nb.rollout import RolloutConfig
+    from venus_nb.experiment import PHASES
+    qa, corpus = world_questions()
+    start = Start(lambda: tiny_model('llama'), qa[:4], qa[4:6], corpus,
+                  RolloutConfig(max_turns=2, max_new_tokens=8, min_answer_tokens=4, turn_jitter=0, progress=False))
+    cfg = ExperimentConfig(seeds=(0,), steps=2, questions_per_step=1, G=2, eval_questions=2, ks=(1,),
+                           igpo=dict(lr=1e-3), output_dir=str(tmp_path))
+    res = experiment(cfg, start, say=lambda *a: None)
+    assert len(res.runs) == 3 and (res.runs.earlier_s == 0).all()         # nothing was cut off
+    for name in ('runs', 'evals'):                    # GRPO's stop lost after its training: no row, its checkpoint kept
+        d = pd.read_csv(tmp_path/f'{name}.csv')
+        d[d.arm != 'GRPO'].to_csv(tmp_path/f'{name}.csv', index=False)
+    again = experiment(cfg, start, say=lambda *a: None)
+    trained = float(again.steps[again.steps.arm == 'GRPO'][PHASES].to_numpy().sum())
+    row = again.runs[again.runs.arm == 'GRPO'].iloc[0]
+    assert trained > 0 and row.earlier_s == pytest.approx(trained, abs=0.1)
+    assert again.seconds == pytest.approx(again.runs.seconds.sum() + row.earlier_s)
+
 def test_eval_steps_and_the_resume_refusal(tmp_path):
     assert (eval_steps(ExperimentConfig(steps=10, eval_every=4)) == [4, 8, 10]
             and eval_steps(ExperimentConfig(steps=3)) == [3])

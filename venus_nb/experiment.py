@@ -22,17 +22,17 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
 
 # %% auto #0
 __all__ = ['TREATMENT', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION', 'EVAL_SEED',
-           'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal',
+           'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'PHASES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal',
            'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_seeds', 'paired_difference',
            'summary_table', 'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table',
            'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs',
            'config_hash', 'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed',
            'split_questions', 'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config',
            'run_folder', 'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows',
-           'check_resume', 'seeds_here', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
-           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table',
-           'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals',
-           'rollouts_to_reach']
+           'check_resume', 'earlier_seconds', 'seeds_here', 'experiment', 'heldout_curve', 'learning_curves',
+           'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows',
+           'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
+           'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -688,8 +688,9 @@ class ExperimentResult:
 
     @property
     def seconds(self)->float:
-        "Wall time of every run, summed over the calls that made them (a resumed experiment keeps earlier runs' time)"
-        return float(self.runs.seconds.sum())
+        """Wall time of every stop, summed over the calls that made them (a resumed experiment keeps earlier runs'
+        time), with the training a stop's interrupted stretches did before it resumed (`earlier_s`)"""
+        return float(self.runs.seconds.sum() + self.runs.get('earlier_s', pd.Series(dtype=float)).fillna(0).sum())
 
     __repr__ = summary_repr
     def _repr_markdown_(self):
@@ -707,7 +708,7 @@ class ExperimentResult:
 # %% ../nbs/31_experiment.ipynb #9f8d952a
 # each stop: its wall time, the splits it evaluated, the SHA-256 of the weights it started from and, for an arm's
 # last step, of those it ended with, and the CPU it ran on
-_RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'split', 'start_sha256', 'weights_sha256', 'machine']
+_RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'earlier_s', 'split', 'start_sha256', 'weights_sha256', 'machine']
 # the CSV files an experiment's folder keeps, one row added per finished run, and the columns a reader needs
 TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=_RUN_COLUMNS, test=EVAL_COLUMNS)
 _NEEDED = dict(steps=['arm', 'seed'], evals=['arm', 'seed', 'question', 'n', 'c'],
@@ -814,10 +815,31 @@ def _say_eval(e, label, seed, step, seconds, split:str='validation')->str:
     return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} {split} questions '
             f'× {int(e.n.max()) if len(e) else 0} ({seconds:.0f}s)')
 
-def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None)->pd.DataFrame:
+def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None, earlier:float=0.0)->pd.DataFrame:
     return pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1),
-                              split='+'.join(splits), start_sha256=start_sha, weights_sha256=weights,
-                              machine=cpu_name())])
+                              earlier_s=round(earlier, 1), split='+'.join(splits), start_sha256=start_sha,
+                              weights_sha256=weights, machine=cpu_name())])
+
+PHASES = ['rollout_s', 'score_s', 'ref_s', 'update_s']   # a training step's timed phases (`igpo` step metrics)
+
+def earlier_seconds(steps:pd.DataFrame, # one run's step rows: every step it has made, in any stretch
+                    after:int, # the last step an earlier stop of the run recorded (0: none)
+                    resumed:int # the step of the checkpoint this stop resumed from (0: none)
+                   )->float:
+    "Training seconds of the steps in (`after`, `resumed`]: a stretch that ran, was cut off and is in no stop's time"
+    d = steps[(steps.step > after) & (steps.step <= resumed)]
+    return float(d.reindex(columns=PHASES).fillna(0).to_numpy().sum())
+
+def _checkpoint_step(cfg:ExperimentConfig, label:str, seed:int)->int:
+    "The step of the run's newest whole checkpoint, which its next stop resumes from (0: none)"
+    from venus_nb.igpo import last_igpo_checkpoint
+    ck = last_igpo_checkpoint(run_folder(cfg, label, seed)) if label != 'start' else None
+    return int(ck.name.split('-')[-1]) if ck else 0
+
+def _last_stop(runs:pd.DataFrame, label:str, seed:int)->int:
+    "The last step a stop of this run recorded in runs.csv (0: none)"
+    d = runs[(runs.arm == label) & (runs.seed == seed)]
+    return int(d.step.max()) if len(d) else 0
 
 def seeds_here(runs:pd.DataFrame, # the folder's runs.csv
                seeds, sha:str|None # the SHA-256 of the weights this start holds (None: not known, not checked)
@@ -876,11 +898,13 @@ def experiment(cfg:ExperimentConfig|None=None,
         todo = tuple(sp for sp in splits if not _done_at(tables[3 if sp == 'test' else 1], label, seed, step))
         if not todo: continue
         if 'test' in todo: check_registration(out, cfg)   # again, just before the test questions are touched
-        t = time.time()
+        t, resumed = time.time(), _checkpoint_step(cfg, label, seed)
         s, evals = _evaluated(start, cfg, label, seed, step, todo)
         ended = label != 'start' and step == cfg.steps
         final = weights_sha256(run_folder(cfg, label, seed)/'final') if ended else None
-        run = _stop(label, seed, step, t, todo, sha, final)
+        # a stop cut off after some training resumes from its checkpoint: that training is counted with this stop
+        earlier = earlier_seconds(s, _last_stop(tables[2], label, seed), resumed) if s is not None else 0.0
+        run = _stop(label, seed, step, t, todo, sha, final, earlier)
         tables = _grown(tables, label, seed, s, evals, run)
         # each stop is on disk, summarised, before the next begins: a stopped run loses at most the stop it was in
         _save_rows(out, *tables)
