@@ -347,7 +347,7 @@ def _faked(monkeypatch):
     from types import SimpleNamespace
     calls = []
     def fake_igpo(policy, questions, tools, cfg, engine=None, live=None):
-        return SimpleNamespace(policy=f'trained {cfg.run_name}',
+        return SimpleNamespace(policy=f'trained {cfg.run_name}', resumed_step=0,
                                metrics=pd.DataFrame([dict(step=s + 1, accuracy=0.5, kl=0.0, turns=3.0)
                                                      for s in range(cfg.steps)]))
     def fake_evaluate(generator, start, label, seed, G, save=None, split='validation'):

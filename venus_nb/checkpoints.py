@@ -11,15 +11,20 @@ from .base import read_config
 from .models import fast_bf16
 
 # %% auto #0
-__all__ = ['checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'remove_stale_temps', 'check_torch_file',
-           'check_safetensors', 'file_checks', 'weights_sha256', 'prune_checkpoints', 'check_json', 'check_csv',
-           'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'arithmetic', 'check_arithmetic']
+__all__ = ['checkpoint_step', 'checkpoint_folders', 'one_line', 'first_problem', 'newest_whole', 'remove_stale_temps',
+           'check_torch_file', 'check_safetensors', 'file_checks', 'weights_sha256', 'prune_checkpoints', 'check_json',
+           'check_csv', 'flat_settings', 'config_changes', 'describe_changes', 'is_adapter', 'arithmetic',
+           'check_arithmetic']
 
 # %% ../nbs/03_checkpoints.ipynb #7d96bc1b
+def checkpoint_step(folder)->int:
+    "The step N a `checkpoint-N` folder was saved at"
+    return int(Path(folder).name.split('-')[-1])
+
 def checkpoint_folders(output_dir)->list[Path]:
     "The `checkpoint-N` folders of `output_dir`, newest (largest N, not lexical order) first"
     found = [p for p in Path(output_dir).glob('checkpoint-*') if p.is_dir() and p.name.split('-')[-1].isdigit()]
-    return sorted(found, key=lambda p: int(p.name.split('-')[-1]), reverse=True)
+    return sorted(found, key=checkpoint_step, reverse=True)
 
 # %% ../nbs/03_checkpoints.ipynb #f304fd05
 def one_line(e:BaseException, limit:int=240)->str:

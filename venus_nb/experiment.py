@@ -631,8 +631,9 @@ def run_folder(cfg:ExperimentConfig, arm:str, seed:int)->Path:
 def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
             until:int|None=None, # train up to this step (resuming from the run's last checkpoint); default: `cfg.steps`
             splits=('validation',) # evaluated on each, in turn; 'test' only once the run has ended (its last step)
-           )->tuple[pd.DataFrame, dict]:
-    "Train one arm for one seed from the start (or its last checkpoint) up to `until`; its step rows, {split: rows}"
+           )->tuple[pd.DataFrame, dict, int]:
+    """Train one arm for one seed from the start (or its last checkpoint) up to `until`: its step rows, {split: rows}
+    and the step of the checkpoint it resumed from (0: none)"""
     from venus_nb.igpo import igpo
     until, splits = until or cfg.steps, tuple(map(_split, splits))
     if 'test' in splits and until != cfg.steps:
@@ -643,7 +644,8 @@ def run_arm(start:Start, cfg:ExperimentConfig, arm:str, seed:int,
     evals = {sp: _evaluate(start.engine or res.policy, start, arm, seed, cfg.G,
                            eval_rollouts_path(cfg, arm, seed, until, sp), sp) for sp in splits}
     return (res.metrics.assign(arm=arm, seed=seed),
-            {sp: e.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G) for sp, e in evals.items()})
+            {sp: e.assign(step=until, rollouts=until * cfg.questions_per_step * cfg.G) for sp, e in evals.items()},
+            res.resumed_step)
 
 # %% ../nbs/31_experiment.ipynb #7bb4e6d6
 @dataclass
@@ -830,12 +832,6 @@ def earlier_seconds(steps:pd.DataFrame, # one run's step rows: every step it has
     d = steps[(steps.step > after) & (steps.step <= resumed)]
     return float(d.reindex(columns=PHASES).fillna(0).to_numpy().sum())
 
-def _checkpoint_step(cfg:ExperimentConfig, label:str, seed:int)->int:
-    "The step of the run's newest whole checkpoint, which its next stop resumes from (0: none)"
-    from venus_nb.igpo import last_igpo_checkpoint
-    ck = last_igpo_checkpoint(run_folder(cfg, label, seed)) if label != 'start' else None
-    return int(ck.name.split('-')[-1]) if ck else 0
-
 def _last_stop(runs:pd.DataFrame, label:str, seed:int)->int:
     "The last step a stop of this run recorded in runs.csv (0: none)"
     d = runs[(runs.arm == label) & (runs.seed == seed)]
@@ -863,8 +859,9 @@ def _check_test_split(start:Start, cfg:ExperimentConfig):
                          f'{len(start.test)} test questions: give the start the registered test split')
 
 def _evaluated(start:Start, cfg:ExperimentConfig, label:str, seed:int, step:int, splits:tuple)->tuple:
-    "One stop: the start, or an arm trained to `step`, evaluated on each split: (step rows or None, {split: rows})"
-    if label == 'start': return None, {sp: reference_rows(start, cfg, seed, split=sp) for sp in splits}
+    """One stop: the start, or an arm trained to `step`, evaluated on each split: (step rows or None, {split: rows},
+    the step of the checkpoint it resumed from)"""
+    if label == 'start': return None, {sp: reference_rows(start, cfg, seed, split=sp) for sp in splits}, 0
     return run_arm(start, cfg, label, seed, step, splits)
 
 def _grown(tables:list, label, seed, s, evals:dict, run)->list:
@@ -898,8 +895,8 @@ def experiment(cfg:ExperimentConfig|None=None,
         todo = tuple(sp for sp in splits if not _done_at(tables[3 if sp == 'test' else 1], label, seed, step))
         if not todo: continue
         if 'test' in todo: check_registration(out, cfg)   # again, just before the test questions are touched
-        t, resumed = time.time(), _checkpoint_step(cfg, label, seed)
-        s, evals = _evaluated(start, cfg, label, seed, step, todo)
+        t = time.time()
+        s, evals, resumed = _evaluated(start, cfg, label, seed, step, todo)
         ended = label != 'start' and step == cfg.steps
         final = weights_sha256(run_folder(cfg, label, seed)/'final') if ended else None
         # a stop cut off after some training resumes from its checkpoint: that training is counted with this stop

@@ -20,7 +20,7 @@ from .rollout import (RolloutConfig, rollout, engine_for, UnslothEngine, SEEDS, 
 from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings, check_ranges, SEED
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file,
                                   config_changes, describe_changes, is_adapter, remove_stale_temps, arithmetic,
-                                  check_arithmetic)
+                                  check_arithmetic, checkpoint_step)
 from .tracking import trackers, need_tensorboard, in_notebook
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
 from .rewards import RewardConfig, reward_details, token_advantages
@@ -220,13 +220,13 @@ def fill_old_and_ref(model, ps:list, cfg:IGPOConfig):
     model.eval()
     logps = lambda m: each_prompt_once(m, ps, cfg.max_len, lambda i, prefix:
                                        token_logps(m, ps[i].ids, cfg.rollout.temperature, ps[i].at, prefix).cpu())
-    with train_precision(model): olds = logps(model) if cfg.ppo_epochs * cfg.mini_batches > 1 else [None] * len(ps)
-    for p, lp in zip(ps, olds): p.old = lp   # None: the update's own log-probs, detached
-    if not cfg.kl_coef: refs = [None] * len(ps)
-    elif at_reference(model): refs = olds   # π_ref is π_old, bit for bit (None: π, whose k3 KL is 0 with no gradient)
-    else:
+    olds = refs = [None] * len(ps)   # None: the update's own log-probs, detached; no KL term
+    if cfg.ppo_epochs * cfg.mini_batches > 1:
+        with train_precision(model): olds = logps(model)
+    if cfg.kl_coef and at_reference(model): refs = olds   # π_ref is π_old bit for bit (None: π, k3 KL 0, no gradient)
+    elif cfg.kl_coef:
         with reference(model) as ref, train_precision(model): refs = logps(ref)
-    for p, lp in zip(ps, refs): p.ref = lp
+    for p, old, ref in zip(ps, olds, refs): p.old, p.ref = old, ref
 
 # %% ../nbs/29_igpo.ipynb #df619c1b
 def _minibatches(ps, n, rng):
@@ -562,6 +562,12 @@ class IGPOResult:
     resumed_from: str|None = None
     config_changes: list = field(default_factory=list)   # changes on resume: [{step, changed: {setting: [old, new]}}]
     __repr__ = summary_repr
+
+    @property
+    def resumed_step(self)->int:
+        "The step of the checkpoint this call resumed from (0: it began from the policy it was given)"
+        return checkpoint_step(self.resumed_from) if self.resumed_from else 0
+
     def _repr_markdown_(self):
         m = self.metrics
         if not len(m): return f'IGPO: no steps run; `{self.output_dir}`'

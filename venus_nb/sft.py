@@ -13,7 +13,7 @@ from .models import Policy, load_policy, optional_import, pick_backend, BACKENDS
 from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
 from .tracking import trackers, need_tensorboard, in_notebook
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, config_changes,
-                                  describe_changes, is_adapter, remove_stale_temps)
+                                  describe_changes, is_adapter, remove_stale_temps, checkpoint_step)
 from .trajectory import as_trajectories
 
 # %% auto #0
@@ -258,7 +258,7 @@ def follow_tensorboard(trainer, cfg:SFTConfig, resume:str|None):
         from torch.utils.tensorboard import SummaryWriter
         cb.logging_dir = str(Path(cfg.output_dir)/'runs'/cfg.run_name)
         cb.tb_writer = SummaryWriter(cb.logging_dir,
-                                     purge_step=int(Path(resume).name.split('-')[-1]) + 1 if resume else None)
+                                     purge_step=checkpoint_step(resume) + 1 if resume else None)
 
 # %% ../nbs/13_sft.ipynb #e9de91f4
 @dataclass
