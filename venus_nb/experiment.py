@@ -334,7 +334,8 @@ CPU_LEARN = dict(steps=12, eval_every=None,
                  # the fair baseline (IG the only difference) first
                  arms=('IGPO (DR-Venus)', 'GRPO + format penalty', 'GRPO'),
                  # lr `igpo.CPU_FULL_LR`, measured (the sweep below): 1e-6 left KL at 0.000, 1e-5 took a shortcut,
-                 # 3e-6 needed 384 rollouts; uniform batches traded two-hop answers for one-hop ones, 3:1 did not
+                 # 3e-6 (from an earlier make of this warm start) needed 384 rollouts; uniform batches traded two-hop
+                 # answers for one-hop ones, 3:1 did not
                  igpo=dict(lora_r=None, lr=6e-6, dtype='float32', kl_coef=0.001, save_steps=2,
                            kind_shares={'2-hop': 3, '1-hop': 1}),
                  # float32 throughout, as the runs in examples/ were made (a CPU without bf16 units): a run on a
