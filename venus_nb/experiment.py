@@ -14,8 +14,8 @@ from .evaluation import pass_at_k, tool_counts
 from .data import as_questions, question_kind
 from .models import fast_dtype, cpu_name
 from .checkpoints import weights_sha256, prune_checkpoints
-from .stats import (TIE, bootstrap_mean, paired_stats, directed_verdict, holm, resampled, seed_note,
-                            seed_tests)
+from .stats import (TIE, bootstrap_mean, paired_stats, directed_verdict, holm, holm_bounds,
+                            resampled, seed_note, seed_tests)
 if TYPE_CHECKING:   # imported where they run: reading an experiment's tables loads no trainer
     from venus_nb.rewards import Scored
     from venus_nb.igpo import IGPOConfig
@@ -238,6 +238,11 @@ def _hypothesis_row(evals:pd.DataFrame, h:dict, level:float)->dict:
     return row | {k: s[k] for k in ('mean', 'lo', 'hi', 'better', 'worse', 'discordant', 'p_value')} | dict(
         seeds=d.shape[0], questions=d.shape[1], resampled=resampled(d.shape[0]))
 
+def _decided(r, alpha:float)->bool:
+    "Whether a finished hypothesis' verdict is the same whatever the unfinished ones show (`stats.holm_bounds`)"
+    on_side = r.lo > 0 if r.direction == '>' else r.hi < 0
+    return not on_side or r.p_holm_most < alpha or r.p_holm_least >= alpha
+
 def _verdict(r, alpha:float, seeds:int|None,
              unfinished:list=() # the hypotheses of the set still missing seeds: Holm's p reads every one of them
             )->str:
@@ -245,7 +250,10 @@ def _verdict(r, alpha:float, seeds:int|None,
     said = directed_verdict(r.lo, r.hi, r.p_holm, r.direction, alpha)
     if seeds is None: return said
     if r.seeds < seeds: return f'interim, {int(r.seeds)} of {seeds} seeds: {said}'
-    return f'interim, {seeds} of {seeds} seeds, Holm waits on {", ".join(unfinished)}: {said}' if unfinished else said
+    if not unfinished: return said
+    waiting = ', '.join(unfinished)
+    if _decided(r, alpha): return f'{said}, whatever {waiting} show{"s" if len(unfinished) == 1 else ""}'
+    return f'interim, {seeds} of {seeds} seeds, Holm waits on {waiting}: {said}'
 
 def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and question
                      hypotheses, # the registered set (`check_hypotheses`)
@@ -257,6 +265,8 @@ def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and 
     t = pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses])
     t['p_holm'] = holm(t.p_value.fillna(1.0))
     short = t.seeds.fillna(0) < seeds if seeds is not None and 'seeds' in t else pd.Series(False, index=t.index)
+    # Holm's p of each finished hypothesis, least and greatest over every p the unfinished ones may yet have
+    t['p_holm_least'], t['p_holm_most'] = holm_bounds(t.p_value.fillna(1.0).where(~short))
     t['verdict'] = [_verdict(r, alpha, seeds, list(t.hypothesis[short & (t.hypothesis != r.hypothesis)]))
                     for r in t.itertuples()]
     return t

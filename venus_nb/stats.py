@@ -4,12 +4,12 @@
 
 # %% ../nbs/05_stats.ipynb #7a712900
 from __future__ import annotations
-import math
+import itertools, math
 import numpy as np
 
 # %% auto #0
 __all__ = ['MIN_SEEDS', 'TIE', 'one_stage_bootstrap', 'two_stage_bootstrap', 'resampled', 'bootstrap_mean', 'seed_note',
-           'sign_test', 'verdict', 'directed_verdict', 'paired_stats', 'seed_tests', 'holm']
+           'sign_test', 'verdict', 'directed_verdict', 'paired_stats', 'seed_tests', 'holm', 'holm_bounds']
 
 # %% ../nbs/05_stats.ipynb #9c72f3b1
 MIN_SEEDS = 3   # from this many training seeds on, intervals resample seeds, then questions (two-stage)
@@ -137,3 +137,21 @@ def holm(p)->np.ndarray:
         running = max(running, min(1.0, (len(p) - rank) * p[i]))
         out[i] = running
     return out
+
+# %% ../nbs/05_stats.ipynb #a7d3c1e1
+def holm_bounds(p # p-values, in the order given; NaN where one is not known yet
+               )->tuple[np.ndarray, np.ndarray]:
+    "The least and the greatest Holm-adjusted p of each known p-value over every value the unknown (NaN) ones may take"
+    p = np.asarray(p, dtype=float)
+    unknown = np.isnan(p)
+    if p.ndim != 1 or ((p[~unknown] < 0) | (p[~unknown] > 1)).any():
+        raise ValueError(f'holm_bounds needs a list of p-values in [0, 1] (NaN for unknown ones), got {p.tolist()}')
+    edges = sorted({0.0, 1.0} | {float(np.nextafter(v, x)) for v in p[~unknown] for x in (0.0, 1.0)})
+    least, most = np.full(len(p), np.inf), np.full(len(p), -np.inf)
+    for fill in itertools.product(edges, repeat=int(unknown.sum())):
+        q = p.copy()
+        q[unknown] = np.clip(fill, 0.0, 1.0)
+        adjusted = holm(q)
+        least, most = np.minimum(least, adjusted), np.maximum(most, adjusted)
+    least[unknown] = most[unknown] = np.nan
+    return least, most
