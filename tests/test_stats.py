@@ -1,6 +1,7 @@
 "Statistics on hand-made matrices: the two-stage bootstrap against the one-stage one, exact sign tests, Holm."
 import numpy as np, pytest
 from venus_nb.stats import (MIN_SEEDS, bootstrap_mean, one_stage_bootstrap, two_stage_bootstrap, sign_test, holm,
+                            holm_bounds,
                             paired_stats, seed_tests, seed_note, directed_verdict, resampled)
 
 width = lambda r: r[2] - r[1]
@@ -85,3 +86,18 @@ def test_three_discordant_questions_are_no_difference_measured():
     big[0, :8] = 0                    # 56 questions better, none worse
     s = paired_stats(big)
     assert s['verdict'] == 'higher' and s['lo'] > 0 and s['p_value'] < 1e-10 and s['discordant'] == 56
+
+def test_holm_bounds_are_held_and_attained_by_the_unknown_p_values():
+    "Over a grid of fills (0, 1, each known value, values between) each known Holm p stays in its bounds, meeting both"
+    import itertools
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        k, u = int(rng.integers(1, 5)), int(rng.integers(1, 3))
+        known = rng.choice([0.0, 0.001, 0.01, 0.02, 0.03, 0.2, 1.0], size=k)
+        least, most = holm_bounds(np.r_[known, [np.nan] * u])
+        assert np.isnan(least[k:]).all() and np.isnan(most[k:]).all()
+        seen = np.array([a for fill in itertools.product(sorted(set(known) | {0.0, 0.005, 0.015, 0.5, 1.0}), repeat=u)
+                         for a in (holm(np.r_[list(fill), known])[u:], holm(np.r_[known, list(fill)])[:k])])
+        assert np.allclose(seen.min(0), least[:k]) and np.allclose(seen.max(0), most[:k]), (known, least, most)
+    assert [b.tolist() for b in holm_bounds([0.04, 0.3])] == [holm([0.04, 0.3]).tolist()] * 2   # nothing unknown
+    with pytest.raises(ValueError, match='NaN for unknown'): holm_bounds([0.2, 1.5])

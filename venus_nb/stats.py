@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_stats.ipynb #7a712900
 from __future__ import annotations
-import itertools, math
+import math
 import numpy as np
 
 # %% auto #0
@@ -146,12 +146,9 @@ def holm_bounds(p # p-values, in the order given; NaN where one is not known yet
     unknown = np.isnan(p)
     if p.ndim != 1 or ((p[~unknown] < 0) | (p[~unknown] > 1)).any():
         raise ValueError(f'holm_bounds needs a list of p-values in [0, 1] (NaN for unknown ones), got {p.tolist()}')
-    edges = sorted({0.0, 1.0} | {float(np.nextafter(v, x)) for v in p[~unknown] for x in (0.0, 1.0)})
-    least, most = np.full(len(p), np.inf), np.full(len(p), -np.inf)
-    for fill in itertools.product(edges, repeat=int(unknown.sum())):
-        q = p.copy()
-        q[unknown] = np.clip(fill, 0.0, 1.0)
-        adjusted = holm(q)
-        least, most = np.minimum(least, adjusted), np.maximum(most, adjusted)
-    least[unknown] = most[unknown] = np.nan
+    least, most = holm(np.where(unknown, 0.0, p)), np.full(len(p), np.nan)
+    first = np.r_[np.flatnonzero(unknown), np.flatnonzero(~unknown)]   # ties rank the unknown ones first
+    for i in np.flatnonzero(~unknown):
+        most[i] = holm(np.where(unknown, p[i], p)[first])[np.flatnonzero(first == i)[0]]
+    least[unknown] = np.nan
     return least, most
