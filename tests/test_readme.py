@@ -87,3 +87,20 @@ def test_selection_figure_draws_every_selector_measured():
     folder = ROOT/'examples'/'select'/'warm_start'
     svg, table = (folder/'selection.svg').read_text(), read_selection(folder).table
     assert [s for s in table.selector.unique() if f'>{s}<' not in svg] == []
+
+def _signed(x:float)->str: return f'{x:+.3f}'.replace('-', '−')
+
+def test_the_confirmatory_row_says_what_its_folder_holds():
+    "The README and index confirmatory row: each registered hypothesis' interval, counts and verdict as read back"
+    from venus_nb.experiment import read_experiment
+    row = next(l for l in README.read_text().splitlines() if l.startswith('| the confirmatory run'))
+    index = json.loads((ROOT/'nbs'/'index.ipynb').read_text())
+    assert any(row in ''.join(c['source']) for c in index['cells']), 'the index has another confirmatory row'
+    for h in read_experiment(ROOT/'examples'/'experiment'/'confirm').hypotheses.itertuples():
+        assert f'{h.hypothesis}, ' in row
+        assert f'{_signed(h.mean)} [{_signed(h.lo)}, {_signed(h.hi)}]' in row, h.hypothesis
+        assert re.search(rf'{h.better:.0f} (questions )?better and {h.worse:.0f} worse', row), h.hypothesis
+        if m := re.match(r'interim, (\d+ of \d+ seeds)', h.verdict): assert m.group(1) in row, h.verdict
+        else: assert 'whatever' not in h.verdict or 'Final whatever' in row, h.verdict
+        said = h.verdict.split(': ')[-1].split(',')[0]
+        assert said in row, (h.hypothesis, said)
