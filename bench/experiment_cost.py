@@ -4,7 +4,10 @@ The start is the experiment config's warm start (default `ExperimentConfig.cpu_l
 engine (vLLM where installed, float32). Each repeat trains one arm from the start for `--steps` steps into a fresh
 folder with the experiment's own `igpo` call and reads the phases from the step rows: rollout (`rollout_s`), IG
 scoring and advantages (`score_s`), π_old/π_ref log-probs (`ref_s`; π_old is not run at one epoch of one
-mini-batch, where it equals the policy before the update) and the update (`update_s`). Then it evaluates the trained
+mini-batch, where it equals the policy before the update) and the update (`update_s`). A run's first step makes no
+π_ref pass (the policy still is π_ref, `igpo.at_reference`), so a repeat trains two steps by default and its phases,
+floors and tokens are those of its last step, as every step after the first; the first is kept apart for the
+projection. Then it evaluates the trained
 policy on `--eval-questions` validation questions × G through the experiment's evaluation, twice, alternating:
 with the rollouts in flight capped by the engine's KV pool (what `rollout` does) and with every rollout sent at once
 (what it did before: past the pool vLLM preempts and recomputes, and the cached prefixes of earlier turns are evicted).
@@ -15,12 +18,13 @@ forward+backward over each of the step's final sequences, one at a time (a padde
 tokens needs more than the 24 GB of a 2-core machine for its activations); IG scoring's and π_ref's are each one
 no-grad forward over the same sequences; an evaluation's is its generated tokens at the rollout floor's rate.
 
-The projection, as the experiment runner evaluates: per arm-seed `--full-steps` steps at the median step, plus
+The projection, as the experiment runner evaluates: per arm-seed the median first step and `--full-steps` - 1 steps
+at the median later one (with `--steps 1`, every step at the first's, which leaves out π_ref: said when printed), plus
 `--validation-questions` and `--test-questions` × G rollouts at the median seconds per evaluation rollout; the
 confirmatory run is `--arms` × `--seeds` arm-seeds plus the start (validation for every seed but the first, whose
 rows are the warm start's check rollouts, and `--start-samples` per test question for every seed). Medians with
 min-max over `--repeats`; the CPU and the load average are printed (other jobs on a shared machine move every figure).
-Run: .venv/bin/python bench/experiment_cost.py [--steps 1] [--eval-questions 12] [--repeats 3] [--arm 'IGPO (DR-Venus)']
+Run: .venv/bin/python bench/experiment_cost.py [--steps 2] [--eval-questions 12] [--repeats 3] [--arm 'IGPO (DR-Venus)']
      [--kv-gib 2] [--threads N] [--compare-dtype bfloat16]
 """
 import argparse, os, statistics, sys, tempfile
@@ -83,20 +87,23 @@ def train(start, cfg, arm, dtype=None):
 STEP_COLS = ('rollout_s', 'score_s', 'ref_s', 'update_s', 'kl', 'logp_mismatch_mean', 'logp_mismatch_max',
              'logp_mismatch_share', 'grad_norm')
 
+PHASES = ('rollout', 'score', 'ref', 'update')
+
 def step_row(m)->dict:
-    "The mean over the steps of each phase and of the log-prob gap and KL columns a step records"
-    return {c: float(m[c].mean()) for c in STEP_COLS if c in m}
+    "Each phase and the log-prob gap and KL columns of the run's last step: past the first, as all but one of a run's"
+    return {c: float(m[c].iloc[-1]) for c in STEP_COLS if c in m}
 
 def one_repeat(start, cfg, arm, k, other_dtype=None):
     say = lambda *a: print(f'   repeat {k}:', *a, f'(load average {os.getloadavg()[0]:.1f})', flush=True)
     secs, res = train(start, cfg, arm)
     m, trajs = res.metrics, res.last.trajs
     say(f'{cfg.steps} step(s) {secs:.1f}s')
-    r = dict(train=secs, steps=len(m), **{p: float(m[f'{p}_s'].mean()) for p in ('rollout', 'score', 'ref', 'update')},
+    r = dict(train=secs, steps=len(m), **{p: float(m[f'{p}_s'].iloc[-1]) for p in PHASES},
+             first_step=float(sum(m[f'{p}_s'].iloc[0] for p in PHASES)),
              gen_tokens=int(sum(t.meta['gen_tokens'] for t in trajs)),
              tokens=int(sum(len(t.tokens.ids) for t in trajs)), trained_tokens=int(m.trained_tokens.iloc[-1]),
              rollouts=len(trajs))
-    r['step'] = r['rollout'] + r['score'] + r['ref'] + r['update']
+    r['step'] = sum(r[p] for p in PHASES)
     r['floor_gen'], r['floor_gen_tokens'] = floor_engine_generate(start.engine, trajs)
     r['floor_fb'] = timed(lambda: each_forward_backward(res.policy.model, trajs))[0]
     r['floor_fwd'] = floor_forward(res.policy.model, trajs)
@@ -118,7 +125,7 @@ def one_repeat(start, cfg, arm, k, other_dtype=None):
     if other_dtype:   # the same step from the same start computed in `other_dtype` (float32 master weights)
         osecs, ores = train(start, cfg, arm, other_dtype)
         r['other'] = step_row(ores.metrics)
-        r['other_step'] = sum(r['other'][f'{p}_s'] for p in ('rollout', 'score', 'ref', 'update'))
+        r['other_step'] = sum(r['other'][f'{p}_s'] for p in PHASES)
         r['x_other'] = r['step'] / r['other_step']
         say(f'{other_dtype}: {cfg.steps} step(s) {osecs:.1f}s, phases {r["other_step"]:.1f}s against '
             f'{r["step"]:.1f}s in float32 ({r["x_other"]:.2f}x); ' +
@@ -133,7 +140,8 @@ def spread(rs, key, fmt='{:.1f}'):
 def summary(rs, a):
     med = lambda k: statistics.median(r[k] for r in rs)
     print(f'\nover {len(rs)} repeats, median (min-max); seconds unless marked:')
-    print(f'  step {spread(rs, "step")} = rollout {spread(rs, "rollout")} + IG scoring {spread(rs, "score")} '
+    last = 'step' if a.steps == 1 else f'step {a.steps} (the first: {spread(rs, "first_step")})'
+    print(f'  {last} {spread(rs, "step")} = rollout {spread(rs, "rollout")} + IG scoring {spread(rs, "score")} '
           f'+ π_old/π_ref {spread(rs, "ref")} + update {spread(rs, "update")}')
     print(f'  tokens a step: {rs[0]["rollouts"]} rollouts, {rs[0]["tokens"]:,} in all, '
           f'{rs[0]["gen_tokens"]:,} generated, {rs[0]["trained_tokens"]:,} trained')
@@ -158,7 +166,9 @@ def summary(rs, a):
     step, per = med('step'), med('eval_pooled_per')
     # what the runner evaluates: each arm-seed on validation after its last step and on test once; the start on
     # validation for every seed but the first (whose rows are the warm start's check rollouts) and on test per seed
-    train, val, test = a.full_steps * step, a.validation_questions * a.G * per, a.test_questions * a.G * per
+    train = med('first_step') + (a.full_steps - 1) * step
+    if a.steps == 1: print('  (one step a repeat: the first skips π_ref, so the projection leaves π_ref out)')
+    val, test = a.validation_questions * a.G * per, a.test_questions * a.G * per
     arm_seed = train + val + test
     start = ((a.seeds - 1) * a.validation_questions * a.G + a.seeds * a.test_questions * a.start_samples) * per
     total = a.arms * a.seeds * arm_seed + start
@@ -170,7 +180,7 @@ def summary(rs, a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--arm', default='IGPO (DR-Venus)')
-    p.add_argument('--steps', type=int, default=1, help='steps a repeat trains')
+    p.add_argument('--steps', type=int, default=2, help='steps a repeat trains (the first makes no π_ref pass)')
     p.add_argument('--eval-questions', type=int, default=12, help='validation questions a repeat evaluates, x G')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--full-steps', type=int, default=12)
