@@ -35,6 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from igpo_step import timed, each_forward_backward   # noqa: E402
 from venus_nb.models import cpu_name   # noqa: E402
+from venus_nb.experiment import PHASES as STEP_PHASES   # noqa: E402   (a step's timed phases)
 
 
 class AllAtOnce:
@@ -84,10 +85,9 @@ def train(start, cfg, arm, dtype=None):
     if dtype: acfg = replace(acfg, dtype=dtype)
     return timed(lambda: igpo(start.make_policy(), start.train, start.corpus, acfg, engine=start.engine, live=False))
 
-STEP_COLS = ('rollout_s', 'score_s', 'ref_s', 'update_s', 'kl', 'logp_mismatch_mean', 'logp_mismatch_max',
-             'logp_mismatch_share', 'grad_norm')
-
-PHASES = ('rollout', 'score', 'ref', 'update')
+CHECK_COLS = ('kl', 'logp_mismatch_mean', 'logp_mismatch_max', 'logp_mismatch_share', 'grad_norm')   # beside the times
+STEP_COLS = (*STEP_PHASES, *CHECK_COLS)
+PHASES = tuple(c.removesuffix('_s') for c in STEP_PHASES)   # rollout, score, ref, update
 
 def step_row(m)->dict:
     "Each phase and the log-prob gap and KL columns of the run's last step: past the first, as all but one of a run's"
@@ -130,7 +130,7 @@ def one_repeat(start, cfg, arm, k, other_dtype=None):
         say(f'{other_dtype}: {cfg.steps} step(s) {osecs:.1f}s, phases {r["other_step"]:.1f}s against '
             f'{r["step"]:.1f}s in float32 ({r["x_other"]:.2f}x); ' +
             ', '.join(f'{c} {r["f32"].get(c, float("nan")):.4g} -> {r["other"].get(c, float("nan")):.4g}'
-                      for c in STEP_COLS[4:]))
+                      for c in CHECK_COLS))
     return r
 
 def spread(rs, key, fmt='{:.1f}'):
@@ -158,7 +158,7 @@ def summary(rs, a):
         print(f'  {a.compare_dtype} with float32 master weights, the same step: phases {spread(rs, "other_step")} '
               f'({spread(rs, "x_other", "{:.2f}")}x faster than float32); update '
               f'{spread([dict(v=r["other"]["update_s"]) for r in rs], "v")}')
-        for c in STEP_COLS[4:]:
+        for c in CHECK_COLS:
             if c in rs[0]['other']:
                 print(f'    {c}: float32 {spread([dict(v=r["f32"][c]) for r in rs], "v", "{:.4g}")}, '
                       f'{a.compare_dtype} {spread([dict(v=r["other"][c]) for r in rs], "v", "{:.4g}")}')
