@@ -50,6 +50,29 @@ def test_loss_falls_with_transformers_peft(tmp_path):
     assert res.policy.backend == 'transformers' and res.log.loss.iloc[-5:].mean() < 0.9 * res.log.loss.iloc[:5].mean()
     assert (tmp_path/'adapter_config.json').exists() and (tmp_path/'venus_sft_config.json').exists()
 
+def test_the_trained_token_loss_trains_as_transformers_own_loss(tmp_path, monkeypatch):
+    "Logits only where a trained token is predicted: the same losses and weights, over padding and accumulation"
+    import numpy as np, torch
+    import venus_nb.sft as S
+    from transformers import Trainer, TrainingArguments
+    from datasets import Dataset
+    def run(name):
+        cfg = SFTConfig(output_dir=str(tmp_path/name), backend='transformers', lr=1e-3, max_steps=3, grad_accum=2,
+                        batch_size=2, lora_r=None, bf16=False, save_steps=100, max_length=512)
+        res = sft(_tiny_data()[:12], cfg, policy=tiny_model(), live=False)
+        return res.log.loss.to_numpy(), torch.cat([p.detach().flatten() for p in res.policy.model.parameters()])
+    kept = run('kept')
+    def every_logit(policy, examples, cfg, log):   # the trainer as transformers builds it: its own loss, every logit
+        return Trainer(model=S.with_lora(policy.model, cfg), args=TrainingArguments(**S._args_dict(cfg)),
+                       train_dataset=Dataset.from_list(examples), callbacks=[log],
+                       data_collator=S._pad_collate(policy.tokenizer.pad_token_id, keep_logits=False))
+    monkeypatch.setattr(S, '_transformers_trainer', every_logit)
+    full = run('full')
+    assert len(kept[0]) == 3
+    np.testing.assert_allclose(kept[0], full[0], rtol=1e-5)
+    start = torch.cat([p.detach().flatten() for p in tiny_model().model.parameters()])
+    assert (kept[1] - full[1]).abs().max() < 1e-5 < (kept[1] - start).abs().max()   # the same weights, and they moved
+
 SCRIPT = '''
 import sys, json, tempfile
 backend, out, steps, save = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -17,9 +17,9 @@ from .checkpoints import (newest_whole, first_problem, file_checks, check_json, 
 from .trajectory import as_trajectories
 
 # %% auto #0
-__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'with_lora',
-           'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base', 'sft_card', 'follow_tensorboard',
-           'SFTResult', 'last_checkpoint', 'sft']
+__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'trained_positions',
+           'with_lora', 'trained_token_loss', 'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base',
+           'sft_card', 'follow_tensorboard', 'SFTResult', 'last_checkpoint', 'sft']
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
@@ -161,14 +161,22 @@ class LossLog(TrainerCallback):
         else: self.handle.update(fig)
 
 # %% ../nbs/13_sft.ipynb #224610e1
-def _pad_collate(pad_id:int):
+def trained_positions(labels:torch.Tensor # (batch, length), -100 where nothing is trained
+                     )->torch.Tensor:
+    "The positions whose logits predict a trained token of some row: the only ones the loss reads"
+    return (labels[:, 1:] != -100).any(0).nonzero()[:, 0]
+
+def _pad_collate(pad_id:int,
+                 keep_logits:bool=True # name the positions the LM head must run at (`logits_to_keep`)
+                ):
     "Right-pad input_ids (pad_id) and labels (-100) to the longest in the batch"
     def collate(batch):
         n = max(len(b['input_ids']) for b in batch)
         ids = torch.tensor([b['input_ids'] + [pad_id] * (n - len(b['input_ids'])) for b in batch])
         labels = torch.tensor([b['labels'] + [-100] * (n - len(b['labels'])) for b in batch])
         mask = torch.tensor([[1] * len(b['input_ids']) + [0] * (n - len(b['input_ids'])) for b in batch])
-        return dict(input_ids=ids, labels=labels, attention_mask=mask)
+        keep = dict(logits_to_keep=trained_positions(labels)) if keep_logits else {}
+        return dict(input_ids=ids, labels=labels, attention_mask=mask, **keep)
     return collate
 
 def with_lora(model, cfg:SFTConfig):
@@ -182,6 +190,21 @@ def with_lora(model, cfg:SFTConfig):
     return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                             target_modules=[m for m in cfg.target_modules if m in present],
                                             task_type='CAUSAL_LM'))
+
+# %% ../nbs/13_sft.ipynb #5f1c2a01
+def trained_token_loss(outputs, # the model's output: logits at `trained_positions` (or at every position)
+                       labels:torch.Tensor, # (batch, length), -100 where nothing is trained
+                       num_items_in_batch=None # trained tokens of the whole accumulated batch (the trainer's)
+                      )->torch.Tensor:
+    "Cross-entropy of the trained tokens as transformers computes it (summed over `num_items_in_batch`, else a mean)"
+    keep = trained_positions(labels)
+    logits = outputs.logits
+    if logits.shape[1] != len(keep): logits = logits[:, keep.to(logits.device)]   # a model that ignored logits_to_keep
+    target = labels[:, 1:][:, keep].to(logits.device)
+    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=-100,
+                                             reduction='sum')
+    n = (target != -100).sum() if num_items_in_batch is None else num_items_in_batch
+    return loss / (n.to(loss.device) if torch.is_tensor(n) else n)
 
 # %% ../nbs/13_sft.ipynb #d334f19e
 class QuietProgress(ProgressCallback):
@@ -198,9 +221,11 @@ def quiet_progress(trainer):
 def _transformers_trainer(policy, examples, cfg, log):
     from transformers import Trainer, TrainingArguments
     from datasets import Dataset
-    return Trainer(model=with_lora(policy.model, cfg), args=TrainingArguments(**_args_dict(cfg)),
-                   train_dataset=Dataset.from_list(examples),
-                   data_collator=_pad_collate(policy.tokenizer.pad_token_id), callbacks=[log])
+    args = TrainingArguments(**_args_dict(cfg))
+    # DataParallel (several GPUs in one process) would split the positions as if they were a batch: all logits there
+    return Trainer(model=with_lora(policy.model, cfg), args=args, train_dataset=Dataset.from_list(examples),
+                   data_collator=_pad_collate(policy.tokenizer.pad_token_id, keep_logits=args.n_gpu <= 1),
+                   compute_loss_func=trained_token_loss, callbacks=[log])
 
 # %% ../nbs/13_sft.ipynb #9d137fd7
 def _seq_limit(name_or_path:str, cfg:SFTConfig)->int:
