@@ -132,7 +132,7 @@ def _args_dict(cfg:SFTConfig)->dict:
                 adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1], weight_decay=cfg.weight_decay,
                 max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
                 logging_steps=cfg.logging_steps, seed=cfg.seed, report_to=list(cfg.report_to), run_name=cfg.run_name,
-                optim='adamw_torch', use_cpu=not torch.cuda.is_available(), bf16=_autocast(cfg),
+                optim='adamw_torch_fused', use_cpu=not torch.cuda.is_available(), bf16=_autocast(cfg),
                 gradient_checkpointing=cfg.gradient_checkpointing, remove_unused_columns=False)
 
 # %% ../nbs/13_sft.ipynb #b3fa6519
