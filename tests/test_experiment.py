@@ -658,6 +658,38 @@ def test_a_seed_begun_from_other_weights_waits_and_the_others_run(tmp_path, monk
     assert said[-3].startswith('seed 1 waits') and {(c['label'], c['seed']) for c in calls} == {('GRPO', 0)}
     assert len(res.runs) == 6 and res.runs.groupby(['arm', 'seed']).ngroups == 6
 
+def test_a_machine_whose_kernels_round_otherwise_stops_before_making_a_warm_start(tmp_path, monkeypatch):
+    """Seed 0 begun here, cut off; on a machine whose kernels round otherwise nothing is made (said, with both
+    fingerprints), and where they round alike the warm start is made and the seed goes on"""
+    import venus_nb.experiment as ex
+    from venus_nb.models import kernel_fingerprint
+    calls = _faked(monkeypatch)
+    out = tmp_path/'run'
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), steps=2, G=4, test_questions=24,
+                           hypotheses=H, output_dir=str(out))
+    real = ex._evaluated
+    def stop_after_igpo(start, cfg, label, seed, *a):
+        if label == 'GRPO': raise KeyboardInterrupt
+        return real(start, cfg, label, seed, *a)
+    monkeypatch.setattr(ex, '_evaluated', stop_after_igpo)
+    with pytest.raises(KeyboardInterrupt): experiment(cfg, _start_with_weights(tmp_path/'a'), say=lambda *a: None)
+    here = kernel_fingerprint()
+    assert set(pd.read_csv(out/'runs.csv').kernels) == {here}
+    monkeypatch.setattr(ex, '_evaluated', real)
+    def made(*a, **kw): raise AssertionError('a warm start was made on a machine no seed left can use')
+    monkeypatch.setattr(ex, 'warm_start_point', made)
+    monkeypatch.setattr(ex, 'kernel_fingerprint', lambda: 'another')
+    calls.clear()
+    said = []
+    res = experiment(cfg, say=said.append)
+    assert said == [f'seed 0 waits for a machine that computes as the one it began on ({ex.cpu_name()}, kernels '
+                    f'{here}); kernels here: another, so a warm start made here would hold other weights']
+    assert calls == [] and len(res.runs) == 2
+    monkeypatch.setattr(ex, 'kernel_fingerprint', lambda: here)
+    monkeypatch.setattr(ex, 'warm_start_point', lambda *a: _start_with_weights(tmp_path/'a'))
+    res = experiment(cfg, say=said.append)
+    assert {(c['label'], c['seed']) for c in calls} == {('GRPO', 0)} and len(res.runs) == 3
+
 def test_world_questions_as_dataset_feed_an_experiment_start():
     from venus_nb.evaluation import world_questions
     from venus_nb.experiment import Start

@@ -12,7 +12,7 @@ import numpy as np, pandas as pd
 from .base import summary_repr, write_atomic, config_kwargs, Settings
 from .evaluation import pass_at_k, tool_counts
 from .data import as_questions, question_kind
-from .models import fast_dtype, cpu_name
+from .models import fast_dtype, cpu_name, kernel_fingerprint
 from .checkpoints import weights_sha256, prune_checkpoints
 from .stats import (TIE, bootstrap_mean, paired_stats, directed_verdict, holm, holm_bounds,
                             resampled, seed_note, seed_tests)
@@ -29,10 +29,10 @@ __all__ = ['TREATMENT', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONF
            'config_hash', 'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed',
            'split_questions', 'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config',
            'run_folder', 'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows',
-           'check_resume', 'earlier_seconds', 'seeds_here', 'experiment', 'heldout_curve', 'learning_curves',
-           'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows',
-           'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to',
-           'setting_evals', 'rollouts_to_reach']
+           'check_resume', 'earlier_seconds', 'seeds_here', 'seeds_left', 'seeds_elsewhere', 'experiment',
+           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
+           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
+           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -720,8 +720,9 @@ class ExperimentResult:
 
 # %% ../nbs/31_experiment.ipynb #9f8d952a
 # each stop: its wall time, the splits it evaluated, the SHA-256 of the weights it started from and, for an arm's
-# last step, of those it ended with, and the CPU it ran on
-_RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'earlier_s', 'split', 'start_sha256', 'weights_sha256', 'machine']
+# last step, of those it ended with, the CPU it ran on and how its kernels round (`models.kernel_fingerprint`)
+_RUN_COLUMNS = ['arm', 'seed', 'step', 'seconds', 'earlier_s', 'split', 'start_sha256', 'weights_sha256', 'machine',
+                'kernels']
 # the CSV files an experiment's folder keeps, one row added per finished run, and the columns a reader needs
 TABLES = dict(steps=['arm', 'seed'], evals=EVAL_COLUMNS, runs=_RUN_COLUMNS, test=EVAL_COLUMNS)
 _NEEDED = dict(steps=['arm', 'seed'], evals=['arm', 'seed', 'question', 'n', 'c'],
@@ -828,10 +829,11 @@ def _say_eval(e, label, seed, step, seconds, split:str='validation')->str:
     return (f'{label}, seed {seed}, {where}: Pass@1 {e.c.sum() / max(e.n.sum(), 1):.2f} on {len(e)} {split} questions '
             f'× {int(e.n.max()) if len(e) else 0} ({seconds:.0f}s)')
 
-def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None, earlier:float=0.0)->pd.DataFrame:
+def _stop(label, seed, step, t, splits, start_sha:str|None, weights:str|None, earlier:float=0.0,
+          kernels:str|None=None)->pd.DataFrame:
     return pd.DataFrame([dict(arm=label, seed=seed, step=step, seconds=round(time.time() - t, 1),
                               earlier_s=round(earlier, 1), split='+'.join(splits), start_sha256=start_sha,
-                              weights_sha256=weights, machine=cpu_name())])
+                              weights_sha256=weights, machine=cpu_name(), kernels=kernels)])
 
 PHASES = ['rollout_s', 'score_s', 'ref_s', 'update_s']   # a training step's timed phases (`igpo` step metrics)
 
@@ -857,6 +859,29 @@ def seeds_here(runs:pd.DataFrame, # the folder's runs.csv
     waiting = {s: (d.start_sha256.iloc[0], d.machine.iloc[0] if 'machine' in d else 'another machine')
                for s, d in began.items() if set(d.start_sha256) - {sha}}
     return sorted((s for s in seeds if s not in waiting), key=lambda s: (not len(began.get(s, ())), s)), waiting
+
+def _todo(tables:list, label, seed, step, splits)->tuple:
+    "The splits a stop has still to evaluate"
+    return tuple(sp for sp in splits if not _done_at(tables[3 if sp == 'test' else 1], label, seed, step))
+
+def seeds_left(cfg:ExperimentConfig, tables:list, # the folder's tables (`_done`)
+               with_start:bool=True)->list:
+    "The seeds with a stop still to run"
+    return sorted({s for label, s, k, splits in _runs(cfg) if (with_start or label != 'start')
+                   and _todo(tables, label, s, k, splits)})
+
+def seeds_elsewhere(runs:pd.DataFrame, # the folder's runs.csv
+                    kernels:str # this machine's `kernel_fingerprint()`
+                   )->dict:
+    "{seed: (kernels, machine)} of the seeds begun only on machines whose kernels round otherwise than this one's"
+    if 'kernels' not in runs: return {}
+    rows = runs.dropna(subset=['kernels'])   # a stop recorded before fingerprints: not known, not counted
+    return {s: (d.kernels.iloc[0], d.machine.iloc[0]) for s, d in rows.groupby('seed')
+            if kernels not in set(d.kernels)}
+
+def _say_elsewhere(seed, other:str, machine:str, kernels:str)->str:
+    return (f'seed {seed} waits for a machine that computes as the one it began on ({machine}, kernels {other}); '
+            f'kernels here: {kernels}, so a warm start made here would hold other weights')
 
 def _say_waiting(seed, other:str, machine:str, sha:str)->str:
     return (f'seed {seed} waits for a machine that makes the weights it began from (SHA-256 {other[:16]}…, made on '
@@ -895,15 +920,21 @@ def experiment(cfg:ExperimentConfig|None=None,
     # the hypotheses are fixed before anything runs
     if cfg.hypotheses: register(cfg)
     cfg.save(out/'config.json')
+    kernels, tables = kernel_fingerprint(), _done(out)
+    # every seed left was begun on machines that compute otherwise: say so before making a warm start in vain
+    left, away = seeds_left(cfg, tables, with_start), seeds_elsewhere(tables[2], kernels)
+    if start is None and left and set(left) <= set(away):
+        for seed in left: say(_say_elsewhere(seed, *away[seed], kernels))
+        return _result_of(cfg, out, tables)
     start = start or warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
     if cfg.hypotheses: _check_test_split(start, cfg)
-    sha, tables = weights_sha256(start.folder), _done(out)
+    sha = weights_sha256(start.folder)
     # a seed's stops all begin from one set of weights: a seed begun from others waits for a machine that makes them
     here, waiting = seeds_here(tables[2], cfg.seeds, sha)
     for seed, (other, machine) in waiting.items(): say(_say_waiting(seed, other, machine, sha))
     for label, seed, step, splits in _runs(cfg, here):
         if label == 'start' and not with_start: continue
-        todo = tuple(sp for sp in splits if not _done_at(tables[3 if sp == 'test' else 1], label, seed, step))
+        todo = _todo(tables, label, seed, step, splits)
         if not todo: continue
         if 'test' in todo: check_registration(out, cfg)   # again, just before the test questions are touched
         t = time.time()
@@ -912,7 +943,7 @@ def experiment(cfg:ExperimentConfig|None=None,
         final = weights_sha256(run_folder(cfg, label, seed)/'final') if ended else None
         # a stop cut off after some training resumes from its checkpoint: that training is counted with this stop
         earlier = earlier_seconds(s, _last_stop(tables[2], label, seed), resumed) if s is not None else 0.0
-        run = _stop(label, seed, step, t, todo, sha, final, earlier)
+        run = _stop(label, seed, step, t, todo, sha, final, earlier, kernels)
         tables = _grown(tables, label, seed, s, evals, run)
         # each stop is on disk, summarised, before the next begins: a stopped run loses at most the stop it was in
         _save_rows(out, *tables)

@@ -13,9 +13,9 @@ from .base import summary_repr
 
 # %% auto #0
 __all__ = ['EMBEDDED', 'BACKENDS', 'optional_import', 'has_module', 'gpu_available', 'fast_bf16', 'fast_dtype', 'cpu_name',
-           'package_dir', 'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer', 'Policy', 'resolve',
-           'pick_backend', 'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model', 'hub_name',
-           'weights_source', 'base_of', 'save_base', 'name_base', 'model_card']
+           'kernel_fingerprint', 'package_dir', 'embedded_gguf', 'cache_dir', 'materialise', 'embedded_tokenizer',
+           'Policy', 'resolve', 'pick_backend', 'load_policy', 'qwen3_tokenizer', 'tiny_tokenizer', 'tiny_model',
+           'hub_name', 'weights_source', 'base_of', 'save_base', 'name_base', 'model_card']
 
 # %% ../nbs/02_models.ipynb #a298f7b6
 _EXTRAS = {'unsloth': 'gpu] (CUDA) or venus_nb[cpu-engines', 'vllm': 'gpu] (CUDA) or venus_nb[cpu-engines'}
@@ -53,6 +53,35 @@ def cpu_name()->str:
     import platform
     try: return next(l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name'))
     except (OSError, StopIteration): return platform.processor() or 'unknown CPU'
+
+# %% ../nbs/02_models.ipynb #9a1f0c02
+# (tokens, inputs, outputs) of linear layers at the embedded model's widths: the products its forward runs, and with
+# them the transposed ones its backward runs
+_FINGERPRINT_SHAPES = ((577, 576, 1536), (577, 1536, 576), (64, 576, 192), (577, 1536, 1000), (2048, 576, 576))
+
+def _exact_grid(rows:int, cols:int, salt:int):
+    "float32 values in [-1.019, 1.019] from integers alone: the same bits on every machine"
+    import torch
+    i = torch.arange(rows * cols, dtype=torch.int64)
+    return (((i * 2654435761 + salt) % 2039 - 1019).to(torch.float32) / 1000).reshape(rows, cols)
+
+def kernel_fingerprint()->str:
+    """12 hex digits naming how this process rounds float32 work: linear layers' products forward and backward (the
+    BLAS picks its kernels by CPU), and a log-softmax, SiLU and RMS norm (ATen's vector code), on inputs that are the
+    same bits everywhere. Machines that differ here train other weights from the same recipe; machines that agree here
+    usually train the same ones (the weights' SHA-256 decides). It depends on torch's version and its thread count."""
+    import hashlib, torch
+    import torch.nn.functional as F
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for n, (m, k, o) in enumerate(_FINGERPRINT_SHAPES):
+            x, w = _exact_grid(m, k, 2 * n), _exact_grid(o, k, 2 * n + 1)
+            y = F.linear(x, w)
+            for t in (y, y.T @ x): h.update(t.numpy().tobytes())
+        x = _exact_grid(64, 49152, 99)
+        for t in (F.log_softmax(x, -1), F.silu(x), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)):
+            h.update(t.numpy().tobytes())
+    return h.hexdigest()[:12]
 
 # %% ../nbs/02_models.ipynb #df3b1b51
 def package_dir(pkg:str, install:str|None=None)->Path:
