@@ -6,8 +6,10 @@
 # size it). The run folder's COMMIT file names the commit it runs from, copied here beside the tables. A warm start
 # made on another kind of CPU differs in its last bits, and a seed's stops must all begin from one set of weights:
 # each machine runs the seeds whose start it makes, and a seed begun elsewhere waits for such a machine. The run keeps
-# its own cache (CACHE=, default $OUT/cache): a warm start made there by the pinned code, never one that later code
-# made under the same cache key with other rounding.
+# its own cache (CACHE=, default $OUT/cache-<kernels>): a warm start made there by the pinned code, never one that later
+# code made under the same cache key with other rounding, and one cache per kernel fingerprint
+# (`venus_nb.models.kernel_fingerprint`), so that a disk moved to another kind of machine hands no seed weights made
+# on the first.
 set -euo pipefail
 MAIN=$(git -C "$(dirname "$0")" rev-parse --show-toplevel); WT=${WT:-/work/confirm}; OUT=${OUT:-/work/runs/confirm}
 PUB=$MAIN/examples/experiment/confirm
@@ -24,7 +26,9 @@ for f in registration.json config.json evals.csv test.csv runs.csv steps.csv; do
   [ -f $OUT/$f ] || [ ! -f $PUB/$f ] || cp $PUB/$f $OUT/$f
 done
 cd $WT && make env > $OUT/make_env.log 2>&1
-export VLLM_CPU_KVCACHE_SPACE=${KV_GIB:-4} PUB OUT VENUS_NB_CACHE=${CACHE:-$OUT/cache}
+KERNELS=$(.venv/bin/python -c "import sys; sys.path.insert(0, '$MAIN')
+from venus_nb.models import kernel_fingerprint; print(kernel_fingerprint())")
+export VLLM_CPU_KVCACHE_SPACE=${KV_GIB:-4} PUB OUT VENUS_NB_CACHE=${CACHE:-$OUT/cache-$KERNELS}
 exec .venv/bin/python - <<'PY'
 import os, shutil, datetime
 from pathlib import Path
