@@ -59,29 +59,34 @@ def cpu_name()->str:
 # them the transposed ones its backward runs
 _FINGERPRINT_SHAPES = ((577, 576, 1536), (577, 1536, 576), (64, 576, 192), (577, 1536, 1000), (2048, 576, 576))
 
-def _exact_grid(rows:int, cols:int, salt:int):
+def _exact_grid(rows:int, cols:int, salt:int, device:str='cpu'):
     "float32 values in [-1.019, 1.019] from integers alone: the same bits on every machine"
     import torch
     i = torch.arange(rows * cols, dtype=torch.int64)
-    return (((i * 2654435761 + salt) % 2039 - 1019).to(torch.float32) / 1000).reshape(rows, cols)
+    return (((i * 2654435761 + salt) % 2039 - 1019).to(torch.float32) / 1000).reshape(rows, cols).to(device)
 
-def kernel_fingerprint()->str:
-    """12 hex digits naming how this process rounds float32 work: linear layers' products forward and backward (the
-    BLAS picks its kernels by CPU), and a log-softmax, SiLU and RMS norm (ATen's vector code), on inputs that are the
-    same bits everywhere. Machines that differ here train other weights from the same recipe; machines that agree here
-    usually train the same ones (the weights' SHA-256 decides). It depends on torch's version and its thread count."""
+def kernel_fingerprint(device:str|None=None # where training computes; default the GPU where one is usable, else 'cpu'
+                      )->str:
+    """12 hex digits naming how this process rounds float32 work on `device`: linear layers' products forward and
+    backward (the BLAS picks its kernels by CPU or GPU), and a log-softmax, SiLU and RMS norm (the vector kernels), on
+    inputs that are the same bits everywhere. Machines that differ here train other weights from the same recipe;
+    machines that agree here usually train the same ones (the weights' SHA-256 decides). It depends on torch's version,
+    its thread count and, on a GPU, its TF32 setting."""
     import hashlib, torch
     import torch.nn.functional as F
-    h = hashlib.sha256()
+    device = device or ('cuda' if gpu_available() else 'cpu')
+    h = hashlib.sha256(device.encode())
+    bits = lambda t: t.cpu().numpy().tobytes()
     with torch.no_grad():
         for n, (m, k, o) in enumerate(_FINGERPRINT_SHAPES):
-            x, w = _exact_grid(m, k, 2 * n), _exact_grid(o, k, 2 * n + 1)
+            x, w = _exact_grid(m, k, 2 * n, device), _exact_grid(o, k, 2 * n + 1, device)
             y = F.linear(x, w)
-            for t in (y, y.T @ x): h.update(t.numpy().tobytes())
-        x = _exact_grid(64, 49152, 99)
+            for t in (y, y.T @ x): h.update(bits(t))
+        x = _exact_grid(64, 49152, 99, device)
         for t in (F.log_softmax(x, -1), F.silu(x), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)):
-            h.update(t.numpy().tobytes())
+            h.update(bits(t))
     return h.hexdigest()[:12]
+
 
 # %% ../nbs/02_models.ipynb #df3b1b51
 def package_dir(pkg:str, install:str|None=None)->Path:
