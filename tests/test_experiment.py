@@ -629,22 +629,26 @@ def test_a_registered_run_goes_a_seed_at_a_time_and_tests_each_run_as_it_ends(tm
         d = out/'runs'/arm/f'seed{seed}'
         assert (d/'final'/'model.safetensors').exists() and not list(d.glob('checkpoint-*'))
 
+def _cut_off_before_grpo(monkeypatch, cfg, start):
+    "Run `cfg` from `start` until its first GRPO stop begins, as a machine lost there would leave the folder"
+    import venus_nb.experiment as ex
+    real = ex._evaluated
+    def stop_before_grpo(start, cfg, label, seed, *a):
+        if label == 'GRPO': raise KeyboardInterrupt
+        return real(start, cfg, label, seed, *a)
+    monkeypatch.setattr(ex, '_evaluated', stop_before_grpo)
+    with pytest.raises(KeyboardInterrupt): experiment(cfg, start, say=lambda *a: None)
+    monkeypatch.setattr(ex, '_evaluated', real)
+
 def test_a_seed_begun_from_other_weights_waits_and_the_others_run(tmp_path, monkeypatch):
     """A stop, then a machine whose start holds other weights: seed 0 waits (said, with both hashes), seed 1 runs whole
     there; back on weights like the first, seed 0 goes on and seed 1 is left alone"""
-    import venus_nb.experiment as ex
     calls = _faked(monkeypatch)
     out = tmp_path/'run'
     cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0, 1), steps=2, G=4, test_questions=24,
                            hypotheses=H, output_dir=str(out))
-    real = ex._evaluated
-    def stop_after_igpo(start, cfg, label, seed, *a):
-        if label == 'GRPO': raise KeyboardInterrupt
-        return real(start, cfg, label, seed, *a)
-    monkeypatch.setattr(ex, '_evaluated', stop_after_igpo)
-    with pytest.raises(KeyboardInterrupt): experiment(cfg, _start_with_weights(tmp_path/'a', 1.0), say=lambda *a: None)
+    _cut_off_before_grpo(monkeypatch, cfg, _start_with_weights(tmp_path/'a', 1.0))
     assert len(pd.read_csv(out/'test.csv').groupby(['arm', 'seed'])) == 2     # the start and IGPO of seed 0 kept
-    monkeypatch.setattr(ex, '_evaluated', real)
     calls.clear()
     said = []
     other = _start_with_weights(tmp_path/'b', 2.0)
@@ -667,15 +671,9 @@ def test_a_machine_whose_kernels_round_otherwise_stops_before_making_a_warm_star
     out = tmp_path/'run'
     cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), steps=2, G=4, test_questions=24,
                            hypotheses=H, output_dir=str(out))
-    real = ex._evaluated
-    def stop_after_igpo(start, cfg, label, seed, *a):
-        if label == 'GRPO': raise KeyboardInterrupt
-        return real(start, cfg, label, seed, *a)
-    monkeypatch.setattr(ex, '_evaluated', stop_after_igpo)
-    with pytest.raises(KeyboardInterrupt): experiment(cfg, _start_with_weights(tmp_path/'a'), say=lambda *a: None)
+    _cut_off_before_grpo(monkeypatch, cfg, _start_with_weights(tmp_path/'a'))
     here = kernel_fingerprint()
     assert set(pd.read_csv(out/'runs.csv').kernels) == {here}
-    monkeypatch.setattr(ex, '_evaluated', real)
     def made(*a, **kw): raise AssertionError('a warm start was made on a machine no seed left can use')
     monkeypatch.setattr(ex, 'warm_start_point', made)
     monkeypatch.setattr(ex, 'kernel_fingerprint', lambda: 'another')
