@@ -263,6 +263,17 @@ def test_chart_draws_the_baseline_and_the_sum_behind_every_advantage():
     assert 'slot' in key and 'γ = 0.95' in key and 'negative advantage' in key
     assert advantage_basis(rows, RewardConfig(gamma=0.5))[1].startswith('its sum is not shown')
 
+def test_split_credit_explains_a_format_penalty_whole():
+    """Under split credit a visit's IG is shared by its segment and a format penalty is not: the replay's sums add up
+    to the advantages on every turn, the malformed search's among them"""
+    from venus_nb.replay import advantage_basis, UNKNOWN_BASIS
+    t, t2 = rollout('ssv', bad={1}), rollout('sv', seed=1, answer='7')
+    sc = Scored.from_logps([t, t2], [random_logps(t), random_logps(t2)], outcome=[1.0, 0.0])
+    cfg = RewardConfig(credit='split')
+    basis = advantage_basis(rollout_rows(sc.table(credit='split'), 0), cfg)
+    assert UNKNOWN_BASIS not in basis
+    assert basis[1].startswith('format penalty') and '÷' not in basis[1] and '÷ 1' in basis[2]
+
 def test_every_marker_is_visible_and_answers_are_text():
     from venus_nb.replay import plain_answer
     t, t2 = rollout('sv', bad={2}), rollout('sv', seed=1, answer='**2019**')   # t: its final answer is malformed

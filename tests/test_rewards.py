@@ -74,6 +74,21 @@ def test_split_credit_divides_immediate_reward():
     r, A_out = d.rewards[0][0], d.slot_adv[0][1]
     assert d.advantages[0] == pytest.approx([r / 3 + 0.95 * A_out] * 3 + [A_out])
 
+def test_split_credit_never_divides_a_format_penalty():
+    """A malformed search's −λ is its own: split divides a visit's IG among its segment, not a penalty, so the
+    well-formed search before the malformed one takes the penalty slot's advantage whole, as under copy"""
+    kinds = [['search', 'search', 'visit', 'answer'], ['search', 'visit', 'answer']]
+    args = (kinds, [[None, None, 0.4, None], [None, 0.9, None]], [[True, False, True, True], ok(3)], [1.0, 0.0],
+            [0, 0])
+    split, copy = (reward_details(*args, RewardConfig(credit=c, penalty='replace')) for c in ('split', 'copy'))
+    assert split.slots[0].types == ['penalty', 'ig', 'outcome']
+    assert split.advantages[0][:2] == pytest.approx(copy.advantages[0][:2])
+    assert split.advantages[0][:2] == pytest.approx([split.slot_adv[0][0]] * 2)
+    assert split.slot_adv[0][0] == pytest.approx(-1.0 + 0.95 * split.slot_adv[0][1])
+    # the visit's IG alone is split: its segment is the visit turn only, so split and copy agree there too
+    assert split.advantages[0][2:] == pytest.approx(copy.advantages[0][2:])
+    assert split.advantages[1][:2] == pytest.approx([split.rewards[1][0] / 2 + 0.95 * split.slot_adv[1][1]] * 2)
+
 def test_grpo_and_joint():
     kinds, ig, fo = [['visit', 'answer']] * 2, [[0.1, None], [0.9, None]], [ok(2)] * 2
     g = turn_advantages(kinds, ig, fo, [1.0, 0.0], [0, 0], RewardConfig(estimator='grpo'))

@@ -16,7 +16,7 @@ import traitlets
 from fastcore.basics import patch
 from .base import write_atomic
 from .trajectory import Trajectory, Turn
-from .rewards import RewardConfig, GTLogps, Scored, Slots, slot_rewards, discount, scored_kinds
+from .rewards import RewardConfig, GTLogps, Scored, Slots, slot_rewards, discount, scored_kinds, divided
 from .scoring import NO_RESPONSE
 from .judges import aliases
 
@@ -160,7 +160,7 @@ def _segment_basis(k, start, s, r, a, z, scale, cfg):
     nxt = a[k + 1] if k + 1 < len(a) else 0.0
     why = _reward_text(ty, s.values[k], z[end], r[k], scale, cfg)
     later = f" + γ {cfg.gamma:g} × the next slot's advantage {nxt:+.3f}" if k + 1 < len(a) else ' (the last slot)'
-    if cfg.credit == 'split' and ty != 'outcome':
+    if divided(ty, cfg):
         v = r[k] / n + cfg.gamma * nxt
         return [(v, f'{why}, shared by {n} turn{"s" * (n > 1)}: ÷ {n}{later} = {v:+.3f}')] * n
     shared = f"no slot of its own: the advantage of turn {end}'s slot ({_SLOT_WORDS[ty]}), {a[k]:+.3f}"

@@ -15,9 +15,9 @@ from .base import summary_repr, check_ranges
 
 # %% auto #0
 __all__ = ['ESTIMATORS', 'RewardConfig', 'igpo_advantages', 'grpo_advantages', 'estimator_fn', 'finite', 'Slots', 'rollout_slots',
-           'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'spread', 'RewardDetails', 'with_visit_bonus',
-           'reward_details', 'turn_advantages', 'token_advantages', 'scored_kinds', 'GTLogps', 'ig_from_logps',
-           'turn_rewards', 'Scored', 'scores_problem']
+           'zscore', 'normalise', 'ig_scale', 'slot_rewards', 'discount', 'divided', 'spread', 'RewardDetails',
+           'with_visit_bonus', 'reward_details', 'turn_advantages', 'token_advantages', 'scored_kinds', 'GTLogps',
+           'ig_from_logps', 'turn_rewards', 'Scored', 'scores_problem']
 
 # %% ../nbs/24_rewards.ipynb #1bc84ef1
 @dataclass
@@ -158,12 +158,16 @@ def discount(rewards:list, gamma:float)->list:
     return out
 
 # %% ../nbs/24_rewards.ipynb #c4d70b25
+def divided(slot_type:str, cfg:RewardConfig=RewardConfig())->bool:
+    "Whether a slot's reward is divided among its segment's turns: a visit's IG under split credit (never a penalty)"
+    return cfg.credit == 'split' and slot_type == 'ig'
+
 def spread(s:Slots, rewards:list, adv:list, cfg:RewardConfig=RewardConfig())->list:
-    "Per-turn advantages from per-slot ones (browse-aware copy, or split)"
+    "Per-turn advantages from per-slot ones (browse-aware copy, or split: a visit's IG divided among its segment)"
     out, start = [], 0
     for k, end in enumerate(s.turns):
         n = end - start + 1
-        if cfg.credit == 'split' and s.types[k] != 'outcome':
+        if divided(s.types[k], cfg):
             nxt = adv[k + 1] if k + 1 < len(adv) else 0.0
             out += [rewards[k] / n + cfg.gamma * nxt] * n
         else: out += [adv[k]] * n
