@@ -15,12 +15,12 @@ __all__ = ['GAP_SUMS', 'LossConfig', 'loss_terms', 'k3_kl', 'masked_mean', 'toke
 # %% ../nbs/09_loss.ipynb #aa844510
 @dataclass
 class LossConfig:
-    "The loss settings, DR-Venus' defaults (method §2.4); an `IGPOConfig` has the same fields and can stand in"
+    "The loss settings: DR-Venus' (method §2.4), and TIS at 2, the kit's own; an `IGPOConfig` can stand in"
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float|None = 3.0     # bounds the loss of negative-advantage tokens (None: off)
     kl_coef: float = 0.001          # k3 KL to the reference (0: no reference pass, no reference copy)
-    tis_cap: float|None = 2.0       # truncated importance sampling: the PG term × min(π_old/π_engine, cap) (None: off)
+    tis_cap: float|None = 2.0       # PG term × min(π_old/π_engine, cap): truncated IS (None: off, as in DR-Venus)
 
     def __post_init__(self):
         check_ranges(self, clip_low='(0, inf)', clip_high='(0, inf)', dual_clip='[1, inf) or None', kl_coef='[0, inf)',
@@ -31,7 +31,7 @@ def loss_terms(logp, old_logp, ref_logp, advantages, cfg:LossConfig=LossConfig()
                weight=None # per-token importance weights on the policy-gradient term (`tis_weights`); None: 1
               )->dict:
     "Per-token surrogate, KL and clip indicators (tensors shaped like `logp`)"
-    ratio = torch.exp(logp - old_logp)
+    ratio = torch.exp((logp - old_logp).clamp(-20, 20))   # as verl clamps it: a drifted policy gives no inf or NaN
     pg = torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high))
     if cfg.dual_clip is not None:
         capped = torch.minimum(pg, -advantages * cfg.dual_clip)
