@@ -4,6 +4,7 @@
 
 # %% ../nbs/27_scoring.ipynb #0576c5e7
 from __future__ import annotations
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -13,8 +14,8 @@ from .rewards import RewardConfig, GTLogps, scored_kinds, ig_from_logps
 from .trajectory import generation_prompt, end_of_turn, literal_span, encode_text
 
 # %% auto #0
-__all__ = ['NO_RESPONSE', 'Probe', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled', 'crop_to',
-           'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps',
+__all__ = ['NO_RESPONSE', 'Probe', 'probe_text', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled',
+           'crop_to', 'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps',
            'window_reason', 'gt_logps', 'information_gain', 'information_gain_naive', 'token_logps']
 
 # %% ../nbs/27_scoring.ipynb #0d193c6f
@@ -32,10 +33,20 @@ def _literal_probe(tok, text:str, a:int, b:int)->Probe:
     head, gt = tok.encode(text[:a], add_special_tokens=False), encode_text(tok, text[a:b])
     return Probe(head + gt + tok.encode(text[b:], add_special_tokens=False), (len(head), len(head) + len(gt)))
 
+def probe_text(gt)->str:
+    """The ground truth IG teacher-forces: its first alternative, and a JSON list of labelled entries read as one label,
+    'false' where an entry's label is false, else 'true' (method §1.1)"""
+    if not (golds := aliases(gt)): raise ValueError(f'no ground truth to score log p(gt) against (gt={gt!r})')
+    first = golds[0]
+    if not first.startswith('['): return first
+    try: entries = json.loads(first)
+    except ValueError: return first
+    if not (isinstance(entries, list) and entries and all(isinstance(e, dict) for e in entries)): return first
+    return 'false' if any(str(e.get('label', '')).lower() == 'false' for e in entries) else 'true'
+
 def answer_probe(tokenizer, gt)->Probe:
     "The fake final reply (generation prompt + answer) that IG teacher-forces"
-    if not (golds := aliases(gt)): raise ValueError(f'no ground truth to score log p(gt) against (gt={gt!r})')
-    gt = golds[0]
+    gt = probe_text(gt)
     gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
     text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + _REPLY.format(gt=gt)
     start = text.rindex('<answer>\n') + len('<answer>\n')
