@@ -36,7 +36,7 @@ def one_stage_bootstrap(m, # seeds × questions
 def two_stage_bootstrap(m, # seeds × questions
                         n:int=2000, # bootstrap samples
                         level:float=0.95, seed:int=0)->tuple[float, float, float]:
-    "Mean of `m` and its bootstrap interval: seeds (rows) resampled, then questions (columns) within every drawn seed"
+    "Mean of `m` and its bootstrap interval: seeds (rows) resampled, and one draw of questions (columns) for them all"
     m = _matrix(m)
     rng = np.random.default_rng(seed)
     # the same question draw as the one-stage bootstrap, then the seeds
