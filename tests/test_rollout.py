@@ -660,3 +660,18 @@ ROLLOUT_BAD = [('temperature', -0.5), ('top_p', 0.0), ('top_p', 1.5), ('top_p', 
 def test_absurd_rollout_settings_fail_at_construction(field, value):
     refused(RolloutConfig, field, value)
     with pytest.raises(ValueError, match=rf'RolloutConfig\.{field} must be'): IGPOConfig(rollout={field: value})
+
+def test_a_turn_ended_by_another_end_token_is_well_formed_and_that_token_is_not_trained(smol_tok):
+    """An engine that stops at eos (<|endoftext|>) rather than the end-of-turn token: the token leaves the turn, as the
+    official loop deletes it, so the answer is well formed, and the closing the loop writes is not trained"""
+    from venus_nb.trajectory import check_format
+    eos = smol_tok.convert_tokens_to_ids('<|endoftext|>')
+    assert eos != smol_tok.convert_tokens_to_ids(end_of_turn(smol_tok))
+    seq = Sequence.start(smol_tok, ChatGlue.read(smol_tok, agent_prompt('?')), agent_prompt('Where?'))
+    seq.open_turn()
+    body = smol_tok.encode('<think>\nsure\n</think>\n<answer>Paris</answer>', add_special_tokens=False)
+    n = len(seq.ids)
+    text = seq.add_turn(body + [eos], [-0.5] * (len(body) + 1), stopped=True)
+    assert '<|endoftext|>' not in text and check_format(text, is_final=True) is None
+    assert eos not in seq.ids[n:] and seq.mask[n:n + len(body)] == [1] * len(body)
+    assert sum(seq.mask[n + len(body):]) == 0          # the closing the engine never sampled

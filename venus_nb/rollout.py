@@ -136,20 +136,23 @@ def open_turn(self:Sequence)->list:
 # %% ../nbs/23_rollout.ipynb #2509665f
 @patch
 def add_turn(self:Sequence, gen:list,
-             logps:list|None=None # the engine's log-prob of each generated id, where it reports them
+             logps:list|None=None, # the engine's log-prob of each generated id, where it reports them
+             stopped:bool|None=None # the engine stopped at an end token, its last id (None: at the end-of-turn token)
             )->str:
     "Append a generated turn and close it; returns its text"
     eot = self.tok.convert_tokens_to_ids(self.glue.eot)
-    ended = bool(gen) and gen[-1] == eot
+    ended = bool(gen) and (gen[-1] == eot if stopped is None else stopped)
+    # another end token (an eos such as <|endoftext|>) leaves the turn, as the official loop deletes it
     body = gen[:-1] if ended else list(gen)
     start, close = len(self.ids), self.glue.close_turn
     cut = close.index(self.glue.eot) + len(self.glue.eot) if self.glue.eot in close else len(close)
     closing = _encode(self.tok, close[:cut])
     lps = list(logps) if logps is not None else [math.nan] * len(gen)
+    sampled_eot = ended and gen[-1] == eot
     # the end-of-turn token keeps its log-prob where the engine sampled it
-    eot_lp = lps[len(body)] if ended else math.nan
+    eot_lp = lps[len(body)] if sampled_eot else math.nan
     # the engine sampled the end-of-turn token, or the loop closed the turn
-    sampled = [ended and t == eot for t in closing]
+    sampled = [sampled_eot and t == eot for t in closing]
     self._add(body, 1, lps[:len(body)])
     # a closing the engine never sampled is not trained
     for t, s in zip(closing, sampled): self._add([t], int(s), [eot_lp if s else math.nan])
@@ -655,7 +658,8 @@ async def _play_round(runs:list, engine, toolbox, cfg:RolloutConfig, seed:int, l
         if n > 0: live.append((r, n, r.seq.open_turn()))
         else: r.end('context')
     gens = engine([p for _, _, p in live], [n for _, n, _ in live], cfg, seed) if live else []
-    pending = [(r, _turn_outcome(r, r.seq.add_turn(g.ids, g.logps), g)) for (r, _, _), g in zip(live, gens)]
+    pending = [(r, _turn_outcome(r, r.seq.add_turn(g.ids, g.logps, g.finish == 'eot'), g))
+               for (r, _, _), g in zip(live, gens)]
     pending = [(r, c) for r, c in pending if c is not None]
     texts = await asyncio.gather(*(_observe(c, toolbox, limit) for _, c in pending))
     for (r, _), text in zip(pending, texts): r.seq.add_user(observation_message(text)['content'])

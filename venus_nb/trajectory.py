@@ -15,8 +15,8 @@ if TYPE_CHECKING: import datasets   # only named in annotations: imported where 
 
 
 # %% auto #0
-__all__ = ['JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'check_format', 'assistant_text', 'Turn',
-           'render_turn_text', 'observation_message', 'Trajectory', 'parse_chat_text', 'Loaded', 'from_record',
+__all__ = ['JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'call_format_error', 'check_format', 'assistant_text',
+           'Turn', 'render_turn_text', 'observation_message', 'Trajectory', 'parse_chat_text', 'Loaded', 'from_record',
            'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
            'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
            'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span', 'literal_span',
@@ -59,18 +59,34 @@ def between(text:str, opening:str, closing:str)->list[str]:
 def _between(text, tag): return between(text, f'<{tag}>', f'</{tag}>')
 
 # %% ../nbs/01_trajectory.ipynb #b636e07d
-def parse_call_body(body:str # the text inside `<tool_call>`
-                   )->tuple[ToolCall|None, str|None]:
-    "Parse a tool-call body into a `ToolCall`, or return the reason it cannot be"
+def _call_object(body:str)->tuple[dict|None, str|None]:
+    "The JSON object of a tool-call body, or why there is none"
     try: obj = _loads(body.strip())
     except Exception as e: return None, f'tool call is not valid JSON: {str(e)[:120]}'
     if not isinstance(obj, dict) or 'name' not in obj: return None, 'tool call has no "name"'
+    return obj, None
+
+def parse_call_body(body:str # the text inside `<tool_call>`
+                   )->tuple[ToolCall|None, str|None]:
+    """Parse a tool-call body into a `ToolCall`, or return the reason it cannot be; lenient as a reader: `arguments`
+    may be missing or a JSON string (as OpenAI messages carry it)"""
+    obj, err = _call_object(body)
+    if err: return None, err
     args = obj.get('arguments', {})
     if isinstance(args, str):
         try: args = _loads(args)
         except Exception: return None, 'tool call "arguments" is a string that is not JSON'
     if not isinstance(args, dict): return None, 'tool call "arguments" is not an object'
     return ToolCall(str(obj['name']), args), None
+
+def call_format_error(body:str # the text inside `<tool_call>`, as the model wrote it
+                     )->str|None:
+    "Why a tool call the model wrote breaks the format (method §2.2): it needs a `name` and an `arguments` object"
+    obj, err = _call_object(body)
+    if err: return err
+    if 'arguments' not in obj: return 'tool call has no "arguments"'
+    if not isinstance(obj['arguments'], dict): return 'tool call "arguments" is not an object'
+    return None
 
 # %% ../nbs/01_trajectory.ipynb #79ac8eee
 def _spans(text, tag): return [m.start() for m in re.finditer(re.escape(tag), text)]
@@ -111,7 +127,7 @@ def check_format(text:str, # the assistant message as written
     if err := _block_error(text, end, 'tool_call'): return err
     body = _between(text, 'tool_call')[0]
     if 'pythoninterpreter' in body.lower() and '<code>' in body and '</code>' in body: return None  # official exception
-    return parse_call_body(body)[1]
+    return call_format_error(body)
 
 # %% ../nbs/01_trajectory.ipynb #3017c16c
 _ACTION = re.compile(r'Action:\s*(\w+)\[')
