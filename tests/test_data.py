@@ -485,3 +485,19 @@ def test_qa_loaders_make_datasets_in_one_call():
     assert 'not in the dataset' in str(w[0].message)
     with pytest.raises(ValueError, match='question 1'):
         as_questions(Dataset.from_list([{'id': 1, 'question': 'a'}, {'id': 2, 'question': None}]))
+
+def test_dedupe_compares_whole_calls_as_the_official_cleaner():
+    """A turn is a duplicate when an earlier one asked the same tool for the same set of queries or urls (stripped, any
+    order): single values seen in other calls do not make one, nor does a call that asks more or less"""
+    from venus_nb.data import step_dedupe, CleanConfig
+    from venus_nb.trajectory import Trajectory, Turn, render_turn_text, ToolCall, observation_message
+    def traj(*queries):
+        turns = [Turn.parse({'role': 'assistant', 'content': render_turn_text('t', ToolCall('search', {'query': q}))},
+                            [observation_message('r')], i, False) for i, q in enumerate(queries)]
+        final = Turn.parse({'role': 'assistant', 'content': render_turn_text('t', answer='x')}, [], len(queries), True)
+        return Trajectory('q', turns + [final])
+    dropped = lambda *qs: step_dedupe(traj(*qs), CleanConfig())[1]
+    assert dropped(['a'], ['b'], ['a', 'b']) == []                    # each value seen, never this set
+    assert dropped(['a', 'b'], ['a']) == []                           # a call asking less is another call
+    assert dropped(['a', 'b'], ['b', 'a']) == ['turn 1 dropped: duplicate search']
+    assert dropped(['a'], [' a ']) == ['turn 1 dropped: duplicate search']

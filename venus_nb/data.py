@@ -18,7 +18,7 @@ __all__ = ['FILTERS', 'STEPS', 'load_dr_venus', 'load_webdancer', 'load_react', 
            'load_verl_parquet', 'load_qa_jsonl', 'decrypt_xbench', 'decrypt_browsecomp', 'load_xbench',
            'load_browsecomp_zh', 'as_questions', 'question_kind', 'by_kind', 'check_shares', 'kind_counts',
            'find_shared', 'shared_data', 'correctness_judge', 'CleanConfig', 'normal_args', 'clean_think',
-           'parse_search_results', 'step_normalise', 'step_prune', 'signatures', 'step_dedupe', 'step_validate',
+           'parse_search_results', 'step_normalise', 'step_prune', 'signature', 'step_dedupe', 'step_validate',
            'scored_answer', 'step_correct', 'CleaningReport', 'clean', 'judge_advice', 'clean_summary', 'funnel_figure']
 
 # %% ../nbs/11_data.ipynb #b8ef6b1c
@@ -434,20 +434,20 @@ def step_prune(traj:Trajectory, cfg:CleanConfig):
             if t.call is not None and t.call.name not in cfg.tools]
     return _rebuild(traj, keep), gone
 
-def signatures(call:ToolCall)->set:
-    "(tool, query or url) pairs a call asks for"
+def signature(call:ToolCall)->tuple:
+    "What a call asks, as the official cleaner compares calls: (tool, its distinct queries or urls, stripped, sorted)"
     key = 'url' if call.name == 'visit' else 'query'
-    return {(call.name, str(v)) for v in _as_list(call.arguments.get(key, []))}
+    return call.name, tuple(sorted({s for v in _as_list(call.arguments.get(key, [])) if (s := str(v).strip())}))
 
 # %% ../nbs/11_data.ipynb #60a3938b
 def step_dedupe(traj:Trajectory, cfg:CleanConfig):
-    "Step 3: drop turns whose every signature appeared earlier"
+    "Step 3: drop the search and visit turns that ask exactly what an earlier turn asked"
     seen, keep, gone = set(), [], []
     for t in traj.turns:
-        sig = signatures(t.call) if t.call else set()
-        if sig and sig <= seen: gone.append(f'turn {t.index} dropped: duplicate {t.call.name}')
+        sig = signature(t.call) if t.call and t.call.name in ('search', 'visit') else None
+        if sig in seen: gone.append(f'turn {t.index} dropped: duplicate {t.call.name}')
         else: keep.append(t)
-        seen |= sig
+        if sig: seen.add(sig)
     return (_rebuild(traj, keep), gone) if gone else (traj, [])
 
 # %% ../nbs/11_data.ipynb #1838bcc0
