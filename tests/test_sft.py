@@ -239,3 +239,7 @@ SFT_BAD = [('batch_size', 0), ('lora_r', 0), ('epochs', -1.0), ('epochs', 0.0), 
 @pytest.mark.parametrize('field,value', SFT_BAD, ids=[f'{f}={v}' for f, v in SFT_BAD])
 def test_absurd_sft_settings_fail_at_construction(field, value):
     refused(SFTConfig, field, value)
+
+def test_a_warmup_of_the_whole_run_is_refused():
+    "warmup is a share of the steps; transformers reads 1 or more as a count of steps, so 1.0 would mean one step"
+    with pytest.raises(ValueError, match=r'warmup must be in \[0, 1\), got 1.0'): SFTConfig(warmup=1.0)

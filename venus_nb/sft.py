@@ -30,7 +30,7 @@ class SFTConfig(Settings):
     backend: str = 'auto'             # 'auto' (Unsloth on CUDA if installed; `pick_backend`), 'unsloth', 'transformers'
     lr: float = 1e-5
     scheduler: str = 'cosine'
-    warmup: float = 0.1               # fraction of steps
+    warmup: float = 0.1               # share of the steps spent warming up (transformers reads 1 or more as steps)
     epochs: float = 1.0
     max_steps: int = -1               # > 0 overrides epochs
     batch_size: int = 1               # per device
@@ -60,7 +60,7 @@ class SFTConfig(Settings):
             raise ValueError(f'SFTConfig.backend must be one of {", ".join(map(repr, BACKENDS))}, got {self.backend!r}')
         self.betas, self.target_modules, self.report_to = (tuple(self.betas), tuple(self.target_modules),
                                                            trackers(self.report_to))
-        check_ranges(self, lr='(0, inf)', warmup='[0, 1]', epochs='(0, 1e6)', max_steps='[-1, 1e9)',
+        check_ranges(self, lr='(0, inf)', warmup='[0, 1)', epochs='(0, 1e6)', max_steps='[-1, 1e9)',
                      batch_size='[1, inf)', grad_accum='[1, inf)', weight_decay='[0, inf)', max_grad_norm='[0, inf)',
                      max_length='[1, inf) or None', lora_r='[1, inf) or None', lora_alpha='(0, inf)',
                      lora_dropout='[0, 1)', save_steps='[1, inf)', save_total_limit='[1, inf)',
