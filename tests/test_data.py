@@ -501,3 +501,21 @@ def test_dedupe_compares_whole_calls_as_the_official_cleaner():
     assert dropped(['a', 'b'], ['a']) == []                           # a call asking less is another call
     assert dropped(['a', 'b'], ['b', 'a']) == ['turn 1 dropped: duplicate search']
     assert dropped(['a'], [' a ']) == ['turn 1 dropped: duplicate search']
+
+def test_a_call_without_thinking_goes_and_an_answer_without_a_think_block_drops_the_row():
+    """As the official cleaner: a tool call whose thinking is empty is dropped with its response; a final answer
+    with no <think> at all drops the trajectory, one with an empty <think> block stays"""
+    from venus_nb.data import step_normalise, CleanConfig
+    from venus_nb.trajectory import Trajectory
+    call = '<tool_call>\n{"name": "search", "arguments": {"query": ["q"]}}\n</tool_call>'
+    def traj(first, final):
+        return Trajectory.from_messages([{'role': 'user', 'content': 'Q?'}, {'role': 'assistant', 'content': first},
+                                         {'role': 'user', 'content': '<tool_response>\nr\n</tool_response>'},
+                                         {'role': 'assistant', 'content': final}], 'Q?', 'x')
+    out, edits = step_normalise(traj(f'<think>\n\n</think>\n{call}', '<think>a</think>\n<answer>x</answer>'),
+                                CleanConfig())
+    assert [t.kind for t in out.turns] == ['answer'] and edits == ['turn 0 dropped: no thinking']
+    assert step_normalise(traj(f'<think>s</think>\n{call}', '<answer>x</answer>'), CleanConfig()) == (
+        None, 'final turn has no thinking')
+    kept, _ = step_normalise(traj(f'<think>s</think>\n{call}', '<think></think>\n<answer>x</answer>'), CleanConfig())
+    assert [t.kind for t in kept.turns] == ['search', 'answer']

@@ -389,6 +389,10 @@ def _answer_think(t:Turn)->str:
     after = t.raw.split('</think>')[-1] if '</think>' in t.raw else ''
     return '\n\n'.join([clean_think(t.think)] + [x.strip() for x in between(after, '<summary>', '</summary>')])
 
+def _has_thinking(t:Turn)->bool:
+    "A `<think>` block, even an empty one, or thinking read from another format (a ReAct `Thought:`)"
+    return '<think>' in t.raw or bool(t.think)
+
 def _answer_turn(t:Turn):
     think = _answer_think(t)
     if t.ok and think == t.think: return t, None
@@ -402,9 +406,10 @@ def _normal_turn(t:Turn, is_final:bool):
     if is_final: return _answer_turn(t) if t.kind == 'answer' else (None, None)
     if t.kind in ('invalid', 'answer'):
         return None, f'turn {t.index} dropped: {t.parse_error or "answer before the final turn"}'
+    # the official cleaner keeps no tool call without its reasoning
+    if not (think := clean_think(t.think)): return None, f'turn {t.index} dropped: no thinking'
     args, edits = normal_args(t.call)
     resp, parsed = _normal_responses(t)
-    think = clean_think(t.think)
     if t.ok and not edits and not parsed and think == t.think: return t, None
     new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, ToolCall(t.call.name, args))},
                      resp, t.index, False)
@@ -418,6 +423,7 @@ def step_normalise(traj:Trajectory, cfg:CleanConfig):
     if not traj.turns: return None, 'no assistant turns'
     pairs = [_normal_turn(t, i == len(traj.turns) - 1) for i, t in enumerate(traj.turns)]
     if pairs[-1][0] is None: return None, f'final turn is not an answer ({traj.turns[-1].kind})'
+    if not _has_thinking(traj.turns[-1]): return None, 'final turn has no thinking'
     turns, edits = [t for t, _ in pairs if t is not None], [e for _, e in pairs if e]
     prompt = (traj.prompt if cfg.system_prompt is None else
               [{'role': 'system', 'content': cfg.system_prompt}] + [m for m in traj.prompt if m['role'] != 'system'])
