@@ -37,7 +37,7 @@ class RolloutConfig(Settings):
     max_turns: int = 200                # assistant turns; the last one is forced to answer
     turn_jitter: int = 5                # a rollout's turn cap: max_turns + int(U·2j − j), ≥ 1 (official: 5); 0: off
     max_new_tokens: int = 8192          # generated tokens per turn
-    max_context: int = 262_144          # tokens in the whole sequence; past it, a forced answer
+    max_context: int = 261_000          # tokens in the whole sequence (the official run's); past it, a forced answer
     min_answer_tokens: int = 256        # a turn needs at least this much room, else the rollout stops ('context')
     temperature: float = 1.0
     top_p: float = 0.95
@@ -607,9 +607,9 @@ def _room(r:Running, cfg:RolloutConfig)->int:
 
 # %% ../nbs/23_rollout.ipynb #9d2de1a7
 def limit_reached(r:Running, cfg:RolloutConfig)->str|None:
-    "'turns' at the rollout's last allowed turn, 'context' when a full turn no longer fits, else None"
-    if r.turns >= r.cap - 1: return 'turns'
-    return 'context' if _room(r, cfg) < cfg.max_new_tokens else None
+    "'context' when a full turn no longer fits, else 'turns' at the rollout's last allowed turn (the official order)"
+    if _room(r, cfg) < cfg.max_new_tokens: return 'context'
+    return 'turns' if r.turns >= r.cap - 1 else None
 
 def turn_budget(r:Running, cfg:RolloutConfig)->int:
     "Tokens the next turn may generate; at a limit the limit message replaces the last tool response first; 0: stop"
