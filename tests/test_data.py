@@ -519,3 +519,12 @@ def test_a_call_without_thinking_goes_and_an_answer_without_a_think_block_drops_
         None, 'final turn has no thinking')
     kept, _ = step_normalise(traj(f'<think>s</think>\n{call}', '<think></think>\n<answer>x</answer>'), CleanConfig())
     assert [t.kind for t in kept.turns] == ['search', 'answer']
+
+def test_a_rewritten_final_answer_keeps_the_official_layout():
+    "The cleaner writes the answer on lines of its own, as the official cleaner and the DR-Venus SFT files have it"
+    from venus_nb.data import step_normalise, CleanConfig
+    from venus_nb.trajectory import Trajectory
+    leaked = '<think>a <answer>leak</answer></think>\n<answer>x</answer>'   # tags in the thinking: rewritten
+    t = Trajectory.from_messages([{'role': 'user', 'content': 'Q?'}, {'role': 'assistant', 'content': leaked}], 'Q?', 'x')
+    out, edits = step_normalise(t, CleanConfig())
+    assert out.turns[-1].raw.endswith('</think>\n<answer>\nx\n</answer>') and out.turns[-1].answer == 'x' and edits

@@ -118,7 +118,8 @@ def _r1_final(rest:str)->dict:
     answers = between(rest, '<answer>', '</answer>')
     if not answers: return {'role': 'assistant', 'content': rest.strip()}
     think = rest.split('</think>')[0] if '</think>' in rest else rest.split('<answer>')[0]
-    return {'role': 'assistant', 'content': render_turn_text(think.strip(), answer=answers[-1].strip())}
+    text = render_turn_text(think.strip(), answer=answers[-1].strip(), answer_lines=True)
+    return {'role': 'assistant', 'content': text}
 
 def r1_searcher_messages(question:str, text:str # the rollout as R1-Searcher wrote it (`gen_text_store`)
                         )->list[dict]:
@@ -396,7 +397,7 @@ def _has_thinking(t:Turn)->bool:
 def _answer_turn(t:Turn):
     think = _answer_think(t)
     if t.ok and think == t.think: return t, None
-    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, answer=t.answer)},
+    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, answer=t.answer, answer_lines=True)},
                      t.source[1:], t.index, True)
     return new, f'turn {t.index} rewritten: {t.format_error or "tags in thinking"}'
 

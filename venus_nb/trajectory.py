@@ -245,9 +245,12 @@ def parse(cls:Turn, assistant:dict, # the assistant message
                err, [assistant, *responses], opening)
 
 # %% ../nbs/01_trajectory.ipynb #46bde603
-def render_turn_text(think:str, call:ToolCall|None=None, answer:str|None=None)->str:
+def render_turn_text(think:str, call:ToolCall|None=None, answer:str|None=None,
+                     answer_lines:bool=False # the answer on lines of its own, as the official cleaner writes it
+                    )->str:
     "Canonical DR-Venus assistant text: `<think>` then one `<tool_call>` or one `<answer>`"
-    body = f'<tool_call>\n{call.to_json()}\n</tool_call>' if call else f'<answer>{answer}</answer>'
+    body = (f'<tool_call>\n{call.to_json()}\n</tool_call>' if call else
+            f'<answer>\n{answer}\n</answer>' if answer_lines else f'<answer>{answer}</answer>')
     return f'<think>\n{think}\n</think>\n{body}'
 
 def observation_message(observation:str)->dict:
