@@ -525,6 +525,7 @@ def test_a_rewritten_final_answer_keeps_the_official_layout():
     from venus_nb.data import step_normalise, CleanConfig
     from venus_nb.trajectory import Trajectory
     leaked = '<think>a <answer>leak</answer></think>\n<answer>x</answer>'   # tags in the thinking: rewritten
-    t = Trajectory.from_messages([{'role': 'user', 'content': 'Q?'}, {'role': 'assistant', 'content': leaked}], 'Q?', 'x')
+    msgs = [{'role': 'user', 'content': 'Q?'}, {'role': 'assistant', 'content': leaked}]
+    t = Trajectory.from_messages(msgs, 'Q?', 'x')
     out, edits = step_normalise(t, CleanConfig())
     assert out.turns[-1].raw.endswith('</think>\n<answer>\nx\n</answer>') and out.turns[-1].answer == 'x' and edits
