@@ -15,10 +15,10 @@ from .tools import run_tool, Toolbox
 from .schema import system_prompt, tool_error
 
 # %% auto #0
-__all__ = ['LIMIT_MESSAGES', 'SEEDS', 'ENGINE_KW', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated', 'cut_generation',
-           'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache', 'plain_cache',
-           'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for', 'cast_params',
-           'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
+__all__ = ['LIMIT_MESSAGES', 'SEEDS', 'ENGINE_KW', 'MALFORMED', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated',
+           'cut_generation', 'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache',
+           'plain_cache', 'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for',
+           'cast_params', 'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
            'training_engine_kw', 'Running', 'limit_reached', 'turn_budget', 'agent_prompt', 'turn_cap', 'start_runs',
            'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
 
@@ -637,13 +637,13 @@ def _turn_outcome(r:Running, text:str, gen:Generated):
         return turn.call
     return _invalid_turn_message(turn, gen)
 
+# the official loop's observation after a turn it cannot read (why is on the turn: `parse_error`, `format_error`)
+MALFORMED = 'Your response was malformed. Please call a tool or provide a final answer.'
+
 def _invalid_turn_message(turn:Turn, gen:Generated)->str:
-    "The error observation for a turn that neither calls a tool nor answers"
-    if gen.finish == 'length': why = 'the turn hit the token limit before a complete <tool_call> or <answer>'
-    elif turn.call is not None: why = f'unknown tool {turn.call.name!r}; the tools are search and visit'
-    else: why = turn.parse_error or turn.format_error or 'no <tool_call> and no <answer>'
-    return tool_error('tool', f'{why}. Call a tool as <tool_call>{{"name": ..., "arguments": ...}}</tool_call> '
-                              'or answer as <answer>...</answer>.')
+    "The observation for a turn that neither calls one of the tools nor answers"
+    if turn.call is None: return MALFORMED
+    return tool_error('tool', f'unknown tool {turn.call.name!r}; the tools are search and visit')
 
 # %% ../nbs/23_rollout.ipynb #df659436
 async def _observe(call, toolbox, limit):
