@@ -529,3 +529,13 @@ def test_a_rewritten_final_answer_keeps_the_official_layout():
     t = Trajectory.from_messages(msgs, 'Q?', 'x')
     out, edits = step_normalise(t, CleanConfig())
     assert out.turns[-1].raw.endswith('</think>\n<answer>\nx\n</answer>') and out.turns[-1].answer == 'x' and edits
+
+def test_a_final_turn_that_calls_a_tool_and_answers_keeps_its_answer():
+    "As the official cleaner: the last <answer> of a final turn that also calls a tool is kept, the call dropped"
+    from venus_nb.data import step_normalise, CleanConfig
+    from venus_nb.trajectory import Trajectory
+    both = ('<think>done</think>\n<tool_call>\n{"name": "search", "arguments": {"query": ["q"]}}\n</tool_call>\n'
+            '<answer>Paris</answer>')
+    t = Trajectory.from_messages([{'role': 'user', 'content': 'Q?'}, {'role': 'assistant', 'content': both}], 'Q?', 'x')
+    out, edits = step_normalise(t, CleanConfig())
+    assert out.turns[-1].kind == 'answer' and out.turns[-1].answer == 'Paris' and out.turns[-1].ok and edits

@@ -394,17 +394,22 @@ def _has_thinking(t:Turn)->bool:
     "A `<think>` block, even an empty one, or thinking read from another format (a ReAct `Thought:`)"
     return '<think>' in t.raw or bool(t.think)
 
+def _final_answer(t:Turn)->str|None:
+    "The final turn's answer: its own, or the last `<answer>` of one that calls a tool too (as the official cleaner)"
+    if t.answer is not None: return t.answer
+    return answers[-1].strip() if (answers := between(t.raw, '<answer>', '</answer>')) else None
+
 def _answer_turn(t:Turn):
-    think = _answer_think(t)
+    think, answer = _answer_think(t), _final_answer(t)
     if t.ok and think == t.think: return t, None
-    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, answer=t.answer, answer_lines=True)},
+    new = Turn.parse({'role': 'assistant', 'content': render_turn_text(think, answer=answer, answer_lines=True)},
                      t.source[1:], t.index, True)
     return new, f'turn {t.index} rewritten: {t.format_error or "tags in thinking"}'
 
 # %% ../nbs/11_data.ipynb #c100d80b
 def _normal_turn(t:Turn, is_final:bool):
     "(turn in canonical form or None to drop it, edit or None)"
-    if is_final: return _answer_turn(t) if t.kind == 'answer' else (None, None)
+    if is_final: return _answer_turn(t) if _final_answer(t) is not None else (None, None)
     if t.kind in ('invalid', 'answer'):
         return None, f'turn {t.index} dropped: {t.parse_error or "answer before the final turn"}'
     # the official cleaner keeps no tool call without its reasoning
