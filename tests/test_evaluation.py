@@ -233,3 +233,11 @@ def test_r1_searcher_rollouts_against_gpt4o_labels():
     assert df.answer.notna().all() and (df.stop == 'answer').all()
     agree = sum(g for c, g in zip(df.correct, gpt) if c) / df.correct.sum()
     assert df.correct.mean() < sum(gpt) / len(gpt) and agree > 0.95   # EM is stricter than GPT-4o, rarely looser
+
+@pytest.mark.parametrize('missing', [None, '', ' <|answer_split|> ', []])
+def test_a_trajectory_without_a_ground_truth_has_no_score_and_a_note(missing):
+    "None, an empty string or list, only separators: no score (NaN) rather than a made-up 0, and the report says so"
+    from venus_nb.evaluation import evaluate
+    rep = evaluate([_traj(gt=missing, qid='q0', sample=0), _traj(qid='q1', sample=0)], ks=(1,))
+    assert math.isnan(rep.rows.score.iloc[0]) and rep.rows.score.iloc[1] == 1.0
+    assert '1 trajectories have no ground truth (score NaN, counted incorrect)' in rep.notes

@@ -324,8 +324,9 @@ def test_judge_and_outcomes():
     ans = t.turns[-1].answer
     no_answer = replace(t, turns=t.turns[:-1])                 # ends on a tool call
     assert t.turns[-2].answer is None
-    assert (outcomes([t, replace(t, gt='not the answer'), no_answer, replace(t, gt=None), replace(t, turns=[])])
-            == [1.0, 0.0, 0.0, 0.0, 0.0])
+    assert outcomes([t, replace(t, gt='not the answer'), no_answer, replace(t, turns=[])]) == [1.0, 0.0, 0.0, 0.0]
+    for missing in (None, '', [], ' <|answer_split|> '):   # no ground truth: refused, never a made-up 0
+        with pytest.raises(ValueError, match=r'rollout 1 .* has no ground truth'): outcomes([t, replace(t, gt=missing)])
     assert outcomes([t], f) == [0.25] and outcomes([no_answer], f) == [0.0]
     assert 0 < outcomes([replace(t, gt=ans + ' extra words')], 'f1')[0] < 1
 

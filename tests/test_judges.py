@@ -47,8 +47,8 @@ def test_shortcuts_never_call_the_server(server, sent):
     j = judge_at(server)
     assert [j(Q, 'Sael', 'Sael'), j(Q, '  River Sael ', 'Sael<|answer_split|>River Sael'),
             j(Q, 'River Sael', ['Sael', 'River Sael'])] == [1.0] * 3
-    assert [j(Q, '', 'Sael'), j(Q, '   ', 'Sael'), j(Q, None, 'Sael'), j(Q, 'answer here', 'Sael'),
-            j(Q, 'the Sael', None)] == [0.0] * 5
+    assert [j(Q, '', 'Sael'), j(Q, '   ', 'Sael'), j(Q, None, 'Sael'), j(Q, 'answer here', 'Sael')] == [0.0] * 4
+    with pytest.raises(ValueError, match='no ground truth to score against'): j(Q, 'the Sael', None)
     assert sent == [] and j.errors == []
 
 @pytest.mark.usefixtures('loopback_only')
@@ -148,14 +148,15 @@ ANSWERS = ['the river Sael', 'Kestra', 'Sael', None, 'answer here', 'flaky']
 @pytest.mark.usefixtures('loopback_only')
 def test_outcomes_through_the_server(server, sent):
     j = judge_at(server)
-    trajs = [_rollout(a, i=i) for i, a in enumerate(ANSWERS)] + [_rollout('the Sael', gt=None)]
-    assert outcomes(trajs, j) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    trajs = [_rollout(a, i=i) for i, a in enumerate(ANSWERS)]
+    with pytest.raises(ValueError, match='has no ground truth'): outcomes(trajs + [_rollout('the Sael', gt=None)], j)
+    assert outcomes(trajs, j) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
     prompts = [r['body']['messages'][0]['content'] for r in sent]
     # flaky: a 500, then a verdict
     assert [_field(p, 'response') for p in prompts] == ['the river Sael', 'Kestra', 'flaky', 'flaky']
     assert all(_field(p, 'question') == Q for p in prompts) and j.errors == []
     # a legacy judge, never asked without an answer
-    assert outcomes(trajs, lambda answer, gt: 0.5) == [0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0]
+    assert outcomes(trajs, lambda answer, gt: 0.5) == [0.5, 0.5, 0.5, 0.0, 0.5, 0.5]
 
 @pytest.mark.usefixtures('loopback_only')
 def test_evaluation_through_the_server(server, sent):
@@ -237,7 +238,8 @@ def test_exact_match_and_f1_are_unchanged():
         p, g = squad_normalize(p).split(), squad_normalize(g).split()
         common = sum((Counter(p) & Counter(g)).values())
         return 0.0 if not common else 2 * (common / len(p)) * (common / len(g)) / (common / len(p) + common / len(g))
-    gts = ['Sael<|answer_split|>River Sael', ['Élan', 'the élan'], '1,024', 'U.S.A.', '“quoted”', 'straße', '']
+    # (no empty ground truth: a judge refuses it, test_no_ground_truth_is_refused...)
+    gts = ['Sael<|answer_split|>River Sael', ['Élan', 'the élan'], '1,024', 'U.S.A.', '“quoted”', 'straße']
     for pred in TRICKY:
         for gt in gts:
             assert exact_match(pred, gt) == float(any(squad_normalize(pred) == squad_normalize(a)
@@ -263,3 +265,13 @@ def test_a_gt_list_means_any_item(tmp_path):
     assert evaluate([t], ks=(1,)).rows.correct.all()
     back = read_jsonl(write_jsonl([t], tmp_path/'t.jsonl')).trajectories[0]
     assert back.gt == ['a', 'b']
+
+
+def test_no_ground_truth_is_refused_and_an_empty_alias_matches_nothing_by_accident():
+    "A judge asked to score against no ground truth raises; punctuation-only aliases are compared as written"
+    from venus_nb.judges import exact_match, f1_score, aliases
+    for missing in (None, '', [], [None], '<|answer_split|>'):
+        for judge in (exact_match, f1_score):
+            with pytest.raises(ValueError, match='no ground truth to score against'): judge('x', missing)
+    assert aliases([None, ' Paris ']) == ['Paris']
+    assert exact_match('The', '!') == 0.0 and exact_match('!', '!') == 1.0 and exact_match('the Sael', 'Sael') == 1.0

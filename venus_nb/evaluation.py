@@ -99,7 +99,7 @@ COLUMNS = ['qid', 'group', 'sample', 'question', 'gt', 'answer', 'correct', 'sco
            'tool_calls', 'browse_ratio', 'format_errors', 'tokens', 'gen_tokens', 'stop', 'seconds']
 
 def _score_one(judge, traj:Trajectory, answer)->float:
-    if traj.gt is None: return math.nan
+    if not aliases(traj.gt): return math.nan   # no ground truth (None, '', an empty list): no score, said in the notes
     return 0.0 if answer is None or not str(answer).strip() else float(judge(traj.question, answer, traj.gt))
 
 def score_trajectories(trajs:list, # `Trajectory` objects with `.gt` (rollouts: with their meta)
@@ -215,7 +215,7 @@ def evaluate(trajs:list, # rollouts with `.gt` and their meta
     "Score trajectories; build Pass@K, browse and summary tables"
     df = score_trajectories(trajs, score, threshold, tokenizer)
     pk = pass_at_k_table(df, ks)
-    missing = int(df['gt'].isna().sum())
+    missing = int(df['score'].isna().sum())
     notes = pk.attrs['notes'] + ([f'{missing} trajectories have no ground truth (score NaN, counted incorrect)']
                                  if missing else [])
     return EvalReport(df, pk, browse_summary(df), summarise(df), label, notes)

@@ -12,10 +12,10 @@ import httpx
 from .base import MAX_ANSWER_BYTES, bounded_send, config_kwargs, parse_json
 
 # %% auto #0
-__all__ = ['JUDGE_MODEL', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases', 'normalize_answer', 'exact_match',
-           'f1_score', 'final_answer_span', 'judge_reference', 'defused', 'read_verdict', 'parse_verdict', 'LLMJudge',
-           'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes', 'judge_spec', 'imported',
-           'untrusted', 'judge_from_spec', 'trusted_judge']
+__all__ = ['JUDGE_MODEL', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases', 'golds', 'normalize_answer',
+           'exact_match', 'f1_score', 'final_answer_span', 'judge_reference', 'defused', 'read_verdict',
+           'parse_verdict', 'LLMJudge', 'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
+           'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
 _ANSWER_SPLIT = '<|answer_split|>'
@@ -24,7 +24,12 @@ def aliases(gt)->list[str]:
     "Ground-truth alternatives (a list, or a string joined by `<|answer_split|>`); none for a missing one (None)"
     if gt is None: return []
     items = gt if isinstance(gt, (list, tuple)) else str(gt).split(_ANSWER_SPLIT)
-    return [str(a).strip() for a in items if str(a).strip()]
+    return [str(a).strip() for a in items if a is not None and str(a).strip()]
+
+def golds(gt)->list[str]:
+    "The aliases a judge scores against; a ValueError where there are none: a score against no ground truth is wrong"
+    if not (found := aliases(gt)): raise ValueError(f'no ground truth to score against (gt={gt!r})')
+    return found
 
 _PUNCT = str.maketrans('', '', string.punctuation)
 
@@ -33,9 +38,14 @@ def normalize_answer(s:str)->str:
     return ' '.join(re.sub(r'\b(a|an|the)\b', ' ', str(s).lower().translate(_PUNCT)).split())
 
 # %% ../nbs/04_judges.ipynb #cfdabb15
+def _same(pred:str, alias:str)->bool:
+    "Normalised equality; an alias that normalises to nothing (only punctuation or articles) is compared as written"
+    gold = normalize_answer(alias)
+    return normalize_answer(pred) == gold if gold else str(pred).strip().lower() == alias.lower()
+
 def exact_match(pred:str, gt)->float:
     "1.0 if the normalised prediction equals any normalised alias"
-    return float(any(normalize_answer(pred) == normalize_answer(a) for a in aliases(gt)))
+    return float(any(_same(pred, a) for a in golds(gt)))
 
 # %% ../nbs/04_judges.ipynb #3700b08d
 def _f1(pred, gold):
@@ -47,7 +57,7 @@ def _f1(pred, gold):
 
 def f1_score(pred:str, gt)->float:
     "Token F1, best over the aliases"
-    return max((_f1(pred, a) for a in aliases(gt)), default=0.0)
+    return max(_f1(pred, a) for a in golds(gt))
 
 # %% ../nbs/04_judges.ipynb #b7e41a9c
 _LABEL = re.compile(r'^(?:final\s+answer|answer)\s*[:：]\s*', flags=re.I)
@@ -202,9 +212,9 @@ class LLMJudge:
         return 0.0
 
     def __call__(self, question:str, answer:str, gt)->float:
-        answer, golds = str(answer or '').strip(), aliases(gt) if gt is not None else []
-        if answer in golds: return 1.0
-        if answer in ('', _PLACEHOLDER) or not golds: return 0.0
+        answer, accepted = str(answer or '').strip(), golds(gt)
+        if answer in accepted: return 1.0
+        if answer in ('', _PLACEHOLDER): return 0.0
         self.url()  # a missing endpoint is a configuration error, raised rather than scored
         reply, why = self.ask(self.request(question, answer, gt))
         if reply is None: return self._no_verdict(question, answer, why)
@@ -310,11 +320,15 @@ def judge_fn(judge)->Callable:
 def outcomes(trajs:list, # rollouts (`Trajectory`) with `.question` and `.gt`
              judge='em' # 'em', 'f1' or a judge (see `judge_fn`), e.g. an `LLMJudge`
             )->list[float]:
-    "The judge's score of each rollout's final answer (0 without an answer or a ground truth)"
+    "The judge's score of each rollout's final answer (0 without one); a ValueError for a rollout with no ground truth"
     f = judge_fn(judge)
+    for i, t in enumerate(trajs):
+        if not aliases(t.gt):
+            raise ValueError(f'rollout {i} ({t.question!r}) has no ground truth (gt={t.gt!r}): an outcome scored '
+                             'against nothing would be a made-up 0; give every question its answer, or leave it out')
     def one(t):
         answer = t.turns[-1].answer if t.turns else None
-        if answer is None or not str(answer).strip() or t.gt is None: return 0.0
+        if answer is None or not str(answer).strip(): return 0.0
         return float(f(t.question, answer, t.gt))
     return [one(t) for t in trajs]
 
