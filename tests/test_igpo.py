@@ -113,6 +113,19 @@ def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
     assert m['pg'] == pytest.approx(-adv_mean, abs=1e-5)     # ratio 1: −(token-mean advantage)
     assert m['kl'] == 0.0                                    # a fresh adapter, or the untouched copy, is the reference
 
+def test_an_update_whose_gradient_is_not_finite_is_skipped(tiny_rl):
+    "An overflowed gradient (here an infinite advantage) leaves every weight as it was, with a warning, as verl skips it"
+    cfg = IGPOConfig(lr=1e-2, kl_coef=0.0)
+    ps = _random_pieces()
+    ps[0].adv[:] = float('inf')
+    fill_old_and_ref(tiny_rl.model, ps, cfg)
+    before = [q.detach().clone() for q in tiny_rl.model.parameters() if q.requires_grad]
+    with pytest.warns(RuntimeWarning, match='that update is skipped'):
+        m = policy_update(tiny_rl.model, make_optimizer(tiny_rl.model, cfg), ps, cfg, random.Random(0))
+    assert not math.isfinite(m['grad_norm'])
+    after = [q for q in tiny_rl.model.parameters() if q.requires_grad]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+
 def test_second_epoch_moves_the_ratio(tiny_rl):
     cfg = IGPOConfig(lr=5e-2, kl_coef=0.0, ppo_epochs=2, grad_clip=100.0)
     ps = _random_pieces()

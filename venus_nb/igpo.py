@@ -4,7 +4,7 @@
 
 # %% ../nbs/29_igpo.ipynb #690de7aa
 from __future__ import annotations
-import copy, json, random, time, warnings
+import copy, json, math, random, time, warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict, replace
 from itertools import chain
@@ -289,7 +289,9 @@ def policy_update(model, opt, ps:list, cfg:IGPOConfig, rng:random.Random)->dict:
             _mb_loss(model, mb, cfg, stats, first=epoch == 0)
             norms.append(float(torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad],
                                                               cfg.grad_clip)))
-            opt.step()
+            # a gradient that is not finite (an overflow) would spoil every weight: no step, as verl's actor skips it
+            if math.isfinite(norms[-1]): opt.step()
+            else: warnings.warn(f'IGPO: a gradient norm of {norms[-1]}: that update is skipped', RuntimeWarning)
     n = max(stats['tokens'], 1)
     return dict(loss=token_loss(stats, cfg) / n, pg=stats['pg'] / n, kl=stats['kl'] / n, ratio=stats['ratio'] / n,
                 clip_frac=stats['clipped'] / n, grad_norm=float(np.mean(norms)) if norms else 0.0,
