@@ -114,7 +114,7 @@ def test_one_epoch_one_minibatch_has_ratio_one(tiny_rl):
     assert m['kl'] == 0.0                                    # a fresh adapter, or the untouched copy, is the reference
 
 def test_an_update_whose_gradient_is_not_finite_is_skipped(tiny_rl):
-    "An overflowed gradient (here an infinite advantage) leaves every weight as it was, with a warning, as verl skips it"
+    "An overflowed gradient (here from an infinite advantage) leaves every weight as it was, with a warning, as verl"
     cfg = IGPOConfig(lr=1e-2, kl_coef=0.0)
     ps = _random_pieces()
     ps[0].adv[:] = float('inf')
