@@ -93,6 +93,9 @@ def test_final_answer_is_the_last_answer_or_none():
     assert final_answer(Trajectory('q', t.turns[:-1], '1889')) is None
     df = score_trajectories([Trajectory('q', t.turns[:-1], '1889')])
     assert df.answer.iloc[0] is None and df.score.iloc[0] == 0.0 and df.stop.iloc[0] == 'no_answer'
+    # an answer followed by a search is not final: training scores the last turn only, and so does the evaluation
+    went_on = Trajectory('q', [t.turns[-1], *t.turns[:-1]], '1890')
+    assert final_answer(went_on) is None and score_trajectories([went_on]).score.iloc[0] == 0.0
 
 def test_judges_em_f1_callables_and_llm_judge():
     ts = [_traj('1889'), _traj('in 1889'), _traj('1890')]

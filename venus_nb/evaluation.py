@@ -37,8 +37,8 @@ def pass_at_k(n:int, # samples drawn for the question
 
 # %% ../nbs/25_evaluation.ipynb #75aae143
 def final_answer(traj:Trajectory)->str|None:
-    "The last `<answer>` given in the trajectory, or None"
-    return next((t.answer for t in reversed(traj.turns) if t.answer is not None), None)
+    "The final turn's answer, or None: an answer followed by more turns is not the final one (as training scores it)"
+    return traj.turns[-1].answer if traj.turns else None
 
 scorer = judge_fn  # the judge of an evaluation is the judge of training: `judges.judge_fn`
 
