@@ -77,6 +77,15 @@ def test_empty_and_missing_answers_never_win():
     none = [C(0, None), C(1, ''), C(2, '   ')]
     assert [s.pick(none) for s in SELECTORS.values()] == [None] * 5
 
+def test_a_rollout_that_never_answered_gets_no_vote():
+    """Two rollouts end on a tool call (no answer: None, which a table holds as NaN), one answers: the one answer wins,
+    and the two are counted as not answering, not as a bloc voting for 'nan'"""
+    rollouts = group(0, 'Which river runs through Kestra?', 'Rhine', ['x', 'y', 'Rhine'])
+    rollouts[:2] = [replace(t, turns=t.turns[:-1]) for t in rollouts[:2]]
+    assert answer_key(float('nan')) == ''
+    pick = S.select(rollouts, 'majority').picks.iloc[0]
+    assert (pick['answer'], pick['votes'], pick['answered'], pick['note']) == ('Rhine', 1, 1, '2 gave no answer')
+
 def test_all_different():
     cands = [C(s, a, confidence=c, evidence=e, verifier=v) for s, a, c, e, v in
              [(3, 'Po', -1.0, 0.25, 0.0), (0, 'Seine', -3.0, 0.3, 0.0), (1, 'Loire', -2.0, 0.2, 1.0),

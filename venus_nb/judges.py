@@ -224,7 +224,8 @@ class LLMJudge:
 # %% ../nbs/04_judges.ipynb #19bcdbbb
 def answer_key(answer)->str:
     "The answer as votes count it: SQuAD-normalised; '' for a missing, blank or placeholder answer (it gets no vote)"
-    if answer is None or str(answer).strip() in ('', _PLACEHOLDER): return ''
+    # a missing answer read from a table is a float NaN, not None: it is missing, not the word 'nan'
+    if answer is None or answer != answer or str(answer).strip() in ('', _PLACEHOLDER): return ''
     return normalize_answer(answer)
 
 # %% ../nbs/04_judges.ipynb #2fe391e7
