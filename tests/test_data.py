@@ -539,3 +539,21 @@ def test_a_final_turn_that_calls_a_tool_and_answers_keeps_its_answer():
     t = Trajectory.from_messages([{'role': 'user', 'content': 'Q?'}, {'role': 'assistant', 'content': both}], 'Q?', 'x')
     out, edits = step_normalise(t, CleanConfig())
     assert out.turns[-1].kind == 'answer' and out.turns[-1].answer == 'Paris' and out.turns[-1].ok and edits
+
+def test_a_question_without_an_answer_is_refused_not_scored_against_none(tmp_path):
+    """A null or empty answer is a LoadError naming the record (it became the ground truth 'None'); a list answer is
+    one string of aliases; verl's frame refuses the same and joins a list the same way"""
+    import json
+    from venus_nb.data import load_qa_jsonl
+    from venus_nb.verl_export import verl_rl_frame
+    f = tmp_path/'qa.jsonl'
+    f.write_text('\n'.join(json.dumps(r) for r in [{'id': 'a', 'question': 'Q1?', 'answer': None},
+                                                   {'id': 'b', 'question': 'Q2?', 'answer': ['Paris', 'Paris, France']},
+                                                   {'id': 'c', 'question': 'Q3?', 'answer': ' '}]))
+    loaded = load_qa_jsonl(f)
+    assert [r['answer'] for r in loaded.trajectories] == ['Paris<|answer_split|>Paris, France']
+    assert len(loaded.errors) == 2 and all('has no answer' in str(e) for e in loaded.errors)
+    frame = verl_rl_frame([{'question': 'Q2?', 'answer': ['Paris', 'Paris, France']}])
+    assert frame.reward_model[0]['ground_truth'] == 'Paris<|answer_split|>Paris, France'
+    with pytest.raises(ValueError, match='question 1 has no answer'):
+        verl_rl_frame([{'question': 'Q?', 'answer': 'x'}, {'question': 'Q1?', 'answer': None}])

@@ -856,3 +856,10 @@ def test_agent_loop_output_reaches_the_ig_step_through_verl(venus_trainer, monke
         got = torch.as_tensor(tq.store['train', k]['advantages']).double()
         torch.testing.assert_close(got, adv[i, :len(masks[i])].double(), rtol=1e-4, atol=1e-4)
     assert adv.abs().sum() > 0  # a right and a wrong answer: the advantages are not all zero
+
+def test_a_visit_bonus_is_refused_on_verl():
+    "The estimator sees turn boundaries, not which turns visited: a visit bonus there would be silently 0"
+    with pytest.raises(ValueError, match='visit_bonus is not supported on verl'):
+        vv.reward_config(OmegaConf.create({'gamma': 0.95, 'venus': {'visit_bonus': 0.5}}))
+    assert vv.reward_config(OmegaConf.create({'gamma': 0.9, 'venus': {'credit': 'split'}})) == RewardConfig(
+        gamma=0.9, credit='split')

@@ -100,6 +100,9 @@ def reward_config(config=None # verl's `algorithm` config (DictConfig, AlgoConfi
     "The `RewardConfig` of a verl run: `algorithm.gamma`, then every field set under `algorithm.venus`"
     if config is None: return RewardConfig()
     venus = config.get('venus', None) or {}
+    if venus.get('visit_bonus'):   # the estimator sees turn boundaries, not which turns visited
+        raise ValueError('algorithm.venus.visit_bonus is not supported on verl: the advantage estimator does not '
+                         'know which turns visited a page; run the visit-bonus control with `igpo` on one machine')
     return RewardConfig(**{'gamma': float(config.get('gamma', RewardConfig.gamma)), **{k: venus[k] for k in venus}})
 
 def _spread_to_tokens(advantages:list, # per rollout, per assistant turn advantages
@@ -452,15 +455,18 @@ async def run(self:VenusToolAgentLoop, sampling_params, **kwargs):
     "verl's rollout, then the reward hook: judge, IG plan, and the reward row with pending IG slots"
     out = await ToolAgentLoop.run(self, sampling_params, **kwargs)
     gt, question = (kwargs.get('reward_model') or {}).get('ground_truth'), rollout_question(kwargs)
-    if gt is None or not aliases(gt):
+    unscored = gt is None or not aliases(gt)
+    if unscored:
         name = f"rollout {(kwargs.get('extra_info') or {}).get('id', '?')} ({question[:80]!r})"
         if not drop_unscored(self.config):
             raise ValueError(f'{name} has no ground truth (reward_model.ground_truth): no outcome, no IG; set '
                              'trainer.v1.venus_igpo.drop_unscored=true to train such rollouts without IG, counted')
         out.extra_fields['venus_ig_dropped'] = 'no ground truth'
     turns = rollout_turns(self.tokenizer, out.response_ids, out.response_mask)
+    # opted in, a rollout without a ground truth trains on its format verdicts alone (outcome 0, marked dropped);
     # an LLM judge must not block the loop
-    [outcome] = await asyncio.to_thread(outcomes, [Trajectory(question, turns, gt)], self.judge)
+    [outcome] = ([0.0] if unscored else
+                 await asyncio.to_thread(outcomes, [Trajectory(question, turns, gt)], self.judge))
     plan = ig_plan(self.tokenizer, verl_tokens(self.tokenizer, out.prompt_ids, out.response_ids, out.response_mask),
                    turns, gt, self.cfg)
     row = encode_turn_rewards(out.response_mask, plan_slots(plan, len(turns)), [t.ok for t in turns], outcome, self.cfg,
