@@ -529,3 +529,31 @@ def test_cassette_cut_last_line_then_recording_goes_on(tmp_path):
     assert [(e.index, e.reason.split(':')[0]) for e in cas.errors] == [(3, 'not JSON')]
     assert (sorted((k.split()[1], len(v)) for k, v in cas.replies.items())
             == [('https://example.org/page/0', 2), ('https://example.org/page/1', 2)])
+
+def test_no_cookie_is_kept_between_requests():
+    """Requests go to the checked address with the name in Host: a kept cookie would be filed under the address and
+    sent to every site behind it, so the client keeps none"""
+    sent = []
+    def site(req):
+        sent.append(req.headers.get('cookie'))
+        return httpx.Response(200, headers={'set-cookie': 'sess=SECRET; Path=/'}, text='ok')
+    async def two_sites():
+        async with make_client(ToolConfig(), httpx.MockTransport(site)) as client:
+            await client.get('http://127.0.0.1/a', headers={'Host': 'site-a.test'})
+            await client.get('http://127.0.0.1/b', headers={'Host': 'site-b.test'})
+            return len(client.cookies.jar)
+    assert asyncio.run(two_sites()) == 0 and sent == [None, None]
+
+def test_a_cache_another_process_holds_is_a_miss_not_a_failure(tmp_path):
+    "While another connection holds the cache, a lookup misses and a store is skipped, once said; the tool goes on"
+    from venus_nb.web import Cache
+    c = Cache(tmp_path/'tools.sqlite')
+    c.put('k', {'v': 1})
+    other = sqlite3.connect(tmp_path/'tools.sqlite', isolation_level=None)
+    other.execute('begin exclusive')
+    try:
+        with pytest.warns(RuntimeWarning, match='is busy'):
+            assert c.get('k') is None
+        c.put('k2', 2)
+    finally: other.execute('rollback'); other.close()
+    assert c.get('k') == {'v': 1} and c.get('k2') is None

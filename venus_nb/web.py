@@ -12,6 +12,7 @@ from html import unescape
 from pathlib import Path
 from typing import Awaitable, Callable
 import httpx, json5
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from .base import BadRecord, read_records, _skipped, Settings
 
 # %% auto #0
@@ -264,11 +265,14 @@ async def fetch_page(url:str, cfg:ToolConfig, client:httpx.AsyncClient, limit:as
     raise ToolError(f'too many redirects (more than {cfg.max_redirects})')
 
 def make_client(cfg:ToolConfig, transport:httpx.AsyncBaseTransport|None=None)->httpx.AsyncClient:
-    "The httpx client of the web tools: no environment proxies, no automatic redirects, no idle connections kept"
+    "The httpx client of the web tools: no environment proxies, no automatic redirects, no idle connections, no cookies"
     if isinstance(transport, Cassette) and transport.cfg is None: transport.cfg = cfg   # record under the same caps
+    # requests go to the checked address with the name in Host, so a kept cookie would be filed under the address and
+    # sent to every site behind it (and one rollout's pages would depend on another's): none is kept
+    no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
     return httpx.AsyncClient(transport=transport, timeout=cfg.request_timeout, follow_redirects=False, trust_env=False,
                              headers={'User-Agent': cfg.user_agent, 'Accept-Encoding': 'gzip, deflate'},
-                             limits=httpx.Limits(max_keepalive_connections=0))
+                             limits=httpx.Limits(max_keepalive_connections=0), cookies=no_cookies)
 
 # %% ../nbs/20_web.ipynb #496129df
 @dataclass
@@ -603,7 +607,8 @@ class Cache:
             self.db = self._rebuild(e)
 
     def _connect(self):
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        # a cache another process holds makes a lookup wait at most a second (the event loop waits with it)
+        db = sqlite3.connect(self.path, timeout=1.0, check_same_thread=False, isolation_level=None)
         try:
             db.execute('create table if not exists results (key text primary key, value text not null)')
             return db
@@ -634,14 +639,28 @@ class Cache:
     def key(*parts)->str:
         return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
 
+    def _busy(self, e:sqlite3.OperationalError)->bool:
+        "Another process holds the cache: the lookup is a miss, the store is skipped (said once), the tool goes on"
+        name = getattr(e, 'sqlite_errorname', '')   # Python 3.11 on; before, the message says it
+        if not (name.startswith(('SQLITE_BUSY', 'SQLITE_LOCKED')) or 'database is locked' in str(e)): return False
+        if not getattr(self, 'said_busy', False):
+            self.said_busy = True
+            warnings.warn(f'the tool cache {self.path} is busy ({e}): calls go uncached while it is', RuntimeWarning)
+        return True
+
     def get(self, key:str):
-        "The stored value, or None (also for a value that does not read back as JSON)"
-        rows = self._run('select value from results where key = ?', (key,))
+        "The stored value, or None (also for a value that does not read back as JSON, or a cache another process holds)"
+        try: rows = self._run('select value from results where key = ?', (key,))
+        except sqlite3.OperationalError as e:
+            if self._busy(e): return None
+            raise
         try: return json.loads(rows[0][0]) if rows else None
         except (ValueError, TypeError, RecursionError): return None
 
     def put(self, key:str, value):
-        self._run('insert or replace into results values (?, ?)', (key, json.dumps(value, ensure_ascii=False)))
+        try: self._run('insert or replace into results values (?, ?)', (key, json.dumps(value, ensure_ascii=False)))
+        except sqlite3.OperationalError as e:
+            if not self._busy(e): raise
     def __len__(self): return self._run('select count(*) from results')[0][0]
     def close(self): self.db.close()
 
