@@ -5,7 +5,7 @@ caps, content types, redirects, the SSRF table, search backends, summarisers, th
 Nothing here connects anywhere but the loopback server: refused addresses are refused before any connection, which
 `no_connections` checks by making every Python socket connect fail the test.
 """
-import json, http.server, socket, sys, threading, time
+import asyncio, json, http.server, socket, sys, threading, time
 from collections import Counter
 import httpx, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
@@ -243,9 +243,18 @@ def test_slow_response_times_out(server):
     assert (obs == f'[visit error] {server.base}/slow: timed out after 0.3 s (2 tries)'
             and time.perf_counter() - t0 < 2.5)
 
-def test_whole_call_budget(server):
+def test_each_page_has_the_budget_and_a_slow_one_costs_only_itself(server):
     obs = run(web_visit(f'{server.base}/slow', 'g', cfg(timeout=0.4, request_timeout=10)))
-    assert obs == '[visit error] the call timed out after 0.4 s'
+    assert obs == f'[visit error] {server.base}/slow: timed out after 0.4 s'
+    from venus_nb.web import Page
+    class Reader:
+        async def read(self, url):
+            if 'slow' in url: await asyncio.sleep(5)
+            return Page(url, 'T', 'The Rhine flows through Kestra.')
+    tb = Toolbox(None, Reader(), cfg=ToolConfig(timeout=0.3))
+    both = run(tb.run(ToolCall('visit', {'url': ['https://a.test/slow', 'https://b.test/ok'], 'goal': 'river'})))
+    slow, ok = both.split(S.PAGE_SEPARATOR)
+    assert slow == '[visit error] https://a.test/slow: timed out after 0.3 s' and 'Rhine' in ok
 
 # --- caps and content types ---
 

@@ -555,5 +555,7 @@ def test_a_cache_another_process_holds_is_a_miss_not_a_failure(tmp_path):
         with pytest.warns(RuntimeWarning, match='is busy'):
             assert c.get('k') is None
         c.put('k2', 2)
-    finally: other.execute('rollback'); other.close()
+    finally:
+        other.execute('rollback')
+        other.close()
     assert c.get('k') == {'v': 1} and c.get('k2') is None

@@ -140,14 +140,22 @@ async def visit_one(self:Toolbox, url:str, goal:str)->str:
 
 # %% ../nbs/22_tools.ipynb #b4c0d903
 @patch
+async def _each(self:Toolbox, parts:list)->list:
+    "Each part's result or its exception, every part within `cfg.timeout`: a slow one costs only itself"
+    async def within(aw):
+        try: return await asyncio.wait_for(aw, self.cfg.timeout)
+        except asyncio.TimeoutError: raise ToolError(f'timed out after {self.cfg.timeout:g} s') from None
+    return await asyncio.gather(*(within(aw) for aw in parts), return_exceptions=True)
+
+@patch
 async def search(self:Toolbox, queries:list[str])->str:
     "The `search` observation for checked queries"
-    return search_results(queries, await asyncio.gather(*(self.hits(q) for q in queries), return_exceptions=True))
+    return search_results(queries, await self._each([self.hits(q) for q in queries]))
 
 @patch
 async def visit(self:Toolbox, urls:list[str], goal:str)->str:
     "The `visit` observation for checked URLs: one section per page, failed pages as `[visit error] url: reason`"
-    res = await asyncio.gather(*(self.visit_one(u, goal) for u in urls), return_exceptions=True)
+    res = await self._each([self.visit_one(u, goal) for u in urls])
     return PAGE_SEPARATOR.join(r if isinstance(r, str) else tool_error('visit', f'{redact_url(u)}: {_reason(r)}')
                                for u, r in zip(urls, res)).strip()
 
@@ -168,8 +176,9 @@ async def run(self:Toolbox, call)->str:
                   else (getattr(call, 'name', None), getattr(call, 'arguments', None)))
     if name not in ('search', 'visit'):
         return tool_error('tool', f'unknown tool {name!r}; the tools are search and visit')
-    try: return await asyncio.wait_for(self._dispatch(name, args), self.cfg.timeout)
-    except asyncio.TimeoutError: return tool_error(name, f'the call timed out after {self.cfg.timeout:g} s')
+    # each query or page has `cfg.timeout` of its own (`_each`); the whole call a little more, as a backstop
+    try: return await asyncio.wait_for(self._dispatch(name, args), self.cfg.timeout + 10)
+    except asyncio.TimeoutError: return tool_error(name, f'the call timed out after {self.cfg.timeout + 10:g} s')
     except Exception as e: return tool_error(name, _reason(e))
 
 # %% ../nbs/22_tools.ipynb #e1a2fa2b
