@@ -725,3 +725,21 @@ EXPERIMENT_BAD = [('G', 0), ('G', -2), ('steps', 0), ('steps', -3), ('eval_quest
 @pytest.mark.parametrize('field,value', EXPERIMENT_BAD, ids=[f'{f}={v}' for f, v in EXPERIMENT_BAD])
 def test_absurd_experiment_settings_fail_at_construction(field, value):
     refused(ExperimentConfig, field, value, igpo={})
+
+def test_an_arm_cannot_set_its_own_budget():
+    "steps, questions per step and rollout settings are the experiment's: an igpo override or a variant is refused"
+    for kw, said in [(dict(igpo=dict(questions_per_step=8)), 'igpo sets questions_per_step'),
+                     (dict(igpo=dict(rollout=dict(max_turns=3))), 'igpo sets rollout'),
+                     (dict(arms=('GRPO', 'long'), variants={'long': dict(arm='GRPO', steps=30)}),
+                      "variant 'long' sets steps")]:
+        with pytest.raises(ValueError, match=said): ExperimentConfig(**kw)
+
+def test_a_hypothesis_on_a_kind_no_test_question_has_is_refused(tmp_path, monkeypatch):
+    "A misspelled subset ('2hop') would never be measured and enter Holm at p = 1: refused before anything runs"
+    calls = _faked(monkeypatch)
+    typo = ({**H[0]}, {**H[1], 'subset': '2hop'})
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), steps=2, test_questions=24, hypotheses=typo,
+                           output_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"hypotheses \['H2'\] compare a subset no test question has"):
+        experiment(cfg, _protocol_start(), say=lambda *a: None)
+    assert calls == []

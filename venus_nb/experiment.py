@@ -21,18 +21,19 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
     from venus_nb.igpo import IGPOConfig
 
 # %% auto #0
-__all__ = ['TREATMENT', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION', 'EVAL_SEED',
-           'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'PHASES', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal',
-           'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_seeds', 'paired_difference',
-           'summary_table', 'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table',
-           'seed_table', 'Start', 'warm_start_point', 'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs',
-           'config_hash', 'Registration', 'read_registration', 'check_registration', 'register', 'eval_seed',
-           'split_questions', 'checked_rollouts', 'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config',
-           'run_folder', 'run_arm', 'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows',
-           'check_resume', 'earlier_seconds', 'seeds_here', 'seeds_left', 'seeds_elsewhere', 'experiment',
-           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
-           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
-           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
+__all__ = ['TREATMENT', 'BUDGET_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION',
+           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'PHASES', 'CURVES', 'advantages_under', 'signal_density',
+           'warm_signal', 'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_seeds',
+           'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses',
+           'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_budget', 'check_variant', 'varied',
+           'ExperimentConfig', 'experiment_pairs', 'config_hash', 'Registration', 'read_registration',
+           'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts', 'reference_rows',
+           'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm', 'ExperimentResult',
+           'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'earlier_seconds', 'seeds_here',
+           'seeds_left', 'seeds_elsewhere', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
+           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table',
+           'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals',
+           'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -320,6 +321,16 @@ def warm_start_point(warm:dict|None=None, # `WarmConfig` fields; {} for the defa
                  str(w.path), w.rollouts(), world.test, world.test_corpus)
 
 # %% ../nbs/31_experiment.ipynb #47f69254
+# an arm's budget is the experiment's: every arm trains on as many rollouts, sampled as the start is evaluated
+BUDGET_FIELDS = {'steps': 'steps', 'questions_per_step': 'questions_per_step',
+                 'rollout': "G (the other rollout settings are the start's: warm)"}
+
+def check_budget(changes:dict, where:str):
+    "A ValueError where `changes` (the `igpo` overrides, or a variant's) would set an arm's budget"
+    if fixed := [k for k in changes if k in BUDGET_FIELDS]:
+        raise ValueError(f'{where} sets {", ".join(fixed)}: the budget of every arm is the experiment\'s; set '
+                         f'{", ".join(BUDGET_FIELDS[k] for k in fixed)} on ExperimentConfig instead')
+
 def check_variant(label:str, v:dict, igpo:dict):
     "A ValueError where variant `label` names no `ablation_grid` arm, or changes a field `IGPOConfig` lacks or rejects"
     from venus_nb.igpo import IGPOConfig, ablation_grid
@@ -328,6 +339,7 @@ def check_variant(label:str, v:dict, igpo:dict):
         raise ValueError(f'variant {label!r} has the name of an arm of ablation_grid; give it a name of its own')
     if not isinstance(v, dict) or v.get('arm') not in arms:
         raise ValueError(f"variant {label!r} needs 'arm': one of {arms}")
+    check_budget(_changes(v), f'variant {label!r}')
     IGPOConfig(**config_kwargs(IGPOConfig, igpo | _changes(v), f'variants.{label}.'))
 
 def _changes(v:dict)->dict: return {k: x for k, x in v.items() if k != 'arm'}
@@ -395,6 +407,7 @@ class ExperimentConfig(Settings):
         from venus_nb.igpo import IGPOConfig
         # checked now, not after the warm start: an unknown key, a wrong value, a judge that names code
         self.igpo = config_kwargs(IGPOConfig, self.igpo, 'igpo.')
+        check_budget(self.igpo, 'igpo')
         IGPOConfig(**self.igpo)
         for label, v in self.variants.items(): check_variant(label, v, self.igpo)
         from venus_nb.igpo import ablation_grid
@@ -889,10 +902,13 @@ def _say_waiting(seed, other:str, machine:str, sha:str)->str:
             "seed again whole from these weights, delete its rows from evals.csv, test.csv and runs.csv")
 
 def _check_test_split(start:Start, cfg:ExperimentConfig):
-    "A ValueError where the start's test split is not the size the configuration registered"
+    "A ValueError where the start's test split is not the size registered, or a hypothesis names a kind it lacks"
     if len(start.test) != cfg.test_questions:
         raise ValueError(f'the registered configuration has test_questions={cfg.test_questions}, the start '
                          f'{len(start.test)} test questions: give the start the registered test split')
+    kinds = {question_kind(q) for q in start.test}
+    if bad := [h['name'] for h in cfg.hypotheses if h['subset'] != 'all' and h['subset'] not in kinds]:
+        raise ValueError(f'hypotheses {bad} compare a subset no test question has; the kinds are {sorted(kinds)}')
 
 def _evaluated(start:Start, cfg:ExperimentConfig, label:str, seed:int, step:int, splits:tuple)->tuple:
     """One stop: the start, or an arm trained to `step`, evaluated on each split: (step rows or None, {split: rows},
