@@ -743,3 +743,19 @@ def test_a_hypothesis_on_a_kind_no_test_question_has_is_refused(tmp_path, monkey
     with pytest.raises(ValueError, match=r"hypotheses \['H2'\] compare a subset no test question has"):
         experiment(cfg, _protocol_start(), say=lambda *a: None)
     assert calls == []
+
+def test_test_rows_are_pinned_to_the_start_they_were_made_from(tmp_path, monkeypatch):
+    """The first test evaluation writes what the test split and the rollout settings were; a later call with other
+    test questions (of the registered number) or other rollout settings is refused, naming which"""
+    _faked(monkeypatch)
+    cfg = ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0,), steps=2, test_questions=24, hypotheses=H,
+                           output_dir=str(tmp_path))
+    experiment(cfg, _protocol_start(), say=lambda *a: None)
+    assert set(json.loads((tmp_path/'test_split.json').read_text())) == {'test_questions', 'rollout'}
+    other = replace(_protocol_start(), test=_qs(24, 900))
+    with pytest.raises(ValueError, match="the start's test_questions differ"): experiment(cfg, other, say=print)
+    slower = _protocol_start()
+    slower = replace(slower, rollout=replace(slower.rollout, max_new_tokens=7))
+    with pytest.raises(ValueError, match="the start's rollout differ"): experiment(cfg, slower, say=print)
+    experiment(cfg, replace(_protocol_start(), rollout=replace(_protocol_start().rollout, progress=True)),
+               say=lambda *a: None)   # a progress bar is not a setting that makes rows

@@ -22,18 +22,18 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
 
 # %% auto #0
 __all__ = ['TREATMENT', 'BUDGET_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION',
-           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'PHASES', 'CURVES', 'advantages_under', 'signal_density',
-           'warm_signal', 'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_seeds',
-           'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses',
-           'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_budget', 'check_variant', 'varied',
-           'ExperimentConfig', 'experiment_pairs', 'config_hash', 'Registration', 'read_registration',
-           'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts', 'reference_rows',
-           'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm', 'ExperimentResult',
-           'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'earlier_seconds', 'seeds_here',
-           'seeds_left', 'seeds_elsewhere', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure',
-           'pass_at_k_bars', 'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table',
-           'stopping_table', 'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals',
-           'rollouts_to_reach']
+           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'PHASES', 'TEST_SPLIT', 'CURVES', 'advantages_under',
+           'signal_density', 'warm_signal', 'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals',
+           'paired_seeds', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
+           'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_budget',
+           'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs', 'config_hash', 'Registration',
+           'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
+           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm',
+           'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'earlier_seconds',
+           'seeds_here', 'seeds_left', 'seeds_elsewhere', 'split_digest', 'pin_test_split', 'experiment',
+           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
+           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
+           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -910,6 +910,25 @@ def _check_test_split(start:Start, cfg:ExperimentConfig):
     if bad := [h['name'] for h in cfg.hypotheses if h['subset'] != 'all' and h['subset'] not in kinds]:
         raise ValueError(f'hypotheses {bad} compare a subset no test question has; the kinds are {sorted(kinds)}')
 
+TEST_SPLIT = 'test_split.json'
+
+def split_digest(start:Start)->dict:
+    "SHA-256s of the test questions (text, answer, kind, in order) and of the rollout settings every run samples with"
+    sha = lambda x: hashlib.sha256(json.dumps(x, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
+    ro = {k: v for k, v in asdict(start.rollout).items() if k != 'progress'} if is_dataclass(start.rollout) else None
+    return dict(test_questions=sha([[q['question'], q.get('answer'), question_kind(q)] for q in start.test]),
+                rollout=sha(ro))
+
+def pin_test_split(out:Path, start:Start):
+    "Before the first test evaluation, write what the test rows are made from; after it, refuse a start that differs"
+    now, f = split_digest(start), out/TEST_SPLIT
+    if not f.exists(): return write_atomic(f, json.dumps(now, indent=1))
+    from venus_nb.checkpoints import check_json
+    if changed := [k for k in now if check_json(f).get(k) != now[k]]:
+        raise ValueError(f"{out}: the start's {' and '.join(changed)} {'differ' if len(changed) > 1 else 'differs'} "
+                         f'from what its test rows were made with ({TEST_SPLIT}): run the registered experiment '
+                         'with the start it began with')
+
 def _evaluated(start:Start, cfg:ExperimentConfig, label:str, seed:int, step:int, splits:tuple)->tuple:
     """One stop: the start, or an arm trained to `step`, evaluated on each split: (step rows or None, {split: rows},
     the step of the checkpoint it resumed from)"""
@@ -943,7 +962,9 @@ def experiment(cfg:ExperimentConfig|None=None,
         for seed in left: say(_say_elsewhere(seed, *away[seed], kernels))
         return _result_of(cfg, out, tables)
     start = start or warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
-    if cfg.hypotheses: _check_test_split(start, cfg)
+    if cfg.hypotheses:
+        _check_test_split(start, cfg)
+        pin_test_split(out, start)
     sha = weights_sha256(start.folder)
     # a seed's stops all begin from one set of weights: a seed begun from others waits for a machine that makes them
     here, waiting = seeds_here(tables[2], cfg.seeds, sha)
