@@ -62,13 +62,17 @@ def test_backoff_grows_with_jitter_and_is_capped():
 def test_address_error_refuses_exactly_the_non_global(ip):
     "Non-global addresses are refused, as are IPv6 addresses carrying a non-global IPv4 one (6to4, Teredo, NAT64, ...)"
     a = ip.ipv4_mapped if getattr(ip, 'ipv4_mapped', None) else ip
-    special = any(getattr(a, f'is_{k}')
-                  for k in ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved'))
+    special = any(getattr(a, f'is_{k}', False)
+                  for k in ('loopback', 'link_local', 'site_local', 'unspecified', 'multicast', 'private', 'reserved'))
     carried = W.embedded_ipv4(a)
     assert (address_error(str(ip)) is None) == (a.is_global and not special
                                                 and all(address_error(str(v4)) is None for v4 in carried))
     if carried and address_error(str(ip)) and a.is_global and not special:
         assert 'embeds' in address_error(str(ip))
+
+def test_a_deprecated_site_local_address_is_refused():
+    "fec0::/10 is not routable on the internet (Python still calls it global): refused with the other non-global ones"
+    assert address_error('fec0::1') == 'a site-local address' and address_error('2001:4860:4860::8888') is None
 
 @pytest.mark.parametrize('url,err', [('https://example.org/a', None), ('http://example.org', None),
     ('HTTP://Example.org/', None), ('ftp://example.org', "scheme 'ftp' is not allowed"),

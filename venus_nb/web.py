@@ -108,7 +108,7 @@ def backoff_delay(attempt:int, # 0 for the wait before the first retry
     return d / 2 + rng.uniform(0, d / 2)
 
 # %% ../nbs/20_web.ipynb #82ea8988
-_NOT_GLOBAL = ('loopback', 'link_local', 'unspecified', 'multicast', 'private', 'reserved')
+_NOT_GLOBAL = ('loopback', 'link_local', 'site_local', 'unspecified', 'multicast', 'private', 'reserved')
 _NAT64 = ipaddress.ip_network('64:ff9b::/96')
 
 def embedded_ipv4(a:ipaddress.IPv6Address)->list[ipaddress.IPv4Address]:
@@ -124,7 +124,7 @@ def address_error(ip:str)->str|None:
     if getattr(a, 'ipv4_mapped', None): a = a.ipv4_mapped
     for v4 in embedded_ipv4(a):
         if why := address_error(str(v4)): return f'an IPv6 address that embeds {v4}, {why}'
-    kind = next((k.replace('_', '-') for k in _NOT_GLOBAL if getattr(a, f'is_{k}')), None)
+    kind = next((k.replace('_', '-') for k in _NOT_GLOBAL if getattr(a, f'is_{k}', False)), None)   # site-local: IPv6
     if kind: return f'{"an" if kind[0] in "aeiou" else "a"} {kind} address'
     return None if a.is_global else 'not a globally routable address'
 
