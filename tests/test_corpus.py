@@ -215,3 +215,10 @@ def test_corpus_with_no_readable_record_says_why(tmp_path):
         C.load_corpus(p)
     (e := tmp_path/'e.jsonl').write_text('\n\n')
     with pytest.raises(ValueError, match=r'e.jsonl: no documents to index \(the file is empty\)'): C.load_corpus(e)
+
+def test_a_url_with_an_upper_case_host_finds_its_page():
+    "A host has no case and http is https; the path and a corpus id keep theirs"
+    assert url_key('HTTP://EN.Wikipedia.org/wiki/Kestra_River/') == 'https://en.wikipedia.org/wiki/Kestra_River'
+    assert url_key('corpus://AbC') == 'corpus://AbC'
+    c = LocalCorpus([Doc('d1', 'Kestra', 'The Sael flows through Kestra.', 'https://en.wikipedia.org/wiki/Kestra')])
+    assert c.page('https://EN.WIKIPEDIA.org/wiki/Kestra').title == 'Kestra'

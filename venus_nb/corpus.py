@@ -109,7 +109,8 @@ class Doc:
 def url_key(url:str)->str:
     "A URL in the normal form corpus look-ups use"
     u = unquote(str(url).strip().split('#')[0]).rstrip('/').replace(' ', '_')
-    return re.sub(r'^http://', 'https://', u, flags=re.I)
+    # http is https, and a web host has no case (the path keeps its own): HTTP://EN.Wiki.org/A is https://en.wiki.org/A
+    return re.sub(r'^https?://([^/]*)', lambda m: 'https://' + m[1].lower(), u, flags=re.I)
 
 # %% ../nbs/21_corpus.ipynb #1bfbe4c5
 def _words(text:str)->set[str]:
