@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 import pandas as pd
 from .base import LoadError, BadRecord, MAX_RECORD_BYTES, read_records, parse_json, decode_utf8, must_exist
-from .judges import JUDGES, JUDGE_MODEL, LLMJudge, judge_fn, final_answer_span, aliases
+from .judges import JUDGES, JUDGE_MODEL, LLMJudge, judge_fn, final_answer_span, answer_text
 from .trajectory import (Trajectory, Turn, ToolCall, Loaded, from_record, render_turn_text,
                                  observation_message, load_each, between, as_loaded, is_dataset, to_dataset)
 
@@ -151,9 +151,7 @@ def load_r1_searcher(path)->Loaded:
 # %% ../nbs/11_data.ipynb #88e9a8de
 def _qa(id, question, answer, source):
     "A QA row; its answer a string of `<|answer_split|>`-joined aliases, and a record with none is refused"
-    if not (found := aliases(None if answer is None or answer != answer else answer)):
-        raise ValueError(f'question {id!r} has no answer ({answer!r}): nothing to score it against')
-    return dict(id=str(id), question=str(question), answer='<|answer_split|>'.join(found), source=source)
+    return dict(id=str(id), question=str(question), answer=answer_text(answer, f'question {id!r}'), source=source)
 
 def load_verl_parquet(path)->Loaded:
     "QA rows from a verl-format parquet file"

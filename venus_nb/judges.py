@@ -12,17 +12,17 @@ import httpx
 from .base import MAX_ANSWER_BYTES, bounded_send, config_kwargs, parse_json
 
 # %% auto #0
-__all__ = ['JUDGE_MODEL', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases', 'golds', 'normalize_answer',
-           'exact_match', 'f1_score', 'final_answer_span', 'judge_reference', 'defused', 'read_verdict',
-           'parse_verdict', 'LLMJudge', 'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge', 'judge_fn', 'outcomes',
-           'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
+__all__ = ['JUDGE_MODEL', 'VERDICT_CHOICE', 'JUDGE_PROMPT', 'NO_VERDICT', 'JUDGES', 'aliases', 'golds', 'answer_text',
+           'normalize_answer', 'exact_match', 'f1_score', 'final_answer_span', 'judge_reference', 'defused',
+           'read_verdict', 'parse_verdict', 'LLMJudge', 'answer_key', 'LLMVerifier', 'em_judge', 'f1_judge', 'judge_fn',
+           'outcomes', 'judge_spec', 'imported', 'untrusted', 'judge_from_spec', 'trusted_judge']
 
 # %% ../nbs/04_judges.ipynb #aa52cef2
 _ANSWER_SPLIT = '<|answer_split|>'
 
 def aliases(gt)->list[str]:
     "Ground-truth alternatives (a list, or a string joined by `<|answer_split|>`); none for a missing one (None)"
-    if gt is None: return []
+    if gt is None or (isinstance(gt, float) and math.isnan(gt)): return []   # a table's missing cell is NaN
     items = gt if isinstance(gt, (list, tuple)) else str(gt).split(_ANSWER_SPLIT)
     return [str(a).strip() for a in items if a is not None and str(a).strip()]
 
@@ -30,6 +30,14 @@ def golds(gt)->list[str]:
     "The aliases a judge scores against; a ValueError where there are none: a score against no ground truth is wrong"
     if not (found := aliases(gt)): raise ValueError(f'no ground truth to score against (gt={gt!r})')
     return found
+
+def answer_text(answer, # a string (aliases joined by `<|answer_split|>`), a list of aliases, or a table's cell
+                who:str # the record, for the error: 'question 3'
+               )->str:
+    "A question's answer as data files carry it, aliases joined by `<|answer_split|>`; a ValueError where it has none"
+    if not (found := aliases(answer)):
+        raise ValueError(f'{who} has no answer ({answer!r}): nothing to score its rollouts against')
+    return _ANSWER_SPLIT.join(found)
 
 _PUNCT = str.maketrans('', '', string.punctuation)
 

@@ -8,13 +8,12 @@ import re, json
 from pathlib import Path
 from .trajectory import generation_prompt, special_tokens, turn_markers, literal_span
 from .schema import system_prompt
-from .judges import aliases
+from .judges import answer_text
 from .base import atomic_open, write_atomic
 
 # %% auto #0
 __all__ = ['WORD_JOINER', 'escape_specials', 'unescape_specials', 'sft_chat_template', 'turn_starts', 'chatml_message',
-           'template_added', 'verl_sft_messages', 'escaped_count', 'verl_sft_frame', 'write_verl_sft',
-           'ground_truth_text', 'verl_rl_frame']
+           'template_added', 'verl_sft_messages', 'escaped_count', 'verl_sft_frame', 'write_verl_sft', 'verl_rl_frame']
 
 # %% ../nbs/41_verl_export.ipynb #5c134ee4
 WORD_JOINER = '\u2060'  # invisible; after a special token's first character it makes the string plain text
@@ -135,14 +134,6 @@ def write_verl_sft(trajs:list, out_dir, tokenizer, max_length:int=200_000, **tem
     return out
 
 # %% ../nbs/41_verl_export.ipynb #60dc6f40
-def ground_truth_text(answer, # a string (aliases joined by `<|answer_split|>`) or a list of aliases
-                      i=0 # the record, for the error
-                     )->str:
-    "The ground truth as verl carries it: one string of aliases joined by `<|answer_split|>`; none is a ValueError"
-    if not (found := aliases(None if answer is None or answer != answer else answer)):
-        raise ValueError(f'question {i} has no answer ({answer!r}): its rollouts would be scored against nothing')
-    return '<|answer_split|>'.join(found)
-
 def verl_rl_frame(qa:list[dict], # {question, answer[, id]} records, e.g. `data/sample/world/qa.jsonl`
                   data_source:str='venus_nb', agent_name:str='venus_tool_agent', date:str='2026-03-01'):
     "One row per question in verl's RL parquet layout; a question without an answer is refused, naming it"
@@ -150,6 +141,7 @@ def verl_rl_frame(qa:list[dict], # {question, answer[, id]} records, e.g. `data/
     return pd.DataFrame([{'data_source': data_source, 'agent_name': agent_name,
                           'prompt': [{'role': 'system', 'content': system_prompt(date)},
                                      {'role': 'user', 'content': r['question']}],
-                          'reward_model': {'style': 'rule', 'ground_truth': ground_truth_text(r.get('answer'), i)},
+                          'reward_model': {'style': 'rule',
+                                           'ground_truth': answer_text(r.get('answer'), f'question {i}')},
                           'extra_info': {'id': str(r.get('id', i)), 'question': r['question'], 'index': i}}
                          for i, r in enumerate(qa)])
