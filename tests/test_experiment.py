@@ -536,6 +536,22 @@ def test_run_folder_readers_refuse_an_incomplete_question_set(tmp_path):
     _folder_with(tmp_path, e)
     assert _done_at(_done(tmp_path)[1], 'GRPO', 0, 4)   # the whole table reads back as written
 
+def test_a_stop_cut_off_while_its_tables_are_written_has_no_row_in_runs_csv(tmp_path, monkeypatch):
+    "runs.csv is written last: a stop whose test rows did not reach the disk runs again on resume, recorded once"
+    import venus_nb.experiment as X
+    _folder_with(tmp_path, _eval_rows())
+    e, written = _eval_rows(), []
+    run = pd.DataFrame([dict(arm='GRPO', seed=0, step=4, seconds=9.0, split='validation+test')])
+    def cut_at_test(path, text):
+        if path.name == 'test.csv': raise KeyboardInterrupt('the machine went away')
+        written.append(path.name)
+        return path.write_text(text)
+    monkeypatch.setattr(X, 'write_atomic', cut_at_test)
+    with pytest.raises(KeyboardInterrupt): X._save_rows(tmp_path, pd.DataFrame(columns=X.TABLES['steps']), e, run, e)
+    tables = X._done(tmp_path)
+    assert written == ['steps.csv', 'evals.csv'] and not len(tables[2])
+    assert X._todo(tables, 'GRPO', 0, 4, ('validation', 'test')) == ('test',)   # resume evaluates the test split again
+
 def test_run_folder_readers_name_the_file(tmp_path):
     from venus_nb.experiment import _done, read_experiment
     _folder_with(tmp_path, _eval_rows())

@@ -773,9 +773,12 @@ def _done(out:Path)->list:
     return [_read_table(out, name) for name in TABLES]
 
 def _save_rows(out:Path, *tables:pd.DataFrame):
-    "Write each table; test.csv only once there are test rows"
-    for name, df in zip(TABLES, tables):
-        if name != 'test' or len(df): write_atomic(out/f'{name}.csv', df.to_csv(index=False))
+    "Write each table, runs.csv last; test.csv only once there are test rows"
+    # a stop's row in runs.csv says its rows are on disk: cut off before that, the stop runs again on resume (and is
+    # recorded once); cut off just after its rows, the stop is done and its time unrecorded, never counted twice
+    named = dict(zip(TABLES, tables))
+    for name in sorted(named, key=lambda n: n == 'runs'):
+        if name != 'test' or len(named[name]): write_atomic(out/f'{name}.csv', named[name].to_csv(index=False))
 
 # %% ../nbs/31_experiment.ipynb #fbea5431
 def read_experiment(folder,
