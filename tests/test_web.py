@@ -6,8 +6,8 @@ time limit.
 
 Every server here listens on 127.0.0.1; nothing reaches any other address.
 """
-import asyncio, email.utils, json, random, re, http.server, os, sqlite3, sys, threading, time, tracemalloc, warnings
-import zlib
+import asyncio, base64, email.utils, json, random, re, http.server, os, sqlite3, sys, threading, time, tracemalloc
+import warnings, zlib
 from collections import Counter
 from pathlib import Path
 import httpx, pytest
@@ -563,3 +563,41 @@ def test_a_cache_another_process_holds_is_a_miss_not_a_failure(tmp_path):
         other.execute('rollback')
         other.close()
     assert c.get('k') == {'v': 1} and c.get('k2') is None
+
+# --- replay offline ---
+
+def test_a_recording_replays_with_no_dns(tmp_path, monkeypatch):
+    "A visit replayed from a cassette (a redirect, the cache) asks no resolver; private addresses are still refused"
+    import socket
+    real, asked = socket.getaddrinfo, []
+    def no_dns(host, port, family=0, type=0, proto=0, flags=0):
+        if not flags & socket.AI_NUMERICHOST:
+            asked.append(host)
+            raise socket.gaierror(socket.EAI_AGAIN, 'no network')
+        return real(host, port, family, type, proto, flags)
+    key = lambda url: W.exchange_key(httpx.Request('GET', url))
+    html = (b'<html><head><title>Tower</title></head><body><p>The tower opened in March 1889 to the public.</p>'
+            b'</body></html>')
+    recs = [dict(key=key('https://example.org/old'), status=301, headers=[['location', '/new']], body=''),
+            dict(key=key('https://example.org/new'), status=200, headers=[['content-type', 'text/html']],
+                 body=base64.b64encode(html).decode())]
+    (tape := tmp_path/'tape.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    monkeypatch.setattr(socket, 'getaddrinfo', no_dns)
+    c = ToolConfig(cache_path=str(tmp_path/'cache.sqlite'), retries=0)
+    async def visit(url):
+        async with Toolbox.web(c, make_client(c, Cassette(tape))) as tb: return await tb.page(url)
+    page = run(visit('https://example.org/old'))
+    assert (page.url, page.title) == ('https://example.org/new', 'Tower') and 'March 1889' in page.text
+    assert run(visit('https://example.org/old')) == page and asked == []   # from the cache, checked without a lookup
+    for url, why in (('http://localhost:8000/', 'localhost resolves to 127.0.0.1, a loopback'),
+                     ('http://0x7f000001/', '0x7f000001 resolves to 127.0.0.1, a loopback'),
+                     ('http://[::1]/', '::1 is a loopback')):
+        with pytest.raises(ToolError, match=re.escape(why)): run(visit(url))
+    with pytest.raises(W.ReplayMiss, match='GET https://example.com/'): run(visit('https://example.com/'))
+    assert asked == []
+    # a client that records still looks names up
+    async def recorded(url):
+        async with Toolbox.web(c, make_client(c, Cassette(tmp_path/'new.jsonl', httpx.AsyncHTTPTransport()))) as tb:
+            return await tb.page(url)
+    with pytest.raises(ToolError, match='cannot resolve example.net: .*no network'): run(recorded('https://example.net/'))
+    assert asked == ['example.net']

@@ -17,10 +17,11 @@ from .base import BadRecord, read_records, _skipped, Settings
 
 # %% auto #0
 __all__ = ['EXTRACTION_JSON5_MAX_CHARS', 'ToolConfig', 'ToolError', 'retry_after', 'backoff_delay', 'embedded_ipv4',
-           'address_error', 'redact_url', 'url_error', 'resolve_host', 'allowed', 'safe_address', 'pinned', 'Fetched',
-           'send', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff', 'decode', 'extracted', 'main_text',
-           'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction', 'ChatSummariser', 'openai_chat',
-           'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache', 'ReplayMiss', 'exchange_key', 'Cassette']
+           'address_error', 'redact_url', 'url_error', 'resolve_host', 'local_addresses', 'allowed', 'safe_address',
+           'pinned', 'Fetched', 'send', 'replays', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff', 'decode',
+           'extracted', 'main_text', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction',
+           'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache',
+           'ReplayMiss', 'exchange_key', 'Cassette']
 
 # %% ../nbs/20_web.ipynb #645fc1a9
 _TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
@@ -152,27 +153,41 @@ def url_error(url)->str|None:
 async def resolve_host(host:str, port:int, timeout:float=10.0)->list[str]:
     "Addresses `host` resolves to (system resolver; IPv4 first)"
     infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
-    return sorted(dict.fromkeys(i[4][0] for i in infos), key=lambda a: ':' in a)
+    return _v4_first(i[4][0] for i in infos)
+
+def _v4_first(addrs)->list[str]: return sorted(dict.fromkeys(addrs), key=lambda a: ':' in a)
+
+_LOOPBACK_NAME = re.compile(r'(.+\.)?localhost\.?')   # loopback by definition (RFC 6761)
+
+def local_addresses(host:str, port:int)->list[str]:
+    "What `host` names without asking a resolver: a numeric form's address, `localhost`'s loopback; [] for a name"
+    if _LOOPBACK_NAME.fullmatch(_host_key(host)): return ['127.0.0.1']
+    try: infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror: return []
+    return _v4_first(i[4][0] for i in infos)
 
 def allowed(url:httpx.URL, cfg:ToolConfig)->bool:
     "Whether `url`'s host and port match an entry of `cfg.allow_hosts` (an entry without a port admits any port)"
     port = url.port or (443 if url.scheme == 'https' else 80)
     return any(h == _host_key(url.host) and p in (None, port) for h, p in map(_allow_entry, cfg.allow_hosts))
 
-async def safe_address(url:str, cfg:ToolConfig)->str|None:
+async def safe_address(url:str, cfg:ToolConfig,
+                       lookup:bool=True # False, for a client that connects nowhere: a name is not looked up (None)
+                      )->str|None:
     "The checked address to connect to for `url` (None for an allowed host); a `ToolError` says why one is refused"
     if err := url_error(url): raise ToolError(f'refused: {err}')
     u = httpx.URL(url.strip())
     if allowed(u, cfg): return None
-    try: addrs = await resolve_host(u.host, u.port or (443 if u.scheme == 'https' else 80), cfg.request_timeout)
+    port = u.port or (443 if u.scheme == 'https' else 80)
+    try: addrs = await resolve_host(u.host, port, cfg.request_timeout) if lookup else local_addresses(u.host, port)
     except (OSError, UnicodeError, asyncio.TimeoutError) as e:
         raise ToolError(f'cannot resolve {u.host}: {e or "timed out"}') from None
     for a in addrs:
         if err := address_error(a):
             raise ToolError(f'refused: {u.host} is {err}' if a == _host_key(u.host)
                             else f'refused: {u.host} resolves to {a}, {err}')
-    if not addrs: raise ToolError(f'cannot resolve {u.host}: no addresses')
-    return addrs[0]
+    if not addrs and lookup: raise ToolError(f'cannot resolve {u.host}: no addresses')
+    return addrs[0] if addrs else None
 
 # %% ../nbs/20_web.ipynb #7b04625f
 def pinned(url:str, ip:str|None)->tuple[httpx.URL, dict, dict]:
@@ -247,9 +262,13 @@ async def send(client:httpx.AsyncClient, method:str, url, cfg:ToolConfig,
 # %% ../nbs/20_web.ipynb #17d9889c
 _REDIRECTS = (301, 302, 303, 307, 308)
 
+def replays(client:httpx.AsyncClient)->bool:
+    "Whether `client` answers from a cassette alone (a replaying `Cassette`): it connects nowhere"
+    return bool(getattr(getattr(client, '_transport', None), 'replays', False))
+
 async def _hop(url, cfg, client, limit, hop):
     "Check and GET one hop; the reason names the redirect when it is one"
-    try: ip = await safe_address(url, cfg)
+    try: ip = await safe_address(url, cfg, lookup=not replays(client))
     except ToolError as e: raise ToolError(f'redirect to {redact_url(url)} {e}' if hop else str(e)) from None
     target, headers, ext = pinned(url, ip)
     return replace(await send(client, 'GET', target, cfg, limit, headers=headers, extensions=ext), url=url)
@@ -575,7 +594,7 @@ class WebReader:
 
     async def check(self, url:str):
         "Raise `ToolError` if `url` may not be visited today (asked before a cached page is given)"
-        await safe_address(url, self.cfg)
+        await safe_address(url, self.cfg, lookup=not replays(self.client))
 
     async def read(self, url:str)->Page:
         "The text of the page at `url`"
@@ -726,6 +745,11 @@ class Cassette(httpx.AsyncBaseTransport):
             warnings.warn(f'{self.path}: no such cassette; every request will be a ReplayMiss', RuntimeWarning,
                           stacklevel=2)
         if self.errors: warnings.warn(f'{self.path}: {_skipped(self.errors)}', RuntimeWarning, stacklevel=2)
+
+    @property
+    def replays(self)->bool:
+        "Whether it answers from its file alone (it has no transport to record from)"
+        return self.inner is None
 
     async def handle_async_request(self, request:httpx.Request)->httpx.Response:
         if self.inner is not None: return await self._record(request)
