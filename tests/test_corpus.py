@@ -131,6 +131,32 @@ def test_bm25_edge_queries(world):
     assert world.hits('') == [] and world.hits('the of and') == [] and world.hits('zzzz qqqq') == []
     assert len(world.hits('Lake Varnholm shore', k=100)) == 2
 
+def test_search_finds_chinese_and_accented_text():
+    "Chinese text has no spaces between words and is matched by character pairs; accents and full-width forms fold"
+    docs = [Doc('a', '埃菲尔铁塔', '埃菲尔铁塔建于1889年，位于巴黎。它高三百米。'), Doc('b', '东京塔', '东京塔建于1958年。'),
+            Doc('c', 'São Paulo', 'São Paulo is the largest city of Brazil.'), Doc('d', 'Oslo', 'Oslo is a city.')]
+    corpus = LocalCorpus(docs)
+    assert [h['url'] for h in corpus.hits('埃菲尔铁塔是哪一年建成的？')][:1] == ['corpus://a']
+    assert corpus.hits('东京塔')[0]['url'] == 'corpus://b' and corpus.hits('巴黎')[0]['url'] == 'corpus://a'
+    assert [h['url'] for h in corpus.hits('Sao Paulo')] == [h['url'] for h in corpus.hits('SÃO PAULO')] == ['corpus://c']
+    assert corpus.hits('ＳＡＯ ＰＡＵＬＯ')[0]['url'] == 'corpus://c'   # full-width letters
+    assert corpus.hits('巴黎')[0]['snippet'] == '埃菲尔铁塔建于1889年，位于巴黎。'   # a Chinese sentence ends at 。
+    assert C.terms('서울특별시 Seoul') == ['서울특별시', 'Seoul']   # Hangul is spaced into words: kept whole
+
+def test_equal_scores_rank_in_the_corpus_order():
+    "Ties go by position, so a search answers the same whatever sort kernels numpy picks on this CPU"
+    assert C.best_of(np.array([1., 2, 2, 0, 2, 3]), 3) == [(5, 3.0), (1, 2.0), (2, 2.0)]
+    assert C.best_of(np.array([0., 0]), 2) == [] and C.best_of(np.array([]), 3) == []
+    assert C.best_of(np.array([1., 1, 1]), 5) == [(0, 1.0), (1, 1.0), (2, 1.0)]
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        s = rng.integers(0, 4, rng.integers(1, 40)).astype(float)
+        k = int(rng.integers(1, 12))
+        want = sorted((i for i in range(len(s)) if s[i] > 0), key=lambda i: (-s[i], i))[:k]
+        assert [i for i, _ in C.best_of(s, k)] == want
+    same = LocalCorpus([Doc(str(i), '', 'Lake Varnholm shore') for i in range(30)])
+    assert [h['url'] for h in same.hits('Lake Varnholm', k=10)] == [f'corpus://{i}' for i in range(10)]
+
 # ---------------------------------------------------------------------------------------------------------------------
 # R1-Searcher passages parse as the old patterns did
 

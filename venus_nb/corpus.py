@@ -4,18 +4,19 @@
 
 # %% ../nbs/21_corpus.ipynb #a75c9d6b
 from __future__ import annotations
-import functools, json, re
+import functools, json, re, unicodedata
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote
+import numpy as np
 from .base import BadRecord, LoadError, atomic_open, read_records, _skipped
 from .trajectory import between
 from .web import Page, ToolError
 
 # %% auto #0
-__all__ = ['BM25', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus', 'title_id', 'wiki_url',
-           'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'read_docs', 'load_corpus', 'write_docs', 'parse_r1_passage',
-           'r1_passages', 'passage_docs']
+__all__ = ['fold', 'terms', 'BM25', 'best_of', 'passages', 'extractive_summary', 'Doc', 'url_key', 'snippet', 'LocalCorpus',
+           'title_id', 'wiki_url', 'jsonl_doc', 'hipporag_doc', 'search_r1_doc', 'read_docs', 'load_corpus',
+           'write_docs', 'parse_r1_passage', 'r1_passages', 'passage_docs']
 
 # %% ../nbs/21_corpus.ipynb #0e6f8bdf
 @functools.lru_cache(None)
@@ -23,11 +24,29 @@ def _stemmer():
     import Stemmer
     return Stemmer.Stemmer('english')
 
+_CJK = '\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff'   # kana and CJK ideographs: words not spaced apart
+_TERM, _WORD = re.compile(rf'[{_CJK}]+|(?:(?![{_CJK}])\w){{2,}}'), re.compile(r'\w\w+')
+
+def fold(text:str)->str:
+    "`text` without accents, in compatibility forms: *São* is *Sao*, a full-width *ＡＢＣ* is *ABC*"
+    if text.isascii(): return text
+    bare = ''.join(c for c in unicodedata.normalize('NFKD', text) if not unicodedata.combining(c))
+    return unicodedata.normalize('NFKC', bare)   # Hangul syllables come back whole
+
+def _pairs(w:str)->list[str]:
+    "A run of CJK characters as the overlapping pairs it holds (one character alone as itself); other words whole"
+    return [w[i:i + 2] for i in range(len(w) - 1)] or [w] if re.match(f'[{_CJK}]', w) else [w]
+
+def terms(text:str)->list[str]:
+    "The words BM25 matches: runs of two or more letters or digits, accents folded; CJK text as overlapping pairs"
+    if text.isascii(): return _WORD.findall(text)   # the same words, faster
+    return [t for w in _TERM.findall(fold(text)) for t in _pairs(w)]
+
 class BM25:
-    "A bm25s index over `texts` with its tokenizer (lower case, English stop words, English stemmer)"
+    "A bm25s index over `texts` with its tokenizer (lower case, `terms`, English stop words, English stemmer)"
     def __init__(self, texts:list[str]):
         import bm25s
-        self.tok = bm25s.tokenization.Tokenizer(stopwords='en', stemmer=_stemmer())
+        self.tok = bm25s.tokenization.Tokenizer(splitter=terms, stopwords='en', stemmer=_stemmer())
         self.model, self.n = bm25s.BM25(), len(texts)
         self.model.index(self.tok.tokenize(list(texts), show_progress=False, return_as='tuple'), show_progress=False)
 
@@ -39,12 +58,19 @@ class BM25:
         return self.model.get_scores(self._ids(query)[0])
 
     def top(self, query:str, k:int=10)->list[tuple[int, float]]:
-        "`(index, score)` of the best `k` texts with a score above 0, best first"
-        docs, scores = self.model.retrieve(self._ids(query), k=min(k, self.n), show_progress=False, n_threads=0)
-        return [(int(d), float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+        "`(index, score)` of the best `k` texts with a score above 0, best first; equal scores in the texts' order"
+        return best_of(self.scores(query), k)
+
+def best_of(scores:np.ndarray, k:int)->list[tuple[int, float]]:
+    "`(index, score)` of the `k` highest scores above 0, best first, ties by index: one answer on every machine"
+    scores = np.asarray(scores)
+    if (k := min(k, len(scores))) <= 0: return []
+    kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+    near = np.flatnonzero(scores >= max(kth, np.nextafter(0, 1)))   # every text tied with the k-th best
+    return [(int(i), float(scores[i])) for i in near[np.lexsort((near, -scores[near]))][:k]]
 
 # %% ../nbs/21_corpus.ipynb #add33796
-def _sentences(text:str)->list[str]: return [s for s in re.split(r'(?<=[.!?])\s+|\n+', text) if s.strip()]
+def _sentences(text:str)->list[str]: return [s for s in re.split(r'(?<=[.!?])\s+|(?<=[。！？])|\n+', text) if s.strip()]
 
 def _pieces(para:str, size:int)->list[str]:
     "A paragraph split at sentence ends (and inside over-long sentences) into pieces of about `size` characters"
@@ -116,7 +142,7 @@ def url_key(url:str)->str:
 def _words(text:str)->set[str]:
     "Stemmed words of `text`, stop words left out"
     from bm25s.stopwords import STOPWORDS_EN
-    return set(_stemmer().stemWords([w for w in re.findall(r'\w\w+', text.lower()) if w not in STOPWORDS_EN]))
+    return set(_stemmer().stemWords([w for w in terms(text.lower()) if w not in STOPWORDS_EN]))
 
 def snippet(text:str, query:str, n:int=240)->str:
     "The sentence of `text` sharing most words with `query` (the first on ties), cut to about `n` characters"
