@@ -133,7 +133,8 @@ def test_bm25_edge_queries(world):
 
 def test_search_finds_chinese_and_accented_text():
     "Chinese text has no spaces between words and is matched by character pairs; accents and full-width forms fold"
-    docs = [Doc('a', '埃菲尔铁塔', '埃菲尔铁塔建于1889年，位于巴黎。它高三百米。'), Doc('b', '东京塔', '东京塔建于1958年。'),
+    docs = [Doc('a', '埃菲尔铁塔', '埃菲尔铁塔建于1889年，位于巴黎。它高三百米。'),
+            Doc('b', '东京塔', '东京塔建于1958年。'),
             Doc('c', 'São Paulo', 'São Paulo is the largest city of Brazil.'), Doc('d', 'Oslo', 'Oslo is a city.')]
     corpus = LocalCorpus(docs)
     assert [h['url'] for h in corpus.hits('埃菲尔铁塔是哪一年建成的？')][:1] == ['corpus://a']

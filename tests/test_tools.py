@@ -190,6 +190,7 @@ class Handler(ReplyHandler):
 
     def chat(self, body, bad):
         self.server.prompts.append(body['messages'][0]['content'])
+        self.server.sampled = {k: v for k, v in body.items() if k != 'messages'}
         content = ('I cannot answer' if bad else
                    '```json\n{"rational": "r", "evidence": "opened in March 1889", '
                    '"summary": "The tower opened in 1889."}\n```')
@@ -420,6 +421,10 @@ def test_openai_summariser(server):
                    'Evidence in page: \nopened in March 1889\n\nSummary: \nThe tower opened in 1889.')
     assert ('The Eiffel Tower opened in March 1889' in server.prompts[-1]
             and '## **User Goal**\nWhen did it open?' in server.prompts[-1])
+    assert server.sampled == {'model': 'Qwen3-30B-A3B-Instruct-2507', 'temperature': 0.7}   # DR-Venus' summariser
+    run(web_visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/v1', summary_temperature=None)))
+    assert server.sampled == {'model': 'Qwen3-30B-A3B-Instruct-2507'}   # the server's own default
+    with pytest.raises(ValueError, match='summary_temperature must be >= 0'): cfg(summary_temperature=-1)
     n = server.hits['/bad/v1/chat/completions']
     assert run(web_visit(f'{server.base}/page', 'g', cfg(summary_url=f'{server.base}/bad/v1'))).endswith(
         'the summariser gave no JSON with "evidence" and "summary" (3 tries)')

@@ -68,6 +68,7 @@ class ToolConfig(Settings):
     summary_url: str|None = None      # OpenAI-compatible base (.../v1); None: $VENUS_SUMMARY_URL; neither: extractive
     summary_model: str = 'Qwen3-30B-A3B-Instruct-2507'
     summary_key_env: str = 'OPENAI_API_KEY'
+    summary_temperature: float|None = 0.7  # the summariser's sampling temperature (DR-Venus'); None: the server's
     cache_path: str|None = None       # sqlite file of results; None: no cache
     user_agent: str = 'venus-nb (research agent; +https://github.com/venus-nb/venus_nb)'
     extract_timeout: float|None = 20.0  # trafilatura's seconds on one page (killed past them); None: no limit
@@ -83,6 +84,8 @@ class ToolConfig(Settings):
             if not getattr(self, k) > 0: raise ValueError(f'ToolConfig.{k} must be positive, got {getattr(self, k)!r}')
         for k in ('retries', 'max_redirects', 'backoff', 'backoff_max'):
             if getattr(self, k) < 0: raise ValueError(f'ToolConfig.{k} must be >= 0, got {getattr(self, k)!r}')
+        if self.summary_temperature is not None and not self.summary_temperature >= 0:
+            raise ValueError(f'ToolConfig.summary_temperature must be >= 0 or None, got {self.summary_temperature!r}')
         if self.extract_timeout is not None and not self.extract_timeout > 0:
             raise ValueError(f'ToolConfig.extract_timeout must be positive or None, got {self.extract_timeout!r}')
 
@@ -526,14 +529,15 @@ def _reply_text(body:bytes)->str:
 def openai_chat(cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphore|None=None)->Callable:
     "An async `chat(messages)` over an OpenAI-compatible `/chat/completions` (`cfg.summary_url` or $VENUS_SUMMARY_URL)"
     base = (cfg.summary_url or os.environ.get('VENUS_SUMMARY_URL', '')).rstrip('/')
+    t = cfg.summary_temperature
+    body = {'model': cfg.summary_model} | ({} if t is None else {'temperature': t})
     async def chat(messages):
         key = os.environ.get(cfg.summary_key_env)
-        f = await send(client, 'POST', f'{base}/chat/completions', cfg, limit,
-                       json={'model': cfg.summary_model, 'messages': messages},
+        f = await send(client, 'POST', f'{base}/chat/completions', cfg, limit, json=body | {'messages': messages},
                        headers={'Authorization': f'Bearer {key}'} if key else {})
         if f.status != 200: raise ToolError(f'the summariser answered HTTP {f.status}')
         return _reply_text(f.body)
-    chat.cache_name = f'openai:{base}:{cfg.summary_model}'
+    chat.cache_name = f'openai:{base}:{cfg.summary_model}' + ('' if t is None else f':t={t:g}')   # cached per sampler
     return chat
 
 # %% ../nbs/20_web.ipynb #d207bb97
