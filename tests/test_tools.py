@@ -182,6 +182,7 @@ class Handler(ReplyHandler):
         if path == '/serper':
             if self.headers.get('X-API-KEY') != 'k123':
                 return self.reply(403, b'{"message": "bad key"}', 'application/json')
+            s.located = {body['q']: (body.get('location'), body.get('gl'), body.get('hl'))}
             hits = [{'title': f"{body['q']} {i}", 'link': f'https://example.org/{i}', 'snippet': 's', 'position': i}
                     for i in range(body['num'] + 3)]
             return self.reply(body=json.dumps({'organic': hits}).encode(), ctype='application/json')
@@ -414,6 +415,10 @@ def test_serper_backend(server, monkeypatch):
     monkeypatch.setenv('SERPER_API_KEY', 'k123')
     res = json.loads(run(web_search(['tower', 'paris'], c)))
     assert [h['title'] for h in res[1]['web_page_info_list']] == [f'paris {i}' for i in range(4)]
+    run(web_search('埃菲尔铁塔 高度', c))   # searched from where DR-Venus' tool searches a Chinese query
+    assert server.located == {'埃菲尔铁塔 高度': ('China', 'cn', 'zh-cn')}
+    run(web_search('Eiffel tower', c))
+    assert server.located == {'Eiffel tower': ('United States', 'us', 'en')}
 
 def test_openai_summariser(server):
     obs = run(web_visit(f'{server.base}/page', 'When did it open?', cfg(summary_url=f'{server.base}/v1')))

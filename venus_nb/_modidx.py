@@ -1537,5 +1537,6 @@ d = { 'settings': { 'branch': 'main',
                               'venus_nb.web.searxng_hits': ('web.html#searxng_hits', 'venus_nb/web.py'),
                               'venus_nb.web.send': ('web.html#send', 'venus_nb/web.py'),
                               'venus_nb.web.serper_hits': ('web.html#serper_hits', 'venus_nb/web.py'),
+                              'venus_nb.web.serper_locale': ('web.html#serper_locale', 'venus_nb/web.py'),
                               'venus_nb.web.sniff': ('web.html#sniff', 'venus_nb/web.py'),
                               'venus_nb.web.url_error': ('web.html#url_error', 'venus_nb/web.py')}}}

@@ -20,8 +20,8 @@ __all__ = ['EXTRACTION_JSON5_MAX_CHARS', 'ToolConfig', 'ToolError', 'retry_after
            'address_error', 'redact_url', 'url_error', 'resolve_host', 'local_addresses', 'allowed', 'safe_address',
            'pinned', 'Fetched', 'send', 'replays', 'fetch_page', 'make_client', 'Page', 'media_type', 'sniff', 'decode',
            'extracted', 'main_text', 'html_to_text', 'page_of', 'extractor_messages', 'parse_extraction',
-           'ChatSummariser', 'openai_chat', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader', 'Cache',
-           'ReplayMiss', 'exchange_key', 'Cassette']
+           'ChatSummariser', 'openai_chat', 'serper_locale', 'serper_hits', 'searxng_hits', 'WebSearch', 'WebReader',
+           'Cache', 'ReplayMiss', 'exchange_key', 'Cassette']
 
 # %% ../nbs/20_web.ipynb #645fc1a9
 _TEXT_TYPES = ('text/*', 'application/xhtml+xml', 'application/xml', 'application/json', 'application/*+xml',
@@ -543,6 +543,11 @@ def openai_chat(cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphor
 # %% ../nbs/20_web.ipynb #d207bb97
 _SERPER_URL = 'https://google.serper.dev/search'
 
+def serper_locale(query:str)->dict:
+    "Where a Serper search is made from, as DR-Venus' tool picks it: China for a query with Chinese characters, else the US"
+    if any('\u4e00' <= c <= '\u9fff' for c in query): return dict(location='China', gl='cn', hl='zh-cn')
+    return dict(location='United States', gl='us', hl='en')
+
 def serper_hits(data:dict)->list[dict]:
     "Hits of a Serper response (`organic`: title, link, snippet)"
     return [dict(title=r.get('title'), url=r.get('link'), snippet=r.get('snippet'))
@@ -569,7 +574,7 @@ class WebSearch:
         self.url = (cfg.search_url or os.environ.get('VENUS_SEARCH_URL')
                     or (_SERPER_URL if cfg.search_api == 'serper' else None))
         self.key_env = cfg.search_key_env or ('SERPER_API_KEY' if cfg.search_api == 'serper' else 'SEARXNG_API_KEY')
-        self.cache_id = f'{cfg.search_api}:{self.url}'
+        self.cache_id = f'{cfg.search_api}:{self.url}' + (':locale' if cfg.search_api == 'serper' else '')   # as asked
 
     def request(self, query:str, k:int)->tuple[str, str, dict]:
         "Method, URL and `build_request` arguments of one query"
@@ -578,7 +583,7 @@ class WebSearch:
             return 'GET', self.url, dict(params={'q': query, 'format': 'json'},
                                          headers={'Authorization': f'Bearer {key}'} if key else {})
         if not key: raise ToolError(f'no search API key: set ${self.key_env}')
-        return 'POST', self.url, dict(json={'q': query, 'num': k}, headers={'X-API-KEY': key})
+        return 'POST', self.url, dict(json={'q': query, 'num': k} | serper_locale(query), headers={'X-API-KEY': key})
 
     async def search(self, query:str, k:int=10)->list[dict]:
         "The top `k` hits for `query`"
