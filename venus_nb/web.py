@@ -544,7 +544,7 @@ def openai_chat(cfg:ToolConfig, client:httpx.AsyncClient, limit:asyncio.Semaphor
 _SERPER_URL = 'https://google.serper.dev/search'
 
 def serper_locale(query:str)->dict:
-    "Where a Serper search is made from, as DR-Venus' tool picks it: China for a query with Chinese characters, else the US"
+    "Where a Serper search is made from, as DR-Venus' tool picks: China for a query in Chinese characters, else the US"
     if any('\u4e00' <= c <= '\u9fff' for c in query): return dict(location='China', gl='cn', hl='zh-cn')
     return dict(location='United States', gl='us', hl='en')
 
