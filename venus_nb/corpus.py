@@ -70,6 +70,8 @@ def best_of(scores:np.ndarray, k:int)->list[tuple[int, float]]:
     return [(int(i), float(scores[i])) for i in near[np.lexsort((near, -scores[near]))][:k]]
 
 # %% ../nbs/21_corpus.ipynb #add33796
+_FULL_STOPS = ('。', '！', '？')   # Chinese and Japanese sentence ends: no space follows them
+
 def _sentences(text:str)->list[str]: return [s for s in re.split(r'(?<=[.!?])\s+|(?<=[。！？])|\n+', text) if s.strip()]
 
 def _pieces(para:str, size:int)->list[str]:
@@ -80,7 +82,7 @@ def _pieces(para:str, size:int)->list[str]:
         if cur and len(cur) + len(s) > size:
             out.append(cur)
             cur = ''
-        cur = f'{cur} {s}'.strip()
+        cur = (cur + s if cur.endswith(_FULL_STOPS) else f'{cur} {s}').strip()
     return out + [cur] if cur else out
 
 # %% ../nbs/21_corpus.ipynb #512b608a
