@@ -1,6 +1,6 @@
 """venus_nb inside verl (nbs/41_verl_export, nbs/42_verl_trainer): run in .venv-verl by `make verl-test`; skipped where
 verl is not installed."""
-import contextlib, os, random, subprocess, sys, types
+import contextlib, math, os, random, subprocess, sys, types
 from types import SimpleNamespace
 import pytest
 
@@ -227,6 +227,7 @@ def test_agent_loop_end_to_end(qwen3_tok, monkeypatch):
     d = out.as_dict()
     assert isinstance(out, vv.VenusAgentLoopOutput) and len(vv.assistant_runs(d['response_mask'])) == len(traj.turns)
     assert vv.decode_turn_rewards(d['rm_scores'], d['response_mask']) == ([None] * 5, [True] * 5, 1.0)
+    assert out.extra_fields['reward_extra_info'] == {'acc': 1.0}   # what verl's validation reports: the judge's score
     assert vv.pending_turns(d['rm_scores'], d['response_mask']) == [3]  # the visit's IG waits for the actor
     plan = out.extra_fields['venus_ig']
     assert plan['turns'] == [None, 3] and plan['bounds'][0] == len(out.prompt_ids) - len(vv.generation_ids(qwen3_tok))
@@ -528,6 +529,7 @@ def test_agent_loop_refuses_a_rollout_without_ground_truth(qwen3_tok, monkeypatc
     loop.config = OmegaConf.create({'trainer': {'v1': {'venus_igpo': {'drop_unscored': True}}}})
     out = asyncio.run(loop.run({}, **kw))
     assert out.extra_fields['venus_ig_dropped'] == 'no ground truth' and out.extra_fields['venus_ig'] is None
+    assert math.isnan(out.extra_fields['reward_extra_info']['acc'])   # no truth to judge against: no accuracy
 
 def test_ig_is_scored_at_the_venus_temperature(venus_trainer):
     "One IG temperature: algorithm.venus.temperature (local IGPO's), not the rollout's sampling temperature"

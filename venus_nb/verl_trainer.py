@@ -472,6 +472,9 @@ async def run(self:VenusToolAgentLoop, sampling_params, **kwargs):
     row = encode_turn_rewards(out.response_mask, plan_slots(plan, len(turns)), [t.ok for t in turns], outcome, self.cfg,
                               pending=True)
     runs, out.extra_fields['venus_ig'] = assistant_runs(out.response_mask), plan
+    # verl's validation reports `acc` where a rollout gives it, else the reward row's sum (penalties and IG in it): the
+    # judge's score alone, and no score where there is no ground truth to judge against
+    out.extra_fields['reward_extra_info'] = {'acc': float('nan') if unscored else float(outcome)}
     out.extra_fields.setdefault('venus_forced', None)
     score = row[runs[-1][1] - 1].item() if runs else 0.0
     return VenusAgentLoopOutput(**out.model_dump(exclude_unset=True), reward_score=score, turn_rewards=row.tolist())
