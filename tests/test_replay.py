@@ -466,3 +466,77 @@ def test_replay_page_and_cli_csvs_are_written_atomically(tmp_path, renamed, caps
     assert page.resolve() in renamed
     main(['clean', str(WORLD/'trajectories.jsonl'), '--out', str(tmp_path/'c')])
     assert (tmp_path/'c'/'clean_report.csv').resolve() in renamed
+
+# --- what the replay shows is what the rewards computed, on awkward input ---
+
+def test_a_log_p_that_is_not_finite_shows_the_sum_it_made():
+    "A NaN log p(gt) gives an IG of 0 there and at the next scored turn (as DR-Venus counts it): the basis says so"
+    from venus_nb.replay import explained
+    tr = rollout('svvv')
+    sc = Scored.from_logps([tr], [GTLogps(-6, [None, -5, float('nan'), -3, None])], outcome=[1.0])
+    assert sc.ig == [[None, 1.0, 0.0, 0.0, None]]
+    basis = explained(rollout_rows(sc.table(), 0), tr, sc.cfg, -6)['ig_basis'].tolist()
+    assert basis[1].endswith('-6.000 = +1.000')
+    zero = ' = +0.000 (not finite: counted as 0)'
+    assert basis[2] == 'IG = log p(gt) after it not finite − before it (after turn 1) -5.000' + zero
+    assert basis[3] == 'IG = log p(gt) after it -3.000 − before it (after turn 2) not finite' + zero
+
+def test_a_turn_with_a_slot_is_never_called_unscored():
+    "A NaN IG handed to `Scored` is an IG of 0 in a slot of its own, not a turn that shares the next slot's credit"
+    from venus_nb.replay import explained
+    tr = rollout('svvv')
+    rows = explained(rollout_rows(Scored([tr], [0], [[None, 1.0, float('nan'), 0.5, None]], [1.0]).table(), 0), tr)
+    assert rows['slot'].tolist()[2] == 'ig' and rows['unscored'].tolist() == [''] * 5
+
+def test_a_group_with_a_rollout_of_no_turns_replays(group):
+    "A rollout ended before its first turn (its prompt filled the context) is a row of the group, not a crash"
+    trajs, _ = group
+    empty = Trajectory('question 9', [], '42')
+    sc = scored(trajs[:2] + [empty], outcome=[1.0, 0.0, 0.0])
+    assert 'rollout' in replay_html(trajs[0], sc) and Replay(trajs[0], sc).group.summary.loc[2, 'turns'] == 0
+    assert '0 turns' in replay_html(empty, None)
+
+def test_a_page_with_half_a_character_is_written(tmp_path):
+    "A lone surrogate (an emoji cut in half by a tool) reads as the replacement mark; the page is written"
+    tr = rollout('sv')
+    tr.turns[0] = Turn.make('thinking', tr.turns[0].call, observation='cut \ud83d here', index=0)
+    assert 'cut ? here' in write_replay(tmp_path/'r.html', tr, scored([tr])).read_text(encoding='utf-8')
+
+def test_recompute_changes_stay_when_the_view_changes(group):
+    "`recompute(gamma=...)` holds for the next rollout, the toggles, the key and the static view"
+    trajs, sc = group
+    r = Replay(trajs[0], sc)
+    r.recompute(gamma=0.5)
+    r.group.rollout = 1
+    want = sc.table(gamma=0.5)
+    assert r.rows['advantage'].tolist() == rollout_rows(want, 1)['advantage'].tolist()
+    assert 'γ = 0.5' in r.key.value and 'γ = 0.5' in r.static_html()
+    assert not any('another RewardConfig' in b for b in r.rows['adv_basis'])
+    r.credit.value = 'split'
+    assert r.rows['advantage'].tolist() == rollout_rows(sc.table(gamma=0.5, credit='split'), 1)['advantage'].tolist()
+    r.recompute(penalty='replace')
+    assert r.penalty.value == 'replace' and r.cfg.gamma == 0.5
+
+def test_the_key_says_how_the_config_normalises():
+    from venus_nb.replay import chart_key
+    assert 'IG slots and format penalties and the outcome z-scored together, no IG-Scale' in chart_key(
+        RewardConfig(norm='joint'))
+    assert '× the IG-Scale s' in chart_key(RewardConfig())
+    assert 'IG-Scale' not in chart_key(RewardConfig(norm='separate'))
+    assert 'a format penalty stays −λ' in chart_key(RewardConfig(penalty='replace'))
+
+def test_the_outcome_shown_is_the_judges_score_not_the_visit_bonus(group):
+    "With a visit bonus the outcome slot's reward holds β per visit; the header and the group show the judge's score"
+    trajs, _ = group
+    sc = scored(trajs[:3], outcome=[1.0, 1.0, 0.0], visit_bonus=0.25)
+    page = replay_html(trajs[0], sc)
+    assert 'outcome</b> 1 (its reward 1.5: + 0.5 visit bonus)' in page
+    assert Replay(trajs[0], sc).group.summary['outcome'].tolist() == [1.0, 1.0, 0.0]
+
+def test_turns_are_shown_by_position_whatever_their_index():
+    "A trajectory cut from a longer one keeps its turns' indices; the page and the widget go by position"
+    full = rollout('ssvsv')
+    cut = Trajectory(full.question, full.turns[2:], full.gt)
+    page = replay_html(cut, scored([cut]))
+    assert 'data-turn="0"' in page and 'data-turn="3"' in page and 'data-turn="4"' not in page
+    assert Replay(cut, scored([cut])).slider.max == 3

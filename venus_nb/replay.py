@@ -16,16 +16,17 @@ import traitlets
 from fastcore.basics import patch
 from .base import write_atomic
 from .trajectory import Trajectory, Turn
-from .rewards import RewardConfig, GTLogps, Scored, Slots, slot_rewards, discount, scored_kinds, divided
+from .rewards import (RewardConfig, GTLogps, Scored, Slots, slot_rewards, discount, scored_kinds, divided,
+                              with_visit_bonus)
 from .scoring import NO_RESPONSE
 from .judges import aliases
 
 # %% auto #0
 __all__ = ['UNKNOWN_BASIS', 'NOT_RECORDED', 'MARKDOWN', 'random_logps', 'pair_rollouts', 'has_scores', 'rewards_table',
-           'rollout_rows', 'credit_links', 'advantage_basis', 'ig_basis', 'unscored_reasons', 'explained', 'basis_of',
-           'turn_step', 'turns_figure', 'replay_figure', 'redraw_advantages', 'highlight', 'clip', 'turn_html',
-           'plain_answer', 'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay', 'chart_key',
-           'chart_width', 'replay_html', 'write_replay']
+           'rollout_rows', 'credit_links', 'advantage_basis', 'ig_basis', 'unscored_reasons', 'explained',
+           'judged_outcome', 'basis_of', 'turn_step', 'turns_figure', 'replay_figure', 'redraw_advantages', 'highlight',
+           'clip', 'turn_html', 'plain_answer', 'picked_by', 'group_summary', 'summary_html', 'GroupView', 'Replay',
+           'chart_key', 'chart_width', 'replay_html', 'write_replay']
 
 # %% ../nbs/30_replay.ipynb #f7a2de56
 def _is_scored(turn, last, cfg):
@@ -106,7 +107,8 @@ def _unscored_table(trajs:dict # {rollout id: trajectory}
                   )->pd.DataFrame:
     "`TurnRewards` rows without a number (NaN): the turns of rollouts replayed without scores"
     return pd.DataFrame([dict(group=None, rollout=r, turn=i, kind=t.kind, slot='') | dict.fromkeys(_NUMBERS, np.nan)
-                         for r, tr in trajs.items() for i, t in enumerate(tr.turns)])
+                         for r, tr in trajs.items() for i, t in enumerate(tr.turns)],
+                        columns=['group', 'rollout', 'turn', 'kind', 'slot', *_NUMBERS])   # no turns: no rows
 
 def has_scores(rows:pd.DataFrame)->bool:
     "Whether `TurnRewards` rows hold any advantage (rows of `_unscored_table` hold none)"
@@ -189,13 +191,17 @@ def ig_basis(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in turn
              cfg:RewardConfig=RewardConfig())->list[str]:
     "How each IG came about: log p(gt) after the turn minus before it (the question alone, or the last scored turn)"
     f, unit, spec = (lambda x: x, 'log p(gt)', '.3f') if cfg.ig == 'logp_diff' else (math.exp, 'p(gt)', '.4f')
+    lp, ig = _num(rows['logp_gt']), _num(rows['ig'])
+    if np.isnan(lp).all(): return [''] * len(rows)   # no log p(gt) recorded: nothing to show the IG made of
+    side = lambda x: 'not recorded' if x is None else format(f(x), spec) if math.isfinite(x) else 'not finite'
     prev, where, out = baseline, 'the question alone', []
-    for t, (v, g) in enumerate(zip(_num(rows['logp_gt']), _num(rows['ig']))):
-        if math.isnan(g) or math.isnan(v):
+    for t, (v, g) in enumerate(zip(lp, ig)):
+        if math.isnan(g):
             out.append('')
             continue
-        before = format(f(prev), spec) if prev is not None and math.isfinite(prev) else 'not recorded'
-        out.append(f'IG = {unit} after it {format(f(v), spec)} − before it ({where}) {before} = {g:+.3f}')
+        # as `rewards.ig_from_logps`: a side that is not finite gives an IG of 0, and the next turn is measured from it
+        zero = '' if math.isfinite(v) and (prev is None or math.isfinite(prev)) else ' (not finite: counted as 0)'
+        out.append(f'IG = {unit} after it {side(v)} − before it ({where}) {side(prev)} = {g:+.3f}{zero}')
         prev, where = v, f'after turn {t}'
     return out
 
@@ -208,8 +214,9 @@ def unscored_reasons(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout,
                      cfg:RewardConfig=RewardConfig())->list[str]:
     "Per turn, why a well-formed turn that IG scores (`cfg.scored`) has no IG; '' for the others"
     if not has_scores(rows): return [''] * len(rows)
-    ig, want, last = _num(rows['ig']), scored_kinds(cfg), len(traj.turns) - 1
-    return [(reasons or {}).get(i, NOT_RECORDED) if i < last and t.ok and t.kind in want and math.isnan(ig[i]) else ''
+    ig, slot, want, last = _num(rows['ig']), rows['slot'].tolist(), scored_kinds(cfg), len(traj.turns) - 1
+    return [(reasons or {}).get(i, NOT_RECORDED)
+            if i < last and t.ok and t.kind in want and math.isnan(ig[i]) and not slot[i] else ''
             for i, t in enumerate(traj.turns)]
 
 def explained(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in turn order
@@ -218,11 +225,21 @@ def explained(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout, in tur
               baseline:float|None=None, # its log p(gt) from the question alone
               reasons:dict|None=None # {turn: why it has no IG}
              )->pd.DataFrame:
-    "The rows with the basis of their numbers: `baseline`, `unscored` (why no IG), `ig_basis`, `adv_basis`"
+    "The rows with the basis of their numbers: `baseline`, `unscored` (why no IG), `ig_basis`, `adv_basis`, `judged`"
     base = baseline if baseline is not None and math.isfinite(baseline) else np.nan
     return rows.assign(baseline=base, unscored=unscored_reasons(rows, traj, reasons, cfg),
-                       ig_basis=ig_basis(rows, None if np.isnan(base) else base, cfg),
-                       adv_basis=advantage_basis(rows, cfg))
+                       ig_basis=ig_basis(rows, baseline, cfg), adv_basis=advantage_basis(rows, cfg),
+                       judged=judged_outcome(rows, traj, cfg))
+
+def judged_outcome(rows:pd.DataFrame, # the `TurnRewards` rows of one rollout
+                   traj:Trajectory, # that rollout
+                   cfg:RewardConfig=RewardConfig() # the config the rows were computed under
+                  )->float:
+    "The judge's score of the answer: the outcome slot's reward less the visit bonus `cfg` adds to it (NaN: no slot)"
+    out = rows[rows['slot'] == 'outcome']
+    if not len(out): return float('nan')
+    bonus = with_visit_bonus([[t.kind for t in traj.turns]], [[t.ok for t in traj.turns]], [0.0], cfg.visit_bonus)[0]
+    return float(out['reward'].iloc[0]) - bonus
 
 def basis_of(rewards, r:int)->tuple:
     "(baseline, {turn: why no IG}) of rollout `r` where `rewards` is a `Scored` that kept them, else (None, None)"
@@ -256,7 +273,9 @@ def _links(rows, ty):
     return dict(x=xs, y=ys)
 
 # %% ../nbs/30_replay.ipynb #94632e18
-def _outcome_of(rows):
+def _outcome_of(rows)->float:
+    "The judge's score of the rollout's answer (`explained` rows), else its outcome slot's reward"
+    if 'judged' in rows and len(rows): return float(rows['judged'].iloc[0])
     out = rows[rows['slot'] == 'outcome']
     return float(out['reward'].iloc[0]) if len(out) else float('nan')
 
@@ -266,7 +285,7 @@ def _hover(text:str)->str:
 
 def _dynamic(rows, traj):
     "The parts of the advantage panel that depend on the credit variant, by trace name"
-    adv, bad = _num(rows['advantage']), [t.index for t in traj.turns if not t.ok]
+    adv, bad = _num(rows['advantage']), [i for i, t in enumerate(traj.turns) if not t.ok]
     top, span = _span(adv)
     basis = rows['adv_basis'] if 'adv_basis' in rows else [''] * len(rows)
     parts = {'advantage': dict(y=adv.tolist(), customdata=[[k, s or '–', _hover(b)] for k, s, b in
@@ -374,7 +393,7 @@ def turns_figure(traj:Trajectory, # a rollout replayed without scores
                  marker_color=[_KIND_COLORS.get(k, '#999') for k in kinds], selectedpoints=[turn],
                  unselected=dict(marker_opacity=0.3),
                  hovertemplate='turn %{x} · %{customdata}<br>tool response: %{y:,} characters<extra></extra>')
-    bad = [t.index for t in traj.turns if not t.ok]
+    bad = [i for i, t in enumerate(traj.turns) if not t.ok]
     cross = _marker_trace('format error', bad, [chars[i] for i in bad], 'x', '#E45756',
                           'format error at turn %{x}: %{text}', size=11, text=[traj.turns[i].format_error for i in bad])
     why = '' if aliases(traj.gt) else ' (no ground truth)'
@@ -517,11 +536,17 @@ def _unscored_summary(rows)->str:
     return (f'<div class="venus-unscored">⚠ {n} turn{"s" * (n > 1)} IG would score {"have" if n > 1 else "has"} no IG '
             f'(marked “not scored”): {parts}</div>')
 
+def _bonus_note(rows)->str:
+    "What a visit bonus added to the outcome slot's reward ('' for none)"
+    out = rows[rows['slot'] == 'outcome'] if 'judged' in rows else rows.iloc[:0]
+    bonus = float(out['reward'].iloc[0]) - _outcome_of(rows) if len(out) else 0.0
+    return f' (its reward {float(out["reward"].iloc[0]):g}: + {bonus:g} visit bonus)' if bonus > 1e-12 else ''
+
 def _header_html(traj:Trajectory, rows:pd.DataFrame)->str:
     "The question, ground truth, answer (as text) and outcome of a rollout, and what was left unscored"
     ans = traj.turns[-1].answer if traj.turns else None
     bad_end = '' if not traj.turns or traj.turns[-1].ok else ' (a malformed final answer: the format penalty)'
-    score = (f'<b>outcome</b> {_outcome_of(rows):g}{bad_end}' if has_scores(rows)
+    score = (f'<b>outcome</b> {_outcome_of(rows):g}{_bonus_note(rows)}{bad_end}' if has_scores(rows)
              else '<b>not scored</b>: turns only, no IG or advantages')
     return (f'<div class="venus-head"><b>Q:</b> {clip(traj.question, 400)}<br><b>GT:</b> '
             f'{html.escape(_gt_text(traj.gt))} · <b>answer:</b> '
@@ -531,11 +556,12 @@ def _header_html(traj:Trajectory, rows:pd.DataFrame)->str:
 # %% ../nbs/30_replay.ipynb #25dc262e
 _SORTS = dict(outcome=['outcome', 'advantage'], advantage=['advantage'], visits=['visits', 'outcome'])
 
-def _rollout_summary(r, traj, rows):
-    k = traj.kind_counts()
+def _rollout_summary(r, traj, rows, cfg:RewardConfig=RewardConfig()):
+    k, adv = traj.kind_counts(), _num(rows['advantage'])
     return dict(rollout=r, turns=len(traj.turns), searches=k.get('search', 0), visits=k.get('visit', 0),
-                format_errors=len(traj.format_errors()), outcome=_outcome_of(rows),
-                advantage=float(_num(rows['advantage']).mean()), answer=plain_answer(traj.turns[-1].answer)[:40])
+                format_errors=len(traj.format_errors()), outcome=judged_outcome(rows, traj, cfg),
+                advantage=float(adv.mean()) if len(adv) else float('nan'),   # a rollout with no turns has none
+                answer=plain_answer(traj.turns[-1].answer if traj.turns else None)[:40])
 
 # %% ../nbs/30_replay.ipynb #06b328c3
 def picked_by(picks:dict|None, # {selector: rollout id} (`selection.Selection.picked`)
@@ -546,10 +572,11 @@ def picked_by(picks:dict|None, # {selector: rollout id} (`selection.Selection.pi
 def group_summary(table:pd.DataFrame, # `TurnRewards` rows of the rollouts
                   trajs:dict, # {rollout id: trajectory}
                   by:str='outcome', # sort key: 'outcome', 'advantage' or 'visits' (descending)
-                  picks:dict|None=None # {selector: rollout id} of a selection: adds a `picked_by` column
+                  picks:dict|None=None, # {selector: rollout id} of a selection: adds a `picked_by` column
+                  cfg:RewardConfig=RewardConfig() # the config of the rows (its visit bonus is not the judge's score)
                  )->pd.DataFrame:
     "One row per rollout: turns, searches, visits, format errors, outcome, mean advantage, answer (and who picked it)"
-    rows = [_rollout_summary(r, t, rollout_rows(table, r)) | ({'picked_by': picked_by(picks, r)} if picks else {})
+    rows = [_rollout_summary(r, t, rollout_rows(table, r), cfg) | ({'picked_by': picked_by(picks, r)} if picks else {})
             for r, t in trajs.items()]
     return pd.DataFrame(rows).sort_values(_SORTS[by], ascending=False, kind='stable').set_index('rollout')
 
@@ -585,8 +612,9 @@ class GroupView(widgets.VBox):
                  table:pd.DataFrame, # their `TurnRewards` rows
                  by:str='outcome', # initial sort key: 'outcome', 'advantage' or 'visits'
                  rollout:int|None=None, # the rollout picked first
-                 picks:dict|None=None): # {selector: rollout id} of a selection, shown beside each rollout
-        self.trajs, self.table, self.picks, self._quiet = trajs, table, picks, False
+                 picks:dict|None=None, # {selector: rollout id} of a selection, shown beside each rollout
+                 cfg:RewardConfig=RewardConfig()): # the config of `table` (the outcome shown is the judge's score)
+        self.trajs, self.table, self.picks, self.cfg, self._quiet = trajs, table, picks, cfg, False
         self.sort = widgets.Dropdown(options=list(_SORTS), value=by, description='sort by')
         self.pick, self.view = widgets.Dropdown(description='rollout', layout=dict(width='28em')), widgets.HTML()
         super().__init__([widgets.HBox([self.sort, self.pick]), self.view])
@@ -598,10 +626,11 @@ class GroupView(widgets.VBox):
 
 # %% ../nbs/30_replay.ipynb #95293071
 @patch
-def update(self:GroupView, table:pd.DataFrame|None=None):
-    "Recompute the summary (from a new table, e.g. after a credit variant changed) and redraw"
+def update(self:GroupView, table:pd.DataFrame|None=None, cfg:RewardConfig|None=None):
+    "Recompute the summary (from a new table and its config, e.g. after a credit variant changed) and redraw"
     if table is not None: self.table = table
-    self.summary = group_summary(self.table, self.trajs, self.sort.value, self.picks)
+    if cfg is not None: self.cfg = cfg
+    self.summary = group_summary(self.table, self.trajs, self.sort.value, self.picks, self.cfg)
     self._show()
 
 @patch
@@ -626,7 +655,7 @@ class Replay(widgets.VBox):
                  rollout:int|None=None, # rollout to start with
                  limit:int=1500, # characters of each text shown before the expand control
                  picks:dict|None=None): # {selector: rollout id} (`selection.Selection.picked`), shown in the group
-        self.rewards, self.limit, self.picks = rewards, limit, picks
+        self.rewards, self.limit, self.picks, self._changes = rewards, limit, picks, {}
         self.trajs, self.rollout = pair_rollouts(traj, rewards, rollout)
         self.table = rewards_table(rewards, self.trajs)
         self._build()
@@ -642,6 +671,14 @@ class Replay(widgets.VBox):
 # %% ../nbs/30_replay.ipynb #b93e5de2
 _SPLIT_NOTE = ': each gets a share of its reward'
 
+def _norm_text(cfg:RewardConfig)->str:
+    "How `cfg` normalises the slots of a group, in words"
+    ig = 'IG slots' + (' and format penalties' if cfg.penalty == 'pooled' else '')
+    kept = '' if cfg.penalty == 'pooled' else '; a format penalty stays −λ'
+    if cfg.norm == 'joint': return f'{ig} and the outcome z-scored together, no IG-Scale{kept}'
+    scaled = ' and × the IG-Scale s' if cfg.norm == 'scaled_separate' else ''
+    return f'{ig} z-scored together{scaled}, the outcome z-scored on its own{kept}'
+
 def chart_key(cfg:RewardConfig=RewardConfig(), # the config of the rewards drawn
               scored:bool=True # False: the key of `turns_figure` (no scores)
              )->str:
@@ -655,8 +692,8 @@ def chart_key(cfg:RewardConfig=RewardConfig(), # the config of the rewards drawn
     else:
         how = (f'A <b>slot</b> is a turn that earns a reward: a scored visit (its IG), a malformed turn '
                f'(−λ = {-cfg.lambda_fmt:g}) or the final answer (the outcome). Rewards are normalised within the '
-               'group (the G rollouts of one question): IG slots z-scored together and × the IG-Scale s, the outcome '
-               f'z-scored on its own. A slot\'s <b>advantage</b> is its reward + γ = {cfg.gamma:g} × the next '
+               f'group (the G rollouts of one question): {_norm_text(cfg)}. A slot\'s <b>advantage</b> is its '
+               f'reward + γ = {cfg.gamma:g} × the next '
                'slot\'s advantage, so an IG of +2 below the group\'s mean IG, or followed by a failed answer, can '
                f'have a negative advantage. Turns without a slot (searches) share the next slot\'s: arcs join them '
                f'(credit <code>{cfg.credit}</code>{_SPLIT_NOTE if cfg.credit == "split" else ""}).')
@@ -683,8 +720,8 @@ def _build(self:Replay):
     self.head, self.transcript = (widgets.HTML(),
                                   widgets.HTML(layout=dict(flex='1 1 360px', max_height='640px', overflow='auto')))
     self.chart, self.fig, self.key = widgets.Box(layout=dict(flex='0 0 auto')), None, widgets.HTML()
-    self.group = (GroupView(self.trajs, self.table, rollout=self.rollout, picks=self.picks) if len(self.trajs) > 1
-                  else None)
+    self.group = (GroupView(self.trajs, self.table, rollout=self.rollout, picks=self.picks, cfg=self.cfg)
+                  if len(self.trajs) > 1 else None)
 
 # %% ../nbs/30_replay.ipynb #f177f0ff
 @patch
@@ -719,8 +756,9 @@ def _show_turn(self:Replay):
 # %% ../nbs/30_replay.ipynb #04e0f35b
 @patch(as_prop=True)
 def cfg(self:Replay)->RewardConfig:
-    "The `RewardConfig` of the rewards shown: the given one, with the credit and penalty toggled"
-    return replace(getattr(self.rewards, 'cfg', RewardConfig()), credit=self.credit.value, penalty=self.penalty.value)
+    "The `RewardConfig` of the rewards shown: the given one, the credit and penalty toggled, `recompute`'s changes"
+    return replace(getattr(self.rewards, 'cfg', RewardConfig()), **self._changes, credit=self.credit.value,
+                   penalty=self.penalty.value)
 
 @patch
 def _explained(self:Replay, r:int)->pd.DataFrame:
@@ -759,16 +797,18 @@ def _clicked(self:Replay, trace, points, state):
 # %% ../nbs/30_replay.ipynb #fd3cad2f
 @patch
 def recompute(self:Replay, **changes):
-    "Recompute the rewards with the toggled credit variant (and other `RewardConfig` `changes`); redraw the advantages"
+    "Recompute the rewards with the toggles and `changes` to the `RewardConfig` (kept for later views); redraw"
     if not isinstance(self.rewards, Scored): return
-    self.table = rewards_table(self.rewards, self.trajs, credit=self.credit.value, penalty=self.penalty.value,
-                               **changes)
-    cfg = replace(self.cfg, **changes)
-    self.rows = explained(rollout_rows(self.table, self.rollout), self.trajs[self.rollout], cfg,
-                          *basis_of(self.rewards, self.rollout))
+    toggled = {k: changes.pop(k) for k in ('credit', 'penalty') if k in changes}
+    self._changes |= changes
+    for k, v in toggled.items(): getattr(self, k).value = v   # the toggle shows it (and recomputes)
+    cfg = self.cfg
+    self.table = rewards_table(self.rewards, self.trajs, **{k: getattr(cfg, k) for k in ('credit', 'penalty')},
+                               **self._changes)
+    self.rows = self._explained(self.rollout)
     redraw_advantages(self.fig, self.rows, self.trajs[self.rollout])
     self.key.value = _STYLE + chart_key(cfg)
-    if self.group: self.group.update(self.table)
+    if self.group: self.group.update(self.table, cfg)
     self._show_turn()
 
 @patch
@@ -780,9 +820,9 @@ def __repr__(self:Replay):
 # %% ../nbs/30_replay.ipynb #f66aece8
 _CHART_CONFIG = dict(displaylogo=False, responsive=True)
 
-def _option_label(t, why=''):
-    "A turn's label in a list of turns: its kind, ✗ if malformed, and whether IG could not score it"
-    return f'turn {t.index} · {t.kind}' + ('' if t.ok else ' ✗') + (' · not scored' if why else '')
+def _option_label(i, t, why=''):
+    "Turn `i`'s label in a list of turns: its kind, ✗ if malformed, and whether IG could not score it"
+    return f'turn {i} · {t.kind}' + ('' if t.ok else ' ✗') + (' · not scored' if why else '')
 
 def _static_chart(fig, # the figure to draw
                  div_id:str # the id of the div it draws into
@@ -799,7 +839,7 @@ def static_html(self:Replay, limit:int=300 # characters of each text kept (the r
     "The replay as static HTML, for where no kernel runs: header, group, chart, key, every turn (the current one open)"
     tr, rows = self.trajs[self.rollout], self.rows
     turns = ''.join(f'<details class="venus-static-turn"{" open" * (i == self.turn)}><summary>'
-                    f'{html.escape(_option_label(t, rows["unscored"].iloc[i]))}</summary>'
+                    f'{html.escape(_option_label(i, t, rows["unscored"].iloc[i]))}</summary>'
                     f'{turn_html(t, rows.iloc[i], limit, rest=False)}</details>' for i, t in enumerate(tr.turns))
     group = summary_html(self.group.summary, self.rollout) if self.group else ''
     note = ('<p class="venus-key">A static view of the <code>Replay</code> widget (it needs a running kernel); '
@@ -835,14 +875,13 @@ window.addEventListener('load', () => {
 # %% ../nbs/30_replay.ipynb #3a612868
 def _options(traj, rows=None):
     why = rows['unscored'].tolist() if rows is not None and 'unscored' in rows else [''] * len(traj.turns)
-    return ''.join(f'<option value="{t.index}">{html.escape(_option_label(t, w))}</option>'
-                   for t, w in zip(traj.turns, why))
+    return ''.join(f'<option value="{i}">{html.escape(_option_label(i, t, w))}</option>'
+                   for i, (t, w) in enumerate(zip(traj.turns, why)))
 
 # %% ../nbs/30_replay.ipynb #40865942
 def _sections(traj, rows, limit):
-    return ''.join(f'<section class="venus-turn" data-turn="{t.index}" hidden>'
-                   f'{turn_html(t, rows.iloc[t.index], limit)}</section>'
-                   for t in traj.turns)
+    return ''.join(f'<section class="venus-turn" data-turn="{i}" hidden>{turn_html(t, rows.iloc[i], limit)}</section>'
+                   for i, t in enumerate(traj.turns))
 
 _PAGE_CSS = ('<style>body{font-family:system-ui,sans-serif;margin:12px}.venus-panes{display:flex;gap:12px}'
             '.venus-left{flex:0 0 40%;max-height:92vh;overflow:auto}.venus-right{flex:1;min-width:0}'
@@ -871,14 +910,16 @@ def replay_html(traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
     tr, rows = trajs[r], _replay_rows(rewards, table, trajs, r)
     chart = replay_figure(rows, tr).to_html(full_html=False, include_plotlyjs=True, div_id='venus-chart',
                                             config=_CHART_CONFIG)
-    key = chart_key(getattr(rewards, 'cfg', RewardConfig()), has_scores(rows))
-    group = summary_html(group_summary(table, trajs, picks=picks), r) if len(trajs) > 1 else ''
+    cfg = getattr(rewards, 'cfg', RewardConfig())
+    key = chart_key(cfg, has_scores(rows))
+    group = summary_html(group_summary(table, trajs, picks=picks, cfg=cfg), r) if len(trajs) > 1 else ''
     steps = (f'<p><button id="venus-prev">◀</button> <select id="venus-turn">{_options(tr, rows)}</select> '
              '<button id="venus-next">▶</button></p>')
     left = f'<div class="venus-left">{steps}{_sections(tr, rows, limit)}</div>'
     body = (f'{_header_html(tr, rows)}{group}<div class="venus-panes">{left}'
             f'<div class="venus-right">{chart}{key}</div></div>')
-    return _page(f'venus_nb replay · {tr.question[:60]}', body)
+    # a lone surrogate (a character cut in half by a tool) reads as the replacement mark, not a UnicodeEncodeError
+    return _page(f'venus_nb replay · {tr.question[:60]}', body).encode('utf-8', 'replace').decode('utf-8')
 
 def write_replay(path, # the .html file to write (folders are created)
                  traj, # a `Trajectory` (or a list, one per rollout of `rewards`)
