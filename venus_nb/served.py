@@ -202,6 +202,11 @@ class ServedEngine:
 
     def __repr__(self):
         return f'ServedEngine({self.model.name!r} at {self.client.base_url}, max_model_len={self.model.max_model_len})'
+    def close(self):
+        "Close the HTTP connections to the server"
+        self.client.close()
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
     def load_lora(self, path:str): raise NotImplementedError(_FIXED)
     def reload(self, folder:str): raise NotImplementedError(_FIXED)
 
@@ -265,13 +270,17 @@ def openai_engine(base_url:str, # the server, e.g. 'http://localhost:8000/v1' ('
     key = api_key or os.environ.get('OPENAI_API_KEY')
     client = httpx.Client(base_url=_v1(base_url), timeout=timeout, transport=transport,
                           headers={'Authorization': f'Bearer {key}'} if key else {})
-    listed = served_models(client)
-    if listed and model not in listed:
-        raise ServedError(f'{client.base_url} does not serve {model!r}; it serves {sorted(listed)}')
-    served, tok = ServedModel(model, max_model_len or listed.get(model)), _tokenizer(tokenizer, model)
-    if tokenizer_agrees(client, model, tok) is False:
-        raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer '
-                          f'{getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
+    try:
+        listed = served_models(client)
+        if listed and model not in listed:
+            raise ServedError(f'{client.base_url} does not serve {model!r}; it serves {sorted(listed)}')
+        served, tok = ServedModel(model, max_model_len or listed.get(model)), _tokenizer(tokenizer, model)
+        if tokenizer_agrees(client, model, tok) is False:
+            raise ServedError(f'{model!r} at {client.base_url} encodes text differently from the tokenizer '
+                              f'{getattr(tok, "name_or_path", tok)!r}: pass the server\'s tokenizer')
+    except BaseException:
+        client.close()   # an engine refused keeps no connection open
+        raise
     return ServedEngine(client, served, tok, concurrency, retries, vllm_fields, extra_body, max_bytes)
 
 # %% ../nbs/43_served.ipynb #f5b9a7dc
@@ -374,7 +383,9 @@ def vllm_server(model:str='smollm2-135m', # embedded name, local folder or Hub n
     "Run `vllm serve` on loopback for the `with` block; yields its base URL (its log is removed afterwards)"
     import torch
     from venus_nb.models import resolve
-    port, log = port or free_port(), Path(tempfile.mkstemp(prefix='vllm-serve-', suffix='.log')[1])
+    fd, name = tempfile.mkstemp(prefix='vllm-serve-', suffix='.log')
+    os.close(fd)   # the log is opened below; an open descriptor would keep a removed log's space for the process
+    port, log = port or free_port(), Path(name)
     cmd = vllm_serve_command(resolve(model), port, model, max_model_len, not torch.cuda.is_available(), args)
     with open(log, 'w') as out: proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_serve_env(),
                                                  start_new_session=True, preexec_fn=_die_with_parent)
