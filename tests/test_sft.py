@@ -184,15 +184,33 @@ def test_sft_truncated_trainer_state_is_skipped(run_copy):
     with pytest.warns(UserWarning, match='checkpoint-2.*trainer_state.json'): got = last_checkpoint(run_copy)
     assert got == str(run_copy/'checkpoint-1')
     with pytest.warns(UserWarning, match='checkpoint-2'):
-        res = sft(_sft_data(), _sft_cfg(run_copy, max_steps=3), policy=tiny_model(), live=False)
-    assert res.resumed_from == str(run_copy/'checkpoint-1') and list(res.log.step) == [2, 3]
+        res = sft(_sft_data(), _sft_cfg(run_copy), policy=tiny_model(), live=False)
+    assert res.resumed_from == str(run_copy/'checkpoint-1') and list(res.log.step) == [2]
+
+def test_a_checkpoint_without_its_optimiser_or_schedule_is_skipped(run_copy):
+    "Resumed without optimizer.pt or scheduler.pt, the trainer would restart Adam and the warmup, saying nothing"
+    from venus_nb.sft import last_checkpoint
+    for name in ('optimizer.pt', 'scheduler.pt'):
+        part = run_copy/'checkpoint-2'/name
+        kept = part.read_bytes()
+        part.unlink()
+        with pytest.warns(UserWarning, match=f'checkpoint-2: {name}: .*missing'): got = last_checkpoint(run_copy)
+        assert got == str(run_copy/'checkpoint-1')
+        part.write_bytes(kept)
+
+def test_a_run_whose_warmup_takes_its_only_step_is_refused(tmp_path):
+    "Ten trajectories at batch 1 × grad_accum 32 make one step, at a learning rate of 0: refused before a model loads"
+    from venus_nb.sft import sft, SFTConfig
+    with pytest.raises(ValueError, match='10 examples make one optimizer step .*learning rate is 0'):
+        sft(_sft_data()[:1] * 10, SFTConfig(model=str(tmp_path/'no-such-model'), output_dir=str(tmp_path/'out')))
+    assert not (tmp_path/'out').exists()
 
 def test_sft_resume_removes_killed_writes_temp_files(run_copy):
     from venus_nb.sft import sft
     stale = [run_copy/'checkpoint-2'/'.trainer_state.json.0123456789ab.tmp',
              run_copy/'checkpoint-1'/'.x.abcdefabcdef.tmp']
     for p in stale: p.write_text('{')
-    res = sft(_sft_data(), _sft_cfg(run_copy, max_steps=3), policy=tiny_model(), live=False)
+    res = sft(_sft_data(), _sft_cfg(run_copy), policy=tiny_model(), live=False)
     assert res.resumed_from == str(run_copy/'checkpoint-2') and not any(p.exists() for p in stale)
 
 def test_sft_truncated_weights_are_skipped(run_copy):
@@ -211,7 +229,8 @@ def test_sft_changed_config_is_refused(run_copy):
     before = (run_copy/'venus_sft_config.json').read_text()
     with pytest.raises(ValueError, match=r'lr.*0\.001.*0\.01') as e:
         sft(_sft_data(), _sft_cfg(run_copy, max_steps=3, lr=1e-2), policy=tiny_model(), live=False)
-    assert 'max_steps' not in str(e.value) and (run_copy/'venus_sft_config.json').read_text() == before
+    # under a schedule laid over the total number of steps, a new total is a changed setting too
+    assert 'max_steps' in str(e.value) and (run_copy/'venus_sft_config.json').read_text() == before
 
 # ---------------------------------------------------------------------------------------------------------------------
 # A `datasets.Dataset` in

@@ -17,9 +17,10 @@ from .checkpoints import (newest_whole, first_problem, file_checks, check_json, 
 from .trajectory import as_trajectories
 
 # %% auto #0
-__all__ = ['SFT_FREE', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog', 'trained_positions',
-           'with_lora', 'trained_token_loss', 'QuietProgress', 'quiet_progress', 'unsloth_policy', 'adapter_base',
-           'sft_card', 'follow_tensorboard', 'SFTResult', 'last_checkpoint', 'sft']
+__all__ = ['SFT_FREE', 'LENGTH', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog',
+           'trained_positions', 'with_lora', 'trained_token_loss', 'QuietProgress', 'quiet_progress', 'unsloth_policy',
+           'adapter_base', 'sft_card', 'follow_tensorboard', 'SFTResult', 'last_checkpoint', 'resume_free',
+           'optimizer_steps', 'check_warmup', 'sft']
 
 # %% ../nbs/13_sft.ipynb #b033827c
 @dataclass
@@ -304,10 +305,15 @@ class SFTResult:
 
 
 # %% ../nbs/13_sft.ipynb #2b345390
+def _present(path:Path):
+    if not path.is_file(): raise FileNotFoundError('missing (a folder copied or pruned in part)')
+
 def _sft_checkpoint_problem(d:Path)->str|None:
     "Why the trainer could not resume from `d` (None: every part reads)"
     checks = {'trainer_state.json': lambda: check_json(d/'trainer_state.json', 'global_step'),
               'venus_sft_config.json': lambda: check_json(d/'venus_sft_config.json')}
+    # without them the trainer would resume with a fresh optimiser and a schedule back at its warmup, saying nothing
+    checks |= {name: (lambda name=name: _present(d/name)) for name in ('optimizer.pt', 'scheduler.pt')}
     return first_problem(checks | file_checks(d))
 
 def last_checkpoint(output_dir)->str|None:
@@ -316,15 +322,39 @@ def last_checkpoint(output_dir)->str|None:
     return str(d) if d else None
 
 # %% ../nbs/13_sft.ipynb #9114e248
-SFT_FREE = ('output_dir', 'save_steps', 'save_total_limit', 'logging_steps', 'max_steps', 'epochs', 'backend', 'model',
+SFT_FREE = ('output_dir', 'save_steps', 'save_total_limit', 'logging_steps', 'backend', 'model',
             'gradient_checkpointing', 'report_to', 'run_name')   # settings that may change on resume
+LENGTH = ('max_steps', 'epochs')   # free too where the schedule does not depend on the total (`constant`)
+
+def resume_free(cfg:SFTConfig)->tuple:
+    "The settings that may change when `cfg` resumes a run"
+    return SFT_FREE + (LENGTH if cfg.scheduler == 'constant' else ())
 
 def _same_settings(ckpt:Path, cfg:SFTConfig):
     "Refuse to resume `ckpt` with settings that matter changed"
-    changed = config_changes(check_json(ckpt/'venus_sft_config.json'), asdict(cfg), SFT_FREE)
+    changed = config_changes(check_json(ckpt/'venus_sft_config.json'), asdict(cfg), resume_free(cfg))
     if changed:
         raise ValueError(f'{ckpt} was trained with other settings ({describe_changes(changed)}): '
                          'resume with the settings it was trained with, or train into a new output_dir')
+
+# %% ../nbs/13_sft.ipynb #b8d4f2a1
+def optimizer_steps(n:int, # training examples
+                    cfg:SFTConfig)->int:
+    "The optimizer steps the trainer makes: `max_steps`, else epochs × ⌈⌈examples / batch⌉ / grad_accum⌉"
+    if cfg.max_steps > 0: return cfg.max_steps
+    per_epoch = max(1, math.ceil(math.ceil(n / cfg.batch_size) / cfg.grad_accum))
+    return max(1, math.ceil(cfg.epochs * per_epoch))
+
+def check_warmup(n:int, # training examples
+                 cfg:SFTConfig):
+    "A ValueError where the warmup takes every step of the run: its only step has a learning rate of 0"
+    if cfg.packing or not n: return   # TRL packs the rows (it alone knows the steps); no rows fail elsewhere
+    steps = optimizer_steps(n, cfg)
+    if steps == 1 and math.ceil(cfg.warmup * steps) >= 1:
+        raise ValueError(f'{n} examples make one optimizer step (batch {cfg.batch_size} × grad_accum {cfg.grad_accum}, '
+                         f'{cfg.epochs:g} epoch{"s" * (cfg.epochs != 1)}), and the warmup ({cfg.warmup:g}) takes it: '
+                         'its learning rate is 0, so nothing would train. Lower grad_accum, or set warmup=0, '
+                         'or more steps (max_steps, epochs)')
 
 # %% ../nbs/13_sft.ipynb #a89c7055
 def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, live:bool|None=None)->SFTResult:
@@ -334,11 +364,13 @@ def sft(trajectories:list, cfg:SFTConfig|None=None, policy:Policy|None=None, liv
     remove_stale_temps(cfg.output_dir)   # what killed checkpoint writes left
     resume = last_checkpoint(cfg.output_dir)
     if resume: _same_settings(Path(resume), cfg)   # before anything loads or the saved config is overwritten
+    check_warmup(len(trajectories), cfg)   # examples are at most the trajectories: a no-op run is refused here
     if 'tensorboard' in cfg.report_to: need_tensorboard()
     backend = policy.backend if policy is not None else pick_backend(cfg.backend)
     policy = policy or (unsloth_policy(cfg.model, cfg) if backend == 'unsloth'
                         else load_policy(cfg.model, 'transformers', _weights_dtype(cfg)))
     data, log = sft_data(trajectories, policy.tokenizer, cfg.max_length), LossLog(cfg, live)
+    check_warmup(len(data.examples), cfg)   # and again, once rows that could not be used are gone
     trainer = quiet_progress((_unsloth_trainer if backend == 'unsloth' else _transformers_trainer)(
         policy, data.examples, cfg, log))
     log.card = sft_card(policy, cfg, data, adapter_base(trainer.model, cfg.output_dir, policy.tokenizer))
