@@ -56,6 +56,16 @@ def test_summary_has_every_arm_and_a_paired_difference():
     same = summary_table(_evals(0.5, 0.5, seed=3), ks=(1,))
     assert same.iloc[2].lo < 0 < same.iloc[2].hi                # no difference: the interval straddles zero
 
+def test_a_question_one_arm_lacks_is_refused_whichever_arm():
+    "No pair for it, and no silent dropping: the same error whichever arm lacks it"
+    from venus_nb.experiment import paired_difference
+    e = pd.DataFrame([dict(arm=a, seed=s, question=q, n=4, c=c) for a in ('A', 'B') for s in (0, 1)
+                      for q, c in zip('xyz', (4, 1, 0))])
+    for lacks, said in (('B', "A only: ['z']; B only: []"), ('A', "A only: []; B only: ['z']")):
+        with pytest.raises(ValueError, match=re.escape(f'other questions ({said})')):
+            paired_difference(e[~((e.arm == lacks) & (e.question == 'z'))], 'A', 'B', 1)
+    assert paired_difference(e, 'A', 'B', 1).shape == (2, 3)
+
 def test_pass_at_k_matrix_is_unbiased_per_question():
     e = pd.DataFrame([dict(arm='GRPO', seed=0, question=0, n=4, c=1), dict(arm='GRPO', seed=0, question=1, n=4, c=0)])
     m = score_matrix(e, 'GRPO', 2)

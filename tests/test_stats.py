@@ -39,6 +39,7 @@ def test_sign_test_one_and_two_sided():
     assert sign_test([1] * 9 + [-1], 'greater') == pytest.approx(11 / 1024)
     assert sign_test([-1] * 9 + [1], 'less') == pytest.approx(11 / 1024)
     with pytest.raises(ValueError, match='alternative'): sign_test([1], 'up')
+    with pytest.raises(ValueError, match='1 differences are NaN'): sign_test([1, 1, np.nan, 1])   # not a tie
 
 def test_per_seed_and_pooled_exact_tests():
     d = np.array([[1, 1, 1, 1, 0], [1, 1, 0, 0, -1], [1, 1, 1, 0, 0]], dtype=float)

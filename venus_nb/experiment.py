@@ -154,6 +154,10 @@ def paired_seeds(evals:pd.DataFrame, a:str, b:str)->list:
 def paired_difference(evals:pd.DataFrame, a:str, b:str, k:int)->np.ndarray:
     "Seeds × questions of arm a's Pass@k minus arm b's, matched by seed and question, on the seeds both sides have"
     ma, mb, seeds = score_matrix(evals, a, k), score_matrix(evals, b, k), paired_seeds(evals, a, b)
+    if set(ma.columns) != set(mb.columns):   # a question one arm lacks: no pair, and no silent dropping either
+        only = lambda x, y: sorted(map(str, set(x.columns) - set(y.columns)))
+        raise ValueError(f'{a} and {b} were evaluated on other questions ({a} only: {only(ma, mb)[:5]}; {b} only: '
+                         f'{only(mb, ma)[:5]}): a paired difference needs each question in both arms')
     return (ma.loc[seeds] - mb.loc[seeds, ma.columns]).to_numpy()
 
 def _diff_row(evals, a, b, k):

@@ -73,6 +73,7 @@ def sign_test(d, # differences, one per question (ties are left out)
     if alternative not in _ALTERNATIVES:
         raise ValueError(f'alternative must be one of {_ALTERNATIVES}, got {alternative!r}')
     d = np.asarray(d, dtype=float)
+    if np.isnan(d).any(): raise ValueError(f'{int(np.isnan(d).sum())} differences are NaN: a question with no score')
     up, down = int((d > TIE).sum()), int((d < -TIE).sum())
     n = up + down
     if not n: return 1.0
