@@ -12,8 +12,8 @@ from .trajectory import Trajectory, ToolCall, observation_message
 from .schema import system_prompt, search_observation, visit_observation
 
 # %% auto #0
-__all__ = ['SAMPLE', 'Entity', 'make_world', 'page_text', 'corpus', 'follow', 'make_questions', 'SynthConfig', 'SynthData',
-           'generate', 'write_world']
+__all__ = ['MAX_ENTITIES', 'SAMPLE', 'Entity', 'name_parts', 'make_world', 'page_text', 'corpus', 'follow', 'make_questions',
+           'SynthConfig', 'SynthData', 'generate', 'write_world']
 
 # %% ../nbs/10_synth.ipynb #ed5207bc
 _SYLLABLES = 'ka ve lor mi sa tor en dri al bek os rin tha mar ul ves ko na pel ith gar so lun dem ar vi'.split()
@@ -44,8 +44,16 @@ def _unique_names(rng, n, parts, taken):
             out.append(name)
     return out
 
+MAX_ENTITIES = len(_SYLLABLES) ** 3 // 14   # per kind: 7 names each (2 a person) in at most half the 3-syllable names
+
+def name_parts(n:int)->int:
+    "Syllables per name of a world of `n` entities a kind: 2 while 6n of them are left (the worlds made so far), then 3"
+    if not 1 <= n <= MAX_ENTITIES: raise ValueError(f'a world has 1 to {MAX_ENTITIES:,} entities of each kind, not {n}')
+    return 2 if 6 * n <= len(_SYLLABLES) ** 2 else 3
+
 def _people(rng, n, taken):
-    first, last = _unique_names(rng, n, 2, taken), _unique_names(rng, n, 2, taken)
+    parts = name_parts(n)
+    first, last = _unique_names(rng, n, parts, taken), _unique_names(rng, n, parts, taken)
     return [Entity(f'{a} {b}', 'person', {'born': rng.randint(1820, 1990)}) for a, b in zip(first, last)]
 
 # %% ../nbs/10_synth.ipynb #29633bca
@@ -62,9 +70,11 @@ def _link(rng, world):
 
 def make_world(seed:int=0, n:int=40)->dict:
     "A seeded world: {name: Entity}, about n entities of each kind"
-    rng, taken, world = random.Random(seed), set(), {}
+    # random.Random takes an int seed's absolute value: seed -s would make seed s's world
+    if not (isinstance(seed, int) and seed >= 0): raise ValueError(f'a world seed is an int >= 0, not {seed!r}')
+    rng, taken, world, parts = random.Random(seed), set(), {}, name_parts(n)
     for kind in ('country', 'city', 'river', 'org', 'work'):
-        for name in _unique_names(rng, n, 3 if kind == 'country' else 2, taken): world[name] = Entity(name, kind)
+        for name in _unique_names(rng, n, 3 if kind == 'country' else parts, taken): world[name] = Entity(name, kind)
     for p in _people(rng, n, taken): world[p.name] = p
     return _link(rng, world)
 
@@ -181,7 +191,7 @@ class SynthConfig:
     max_hops: int = 4                 # the longest question chain (1 to 4 hops)
 
     def __post_init__(self):
-        check_ranges(self, n='[1, inf)', entities='[1, inf)', max_hops='[1, 4]',
+        check_ranges(self, n='[1, inf)', entities=f'[1, {MAX_ENTITIES}]', seed='[0, inf)', max_hops='[1, 4]',
                      **dict.fromkeys(('duplicate', 'other_tool', 'bad_json', 'missing_think_close', 'string_args',
                                       'wrong_answer', 'no_answer'), '[0, 1]'))
 
