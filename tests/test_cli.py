@@ -134,7 +134,7 @@ def test_a_failing_igpo_says_one_line_only(tmp_path):
                          env={**__import__('os').environ, 'PYTHONPATH': str(ROOT)})
     assert run.returncode == 1 and run.stderr.splitlines() == [
         f'venus-nb: error: {tmp_path/"missing.jsonl"}: no such file or folder'], run.stderr
-    assert (tmp_path/'o/config.yaml').exists()
+    assert not (tmp_path/'o/config.yaml').exists()   # a missing input is found before the settings are saved
 
 @pytest.mark.parametrize('command', ['sft', 'rollout', 'igpo', 'eval'])
 def test_saved_settings_read_back_the_same(command, tmp_path):
@@ -469,11 +469,63 @@ def test_the_cli_refuses_a_config_that_names_code(tmp_path, name, capsys):
     assert not (tmp_path/'out').exists()   # refused before anything was written
 
 def test_the_cli_with_trust_code_gets_past_the_judge(tmp_path, capsys):
+    (tmp_path/'q.jsonl').write_text(json.dumps({'question': 'q?', 'answer': 'a'}) + '\n')
+    (tmp_path/'corpus.jsonl').write_text(json.dumps({'id': 'd', 'title': 't', 'text': 'a page'}) + '\n')
     f = _write(tmp_path/'c.yaml', {'steps': 2, 'judge': {'callable': 'test_igpo.strict_judge'},
-                                   'questions': str(tmp_path/'q.jsonl')})
+                                   'questions': str(tmp_path/'q.jsonl'), 'policy': str(tmp_path/'no-model')})
     with pytest.raises(SystemExit): main(['igpo', '--config', str(f), '--trust-code', '--out', str(tmp_path/'out')])
     err = capsys.readouterr().err
-    # stopped at the missing questions, not at the judge
-    assert 'q.jsonl: no such file' in err and 'names code' not in err, err
+    # stopped at the missing policy, not at the judge
+    assert 'no-model' in err and 'names code' not in err, err
     assert (yaml.safe_load((tmp_path/'out'/'config.yaml').read_text())['judge']
             == {'callable': 'test_igpo.strict_judge'})
+
+# --- options and inputs checked before anything runs or is written ------------------------------------------------
+
+def test_synth_seed_and_out_are_checked(tmp_path, capsys):
+    "A negative seed would make another seed's world; an --out that is a file is said as the other commands say it"
+    with pytest.raises(SystemExit) as e: main(['synth', '--n', '3', '--seed', '-1', '--out', str(tmp_path/'w')])
+    assert e.value.code == 2 and 'expected a whole number of at least 0' in capsys.readouterr().err
+    (f := tmp_path/'afile').write_text('x')
+    assert 'is a file, not a folder' in _exits(['synth', '--n', '3', '--out', str(f)], capsys)
+
+def test_replay_max_chars_is_not_negative(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e: main(['replay', str(tmp_path/'t.jsonl'), '--no-scores', '--max-chars', '-5'])
+    assert e.value.code == 2 and 'expected a whole number of at least 0' in capsys.readouterr().err
+
+def test_clean_min_score_is_one_a_judge_can_reach(tiny_world, tmp_path, capsys):
+    data = str(tiny_world/'world/trajectories.jsonl')
+    assert 'the judges score from 0 to 1, got 7' in _exits(['clean', data, '--out', str(tmp_path/'c'), '--judge', 'em',
+                                                           '--min-score', '7'], capsys)
+    assert 'add --judge em, f1 or llm' in _exits(['clean', data, '--out', str(tmp_path/'c'), '--min-score', '0.5'],
+                                                capsys)
+    assert not (tmp_path/'c').exists()
+
+@pytest.mark.parametrize('ks', ['abc', '0', '-1', '[]', '[1, 0]'])
+def test_eval_ks_is_checked_before_a_rollout(ks, tiny_world, tmp_path, capsys, monkeypatch):
+    "A bad ks stops eval before the policy loads (it was found after every rollout, which were then lost)"
+    import venus_nb.cli as cli
+    def no_engine(*a, **k): raise AssertionError('the policy loaded before ks was checked')
+    monkeypatch.setattr(cli, 'policy_engine', no_engine)
+    err = _exits(['eval', '--questions', str(tiny_world/'world'), '--policy', str(tiny_world/'tiny'),
+                  '--out', str(tmp_path/'e'), '--set', f'ks={ks}'], capsys)
+    assert 'ks: expected whole numbers of at least 1' in err
+
+def test_a_run_with_a_missing_input_leaves_the_earlier_config(tiny_world, tmp_path, capsys):
+    "config.yaml beside an earlier run's outputs is not overwritten by a run whose input does not exist"
+    out = tmp_path/'ro'
+    out.mkdir()
+    (out/'config.yaml').write_text('G: 3\n')
+    for command, named in (('rollout', ['--questions', str(tmp_path/'none.jsonl')]),
+                           ('sft', ['--data', str(tmp_path/'none.jsonl')]),
+                           ('rollout', ['--questions', str(tiny_world/'world'), '--corpus', str(tmp_path/'none')])):
+        assert 'none' in _exits([command, *named, '--out', str(out), '--set', 'seed=7'] if command == 'rollout'
+                                else [command, *named, '--out', str(out)], capsys)
+        assert (out/'config.yaml').read_text() == 'G: 3\n'
+    assert 'questions: expected the path of a file' in _exits(
+        ['rollout', '--out', str(out), '--set', 'questions=[1]'], capsys)
+
+def test_experiment_config_errors_are_one_line(tmp_path, capsys):
+    (bad := tmp_path/'exp.yaml').write_text('seeds: abc\n')
+    err = _exits(['experiment', '--config', str(bad)], capsys)
+    assert 'seeds' in err and 'traceback' not in err

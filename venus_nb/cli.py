@@ -19,15 +19,15 @@ from .demo import DEFAULT_DATA, demo, step_clean, step_warm_start
 # %% auto #0
 __all__ = ['FORMATS', 'COMMANDS', 'cmd_synth', 'unreadable_lines', 'trajectory_file', 'clean_config', 'cmd_clean', 'output_file',
            'cmd_resample', 'pick', 'with_gt', 'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged',
-           'read_settings', 'build', 'settings_of', 'save_settings', 'Stage', 'run_stage', 'world_file',
-           'read_questions', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout', 'eval_selectors',
-           'run_eval', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'cmd_stage', 'quiet_libraries', 'error_line',
-           'main']
+           'read_settings', 'build', 'settings_of', 'save_settings', 'Stage', 'world_file', 'read_questions',
+           'check_inputs', 'run_stage', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout',
+           'eval_selectors', 'eval_ks', 'run_eval', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'cmd_stage',
+           'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/45_cli.ipynb #96790ac9
 def cmd_synth(args):
     from venus_nb.synth import generate, write_world, SynthConfig
-    files = write_world(generate(SynthConfig(n=args.n, seed=args.seed)), args.out)
+    files = write_world(generate(SynthConfig(n=args.n, seed=args.seed)), writable_folder(args.out))
     say('\n'.join(f'{k}: {v}' for k, v in files.items()))
 
 # --format: the loader of `venus_nb.data` that reads it
@@ -70,6 +70,10 @@ def clean_config(args):
     if args.judge == 'llm' and not (args.judge_url or os.environ.get('VENUS_NB_JUDGE_URL')):
         raise CLIError('--judge llm needs the URL of an OpenAI-compatible endpoint: --judge-url URL '
                        '(e.g. http://localhost:8000/v1), or set $VENUS_NB_JUDGE_URL')
+    if args.min_score is not None and args.judge == 'none':
+        raise CLIError('--min-score is the score the correctness filter asks for: add --judge em, f1 or llm')
+    if args.min_score is not None and not 0 <= args.min_score <= 1:
+        raise CLIError(f'--min-score: the judges score from 0 to 1, got {args.min_score:g}')
     judge = LLMJudge(base_url=args.judge_url) if args.judge == 'llm' else args.judge
     try: return CleanConfig(judge=judge, min_score=args.min_score, span=not args.whole_answer)
     except (TypeError, ValueError) as e: raise CLIError(str(e)) from None
@@ -269,17 +273,6 @@ class Stage:
             if d.get(k) not in ok: raise CLIError(f'{k}: expected one of {", ".join(map(str, ok))}, got {d.get(k)!r}')
         return {k: d[k] for k in self.inputs}, build(self.cls, {k: v for k, v in d.items() if k not in self.inputs})
 
-# %% ../nbs/45_cli.ipynb #9ebce682
-def _output_folder(inputs:dict, cfg)->Path: return writable_folder(inputs.get('output_dir') or cfg.output_dir)
-
-def run_stage(name:str, stage:Stage, d:dict)->list:
-    "Check the settings, save them with the outputs, run the stage and say what it wrote"
-    inputs, cfg = stage.resolve(d)
-    saved = save_settings(_output_folder(inputs, cfg)/'config.yaml', name, settings_of(inputs, cfg))
-    files = [saved] + stage.run(inputs, cfg)
-    say('\n'.join(f'wrote {f}' for f in files))
-    return files
-
 # %% ../nbs/45_cli.ipynb #318ab0d8
 def world_file(path, name:str)->Path:
     "`path`, or the file `name` in it when it is a folder (a world from `venus-nb synth`)"
@@ -295,6 +288,29 @@ def read_questions(path, limit:int|None=None)->list:
     if qa.errors: say('\n'.join('   ' + l for l in unreadable_lines(qa.errors)))
     if not qa.trajectories: raise CLIError(f'{path}: no readable question ({len(qa.errors)} unreadable rows)')
     return qa.trajectories[:limit]
+
+# %% ../nbs/45_cli.ipynb #9ebce682
+def _output_folder(inputs:dict, cfg)->Path: return writable_folder(inputs.get('output_dir') or cfg.output_dir)
+
+# the inputs that name a file a stage reads, and the file they name
+_FILES = dict(data=trajectory_file, questions=lambda p: world_file(p, 'qa.jsonl'),
+              corpus=lambda p: world_file(p, 'corpus.jsonl'))
+
+def check_inputs(inputs:dict):
+    "A CLIError naming an input file that is not a path or cannot be read, before anything is written"
+    for k, where in _FILES.items():
+        if (v := inputs.get(k)) is None: continue
+        if not isinstance(v, (str, Path)): raise CLIError(f'{k}: expected the path of a file, got {v!r}')
+        readable(where(v))
+
+def run_stage(name:str, stage:Stage, d:dict)->list:
+    "Check the settings and the files they name, save them with the outputs, run the stage and say what it wrote"
+    inputs, cfg = stage.resolve(d)
+    check_inputs(inputs)   # a missing input overwrites no config.yaml of an earlier run's outputs
+    saved = save_settings(_output_folder(inputs, cfg)/'config.yaml', name, settings_of(inputs, cfg))
+    files = [saved] + stage.run(inputs, cfg)
+    say('\n'.join(f'wrote {f}' for f in files))
+    return files
 
 # %% ../nbs/45_cli.ipynb #d4d5816b
 def read_corpus(corpus, questions):
@@ -352,27 +368,34 @@ def eval_selectors(inputs:dict)->tuple[dict, object]:
     except ValueError as e: raise CLIError(f'--select: {e}') from None
     return sel, verifier
 
+def eval_ks(ks)->tuple:
+    "The k of Pass@k `eval` reports: whole numbers >= 1 (None: the default `evaluation.KS`); a CLIError otherwise"
+    from venus_nb.evaluation import KS
+    if ks is None: return KS
+    ks = ks if isinstance(ks, (list, tuple)) else [ks]
+    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks):
+        raise CLIError(f'ks: expected whole numbers of at least 1 (Pass@k), got {ks!r}')
+    return tuple(ks)
+
 def run_eval(inputs:dict, cfg)->list:
     "Pass@k of a policy on held-out questions: rollouts, score rows, Pass@k; --select: each selector's picks and scores"
     from venus_nb.rollout import rollout
-    from venus_nb.evaluation import evaluate, KS
+    from venus_nb.evaluation import evaluate
     from venus_nb.selection import as_policy, write_selection, run_selection
-    select, verifier = eval_selectors(inputs)   # checked before anything loads
+    select, verifier, ks = *eval_selectors(inputs), eval_ks(inputs['ks'])   # checked before anything loads
     questions, corpus = (read_questions(inputs['questions'], inputs['limit']),
                          read_corpus(inputs['corpus'], inputs['questions']))
-    engine, t, ks = policy_engine(inputs), time.time(), inputs['ks'] or KS
+    engine, t, out = policy_engine(inputs), time.time(), _output_folder(inputs, cfg)
     trajs = rollout(engine, questions, corpus, cfg)
     say(rollout_line(trajs, engine.name, time.time() - t))
+    files = [write_jsonl(trajs, out/'trajectories.jsonl')]   # kept should scoring fail
     # the policy's own weights score its answers
     scorer = as_policy(inputs['policy']) if any('policy' in s.needs for s in select.values()) else None
-    rep = evaluate(trajs, inputs['score'], tuple(ks) if isinstance(ks, (list, tuple)) else (ks,),
-                   label=inputs['label'] or str(inputs['policy']))
+    rep = evaluate(trajs, inputs['score'], ks, label=inputs['label'] or str(inputs['policy']))
     if select: rep = replace(rep, selection=run_selection(trajs, scorer, verifier, select, correct=rep.rows.correct,
                                                         gs=tuple(rep.pass_at_k.k), label=rep.label))
     say(rep._repr_markdown_())
-    out = _output_folder(inputs, cfg)
-    files = [write_jsonl(trajs, out/'trajectories.jsonl'), write_csv(rep.rows, out/'scores.csv'),
-             write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
+    files += [write_csv(rep.rows, out/'scores.csv'), write_csv(rep.pass_at_k, out/'pass_at_k.csv')]
     return files + (write_selection(out, rep.selection) if rep.selection is not None else [])
 
 # %% ../nbs/45_cli.ipynb #9cdf24a6
@@ -457,11 +480,19 @@ def _positive_int(text:str)->int:
     if n < 1: raise argparse.ArgumentTypeError(f'expected a positive whole number, got {text!r}')
     return n
 
+def _whole(text:str)->int:
+    "An option's value as a whole number of at least 0"
+    try: n = int(text)
+    except ValueError: n = -1
+    if n < 0: raise argparse.ArgumentTypeError(f'expected a whole number of at least 0, got {text!r}')
+    return n
+
 def _add_stages(sub):
     s = sub.add_parser('synth', help='generate a research world: corpus, QA and expert trajectories')
     s.add_argument('--n', type=_positive_int, default=1000,
                    help='questions, one expert trajectory each (default: %(default)s)')
-    s.add_argument('--seed', type=int, default=0, help='seed of the world and its trajectories (default: %(default)s)')
+    s.add_argument('--seed', type=_whole, default=0,
+                   help='seed of the world and its trajectories, 0 or more (default: %(default)s)')
     s.add_argument('--out', type=Path, required=True, help='output folder: corpus.jsonl, qa.jsonl, trajectories.jsonl')
     _add_cleaning(sub)
     p = sub.add_parser('replay', help='score a trajectory with a model and write a standalone replay page '
@@ -477,7 +508,7 @@ def _add_stages(sub):
                    help="the ground truth to score IG against, where the trajectory has none or to override its own")
     p.add_argument('--no-scores', action='store_true',
                    help='write the page with the turns alone: no IG or advantages, no model (a trajectory without gt)')
-    p.add_argument('--max-chars', type=int, default=300,
+    p.add_argument('--max-chars', type=_whole, default=300,
                    help='cut tool responses to fit a small window (default: %(default)s)')
     e = sub.add_parser('experiment', help='IGPO against GRPO (and ablations) from the warm start: seeds, '
                                           'held-out Pass@k with intervals, a report')
@@ -555,7 +586,8 @@ def parser()->argparse.ArgumentParser:
 def cmd_experiment(args):
     "Every arm and seed of the experiment; with --signal (or --signal-only) the signal density of the warm start first"
     from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
-    cfg = ExperimentConfig.load(readable(args.config), args.trust_code) if args.config else ExperimentConfig.cpu()
+    try: cfg = ExperimentConfig.load(readable(args.config), args.trust_code) if args.config else ExperimentConfig.cpu()
+    except ValueError as e: raise CLIError(str(e)) from None
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
     if args.signal or args.signal_only:
         density, _ = warm_signal(cfg.warm)   # the experiment's own start
