@@ -42,7 +42,7 @@ def test_cached_by_config(tiny_dir):
     assert rep['rollouts'] == 4 and rep['engine'] == 'transformers' and WarmConfig(**rep['config']) == cfg
     again = warm_start(cfg, verbose=False)
     assert again.cached and again.report == first.report and again.config == cfg
-    other = WarmConfig(model=tiny_dir, **(TINY | {'steps': 1}))
+    other = WarmConfig(model=tiny_dir, **(TINY | {'steps': TINY['steps'] + 1}))   # one step would be all warmup
     assert warm_dir(other) != warm_dir(cfg) and not warm_start(other, verbose=False).cached
     assert not warm_start(cfg, force=True, verbose=False).cached
     assert not first.passed and 'Warm start' in first._repr_markdown_()    # a random tiny model writes no DR-Venus turn
