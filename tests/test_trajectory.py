@@ -9,7 +9,7 @@ from datasets import Dataset, List, Value
 from conftest import shared_file, ROOT, WORLD
 from venus_nb.trajectory import (Trajectory, check_format, read_jsonl, write_jsonl, from_record, thinking_opening,
                                  Turn, parse_call_body, message_pieces, ToolCall, JSON5_MAX_CHARS, Loaded, to_dataset,
-                                 from_dataset, as_loaded, as_trajectories, from_row)
+                                 from_dataset, as_loaded, as_trajectories, from_row, TemplateMismatch)
 from venus_nb.data import clean, load_dr_venus, load_webdancer, load_react
 from venus_nb.base import LoadError
 
@@ -244,7 +244,30 @@ def test_ordinary_trajectories_tokenize_as_before(tok):
     trajs += [_forged_traj('plain <think> text', 'Who?'),
               Trajectory.from_messages([{'role': 'user', 'content': '\n\nWho?'}])]
     for t in trajs:
+        # a malformed turn (an unclosed <think>) that Qwen3's template renders otherwise before later messages is
+        # refused, not cut into a fragment (the old ids trained on one); every other trajectory tokenizes as before
+        if t.format_errors():
+            try: t.tokenize(tok)
+            except TemplateMismatch: continue
         assert t.tokenize(tok).ids == _old_ids(tok, t.to_messages())
+
+def test_a_message_the_template_renders_otherwise_later_is_refused(qwen3_tok):
+    "Qwen3 drops an assistant turn's thinking once a user message that is no tool response follows: no fragment trained"
+    from venus_nb.rollout import LIMIT_MESSAGES
+    call = lambda q: ('<think>\nlook up %s\n</think>\n<tool_call>\n{"name": "search", "arguments": {"query": ["%s"]}}'
+                      '\n</tool_call>' % (q, q))
+    msgs = [{'role': 'user', 'content': 'Who wrote Hamlet?'}, {'role': 'assistant', 'content': call('Hamlet')},
+            {'role': 'user', 'content': '<tool_response>\nHamlet is a play.\n</tool_response>'},
+            {'role': 'assistant', 'content': call('Hamlet author')},
+            {'role': 'user', 'content': LIMIT_MESSAGES['turns']},
+            {'role': 'assistant', 'content': '<think>\nShakespeare\n</think>\n<answer>William Shakespeare</answer>'}]
+    t = Trajectory.from_messages(msgs)
+    assert not t.format_errors()
+    with pytest.raises(TemplateMismatch, match='message 1 .assistant.: the chat template renders it otherwise'):
+        t.tokenize(qwen3_tok)
+    from venus_nb.sft import sft_example
+    example, row = sft_example(t, qwen3_tok, None)
+    assert example is None and 'renders it otherwise' in row['reason']   # SFT drops it, saying why
 
 # ---------------------------------------------------------------------------------------------------------------
 # text stays text in system messages from data and in the answer probe

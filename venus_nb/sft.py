@@ -14,7 +14,7 @@ from .base import summary_repr, write_atomic, Settings, check_ranges, SEED
 from .tracking import trackers, need_tensorboard, in_notebook
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, config_changes,
                                   describe_changes, is_adapter, remove_stale_temps, checkpoint_step)
-from .trajectory import as_trajectories
+from .trajectory import as_trajectories, TemplateMismatch
 
 # %% auto #0
 __all__ = ['SFT_FREE', 'LENGTH', 'SFTConfig', 'turn_cut', 'sft_example', 'SFTData', 'sft_data', 'show_mask', 'LossLog',
@@ -79,7 +79,9 @@ def turn_cut(tokens, max_length:int|None)->int|None:
 
 def sft_example(traj, tokenizer, max_length:int|None)->tuple[dict|None, dict]:
     "(example with input_ids and labels, or None; a report row)"
-    tk = traj.tokenize(tokenizer)
+    try: tk = traj.tokenize(tokenizer)
+    except TemplateMismatch as e:   # a template that renders a turn otherwise in context: no fragment is trained
+        return None, dict(id=traj.meta.get('id'), tokens=0, kept_tokens=0, cut=False, reason=str(e))
     keep = turn_cut(tk, max_length)
     row = dict(id=traj.meta.get('id'), tokens=len(tk.ids), kept_tokens=keep or 0, cut=bool(keep and keep < len(tk.ids)),
                reason=None)

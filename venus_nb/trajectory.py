@@ -18,9 +18,9 @@ if TYPE_CHECKING: import datasets   # only named in annotations: imported where 
 __all__ = ['JSON5_MAX_CHARS', 'ToolCall', 'between', 'parse_call_body', 'call_format_error', 'check_format', 'assistant_text',
            'Turn', 'render_turn_text', 'observation_message', 'Trajectory', 'parse_chat_text', 'Loaded', 'from_record',
            'to_record', 'load_each', 'read_jsonl', 'write_jsonl', 'is_dataset', 'json_text', 'to_dataset', 'from_row',
-           'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'message_pieces', 'end_of_turn',
-           'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span', 'literal_span',
-           'turn_markers', 'encode_around', 'message_literal_span', 'message_ids']
+           'as_loaded', 'as_trajectories', 'from_dataset', 'Tokenized', 'TemplateMismatch', 'message_pieces',
+           'end_of_turn', 'generation_prompt', 'thinking_opening', 'special_tokens', 'encode_text', 'own_text_span',
+           'literal_span', 'turn_markers', 'encode_around', 'message_literal_span', 'message_ids']
 
 # %% ../nbs/01_trajectory.ipynb #6896a637
 _TOOL_KINDS = {'search': 'search', 'visit': 'visit'}  # tool name -> turn kind; any other tool is 'other'
@@ -567,11 +567,22 @@ def _common_prefix_len(a, b):
     return lo
 
 # %% ../nbs/01_trajectory.ipynb #a129a3b9
+class TemplateMismatch(ValueError):
+    "A chat template renders a message otherwise once later messages follow it: its piece of the render is not its own"
+
 def _piece_ends(tok, messages, **kw):
     "The full render, and where each message's piece of it ends"
     full, ends = _render(tok, messages, **kw), []
     for k in range(1, len(messages) + 1):
-        ends.append(max(ends[-1] if ends else 0, _common_prefix_len(_render(tok, messages[:k], **kw), full)))
+        part = _render(tok, messages[:k], **kw)
+        n = _common_prefix_len(part, full)
+        # an assistant message rendered otherwise (Qwen3 drops its thinking after a user message that is no tool
+        # response): its piece would end inside it, and the loss mask would train on a fragment
+        if n < len(part) and messages[k - 1]['role'] == 'assistant' and k < len(messages):
+            raise TemplateMismatch(f'message {k - 1} (assistant): the chat template renders it otherwise once the '
+                                   f'messages after it follow ({part[n:n + 40]!r} alone, {full[n:n + 40]!r} in the '
+                                   'whole), so its tokens cannot be cut out of the render')
+        ends.append(max(ends[-1] if ends else 0, n))
     if ends: ends[-1] = len(full)
     return full, ends
 
