@@ -1,6 +1,7 @@
 """The warm start: its world, its cache (keyed by the config, reused, rebuilt on demand) on a tiny model, and, slow,
 the real one on the embedded model: well-formed turns and a Pass@1 that leaves room to learn."""
-import json
+import json, os
+from pathlib import Path
 import pytest
 from venus_nb.models import tiny_model
 from venus_nb.warm_start import WarmConfig, warm_start, warm_world, warm_dir, well_formed
@@ -104,3 +105,37 @@ def test_the_test_split_leaves_the_warm_world_and_its_cache_key_as_they_were():
     kinds = Counter(q['kind'] for q in w.test)
     assert len(w.test) >= 128 and kinds['1-hop'] >= 48 and w.test_corpus is not w.corpus
     with pytest.raises(ValueError, match='test world has only'): warm_world(learn, test=10_000)
+
+def test_a_model_folder_is_keyed_by_where_it_is_and_what_it_holds(tmp_path):
+    "Two folders named alike, or one folder changed, are other models: other cache folders"
+    from venus_nb.warm_start import warm_dir
+    for name in ('a', 'b'):
+        (tmp_path/name/'model').mkdir(parents=True)
+        (tmp_path/name/'model'/'config.json').write_text(json.dumps({'hidden_size': 8 if name == 'a' else 16}))
+    a, b = (warm_dir(WarmConfig(model=str(tmp_path/n/'model'))) for n in 'ab')
+    assert a != b and a.name.startswith('model-')
+    (tmp_path/'a'/'model'/'config.json').write_text(json.dumps({'hidden_size': 32}))
+    assert warm_dir(WarmConfig(model=str(tmp_path/'a'/'model'))) != a
+    assert warm_dir(WarmConfig()) == warm_dir(WarmConfig())   # a name that is no folder: keyed by its text
+
+def test_a_failed_warm_start_leaves_nothing_and_a_new_one_swaps_in_whole(tiny_dir, monkeypatch):
+    import venus_nb.warm_start as W
+    cfg = WarmConfig(model=tiny_dir, **TINY)
+    def broken(*a): raise RuntimeError('out of memory')
+    monkeypatch.setattr(W, '_train', broken)
+    with pytest.raises(RuntimeError): warm_start(cfg, verbose=False)
+    assert not [p for p in W.warm_dir(cfg).parent.iterdir()]   # no half-made copy of a model left
+    monkeypatch.undo()
+    monkeypatch.setenv('VENUS_NB_CACHE', str(Path(tiny_dir).parent/'cache'))
+    first = warm_start(cfg, verbose=False)
+    seen = []
+    real = os.replace
+    def replace_(src, dst):
+        seen.append((Path(src).name, Path(dst).name, (Path(dst)/'report.json').exists() if Path(dst).is_dir() else None))
+        return real(src, dst)
+    monkeypatch.setattr(W.os, 'replace', replace_)
+    again = warm_start(cfg, force=True, verbose=False)
+    assert not again.cached and again.path == first.path and (again.path/'config.json').exists()
+    # the old folder leaves in one rename before the new one comes in: never a cache folder without its model
+    assert [s[1] for s in seen][-2:] == [seen[-2][1], W.warm_dir(cfg).name] and seen[-2][1].startswith('old-')
+    assert sorted(p.name for p in W.warm_dir(cfg).parent.iterdir()) == [W.warm_dir(cfg).name]

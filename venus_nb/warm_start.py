@@ -12,8 +12,8 @@ from .base import summary_repr, write_atomic
 from .trajectory import read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['WarmConfig', 'WarmWorld', 'warm_world', 'well_formed', 'rollout_config', 'engine_for_folder', 'check', 'WarmStart',
-           'warm_dir', 'warm_start']
+__all__ = ['WarmConfig', 'folder_fingerprint', 'WarmWorld', 'warm_world', 'well_formed', 'rollout_config', 'engine_for_folder',
+           'check', 'WarmStart', 'warm_dir', 'warm_start']
 
 # %% ../nbs/26_warm_start.ipynb #2295399f
 @dataclass
@@ -50,8 +50,17 @@ class WarmConfig:
         return 'bfloat16' if self.bf16 else 'float32'
 
     def key(self)->str:
-        "A short hash of the configuration: the name of its cache folder"
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        "A short hash of the configuration: the name of its cache folder (a model folder by where it is and what it holds)"
+        d = asdict(self) | ({'model': folder_fingerprint(self.model)} if Path(str(self.model)).is_dir() else {})
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+def folder_fingerprint(folder)->dict:
+    "A model folder as a cache key sees it: its absolute path, its config's text and each weights file's size and time"
+    p = Path(folder).resolve()
+    files = sorted(f for f in p.iterdir() if f.suffix in ('.safetensors', '.bin', '.gguf', '.pt'))
+    config = (p/'config.json').read_text(errors='replace') if (p/'config.json').is_file() else ''
+    return dict(path=str(p), config=hashlib.sha256(config.encode()).hexdigest(),
+                weights=[(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
 
 # %% ../nbs/26_warm_start.ipynb #9968f399
 @dataclass
@@ -244,13 +253,23 @@ def warm_start(cfg:WarmConfig|None=None, # the recipe; its hash names the cache 
     say = print if verbose else (lambda *a: None)
     world = warm_world(cfg)
     work = Path(tempfile.mkdtemp(prefix='warm-', dir=d.parent.mkdir(parents=True, exist_ok=True) or d.parent))
-    say(f'warm start: SFT on {len(world.train)} warm-world trajectories, {cfg.steps} steps ...')
-    model, sft_s = _train(cfg, world.train, work)
-    say('warm start: checking on held-out questions ...')
-    rep = (check(model, world.validation, world.corpus, cfg, work/'rollouts.jsonl')
-           | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0))
-    _write_json(work/'report.json', rep)
-    shutil.rmtree(work/'sft', ignore_errors=True)
-    shutil.rmtree(d, ignore_errors=True)
-    os.replace(work, d)
+    try:
+        say(f'warm start: SFT on {len(world.train)} warm-world trajectories, {cfg.steps} steps ...')
+        model, sft_s = _train(cfg, world.train, work)
+        say('warm start: checking on held-out questions ...')
+        rep = (check(model, world.validation, world.corpus, cfg, work/'rollouts.jsonl')
+               | dict(config=asdict(cfg), sft_seconds=sft_s, seconds=time.time() - t0))
+        _write_json(work/'report.json', rep)
+        shutil.rmtree(work/'sft', ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)   # a failed or stopped warm start leaves no copy of a model behind
+        raise
+    _swap_in(work, d)
     return replace(_cached(d), cached=False)
+
+def _swap_in(work:Path, d:Path):
+    "Put the finished `work` folder at `d`: the old one leaves in one rename, so a reader finds the old, or the new"
+    old = Path(tempfile.mkdtemp(prefix='old-', dir=d.parent)) if d.exists() else None
+    if old: os.replace(d, old)
+    os.replace(work, d)
+    if old: shutil.rmtree(old, ignore_errors=True)
