@@ -50,7 +50,7 @@ class WarmConfig:
         return 'bfloat16' if self.bf16 else 'float32'
 
     def key(self)->str:
-        "A short hash of the configuration: the name of its cache folder (a model folder by where it is and what it holds)"
+        "A short hash of the configuration: its cache folder's name (a model folder by where it is and what it holds)"
         d = asdict(self) | ({'model': folder_fingerprint(self.model)} if Path(str(self.model)).is_dir() else {})
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
