@@ -213,3 +213,25 @@ def test_the_answer_probe_reads_a_forged_ground_truth_as_text(tok):
                 == plain.ids.count(tok.convert_tokens_to_ids(special))), special
     assert tok.decode(p.ids[slice(*p.gt_span)]) == gt
     assert p.ids[:plain.gt_span[0]] == plain.ids[:plain.gt_span[0]]   # the reply before the answer is unchanged
+
+def test_a_sliding_window_that_binds_is_scored_exactly():
+    "The probes' mask sees the whole cache; where a model's attention window binds, each boundary gets a forward"
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from venus_nb.models import tiny_tokenizer
+    from venus_nb.rewards import RewardConfig
+    from venus_nb.scoring import cached_logps, gt_logps, answer_probe, scored_boundaries, sliding_window
+    tok = tiny_tokenizer()
+    traj = sorted(read_jsonl(ROOT/'data/sample/world/trajectories.jsonl').trajectories, key=lambda t: len(t.turns))[2]
+    traj = traj.shorten(120, 6)
+    cfg = AutoConfig.for_model('mistral', vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                               num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, head_dim=32,
+                               sliding_window=64, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    tokens, probe = traj.tokenize(tok), answer_probe(tok, traj.gt)
+    bounds = [tokens.prompt_len] + list(scored_boundaries(traj, tokens, RewardConfig(scored='all_tools')).values())
+    assert sliding_window(model) == 64 and bounds[-1] > 64
+    naive = gt_logps(model, tok, traj, cfg=RewardConfig(scored='all_tools'), method='naive')
+    want = [naive.baseline] + [x for x in naive.per_turn if x is not None]
+    assert cached_logps(model, tokens.ids, bounds, probe) == pytest.approx(want, abs=1e-5)

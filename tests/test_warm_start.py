@@ -139,3 +139,13 @@ def test_a_failed_warm_start_leaves_nothing_and_a_new_one_swaps_in_whole(tiny_di
     # the old folder leaves in one rename before the new one comes in: never a cache folder without its model
     assert [s[1] for s in seen][-2:] == [seen[-2][1], W.warm_dir(cfg).name] and seen[-2][1].startswith('old-')
     assert sorted(p.name for p in W.warm_dir(cfg).parent.iterdir()) == [W.warm_dir(cfg).name]
+
+def test_a_gpu_that_only_emulates_bf16_is_not_fast(monkeypatch):
+    "torch counts a V100 or T4 as bf16-capable (emulated); vLLM refuses bf16 there and training crawls"
+    import torch
+    from venus_nb.models import fast_bf16, fast_dtype
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'is_bf16_supported', lambda including_emulation=True: including_emulation)
+    assert not fast_bf16() and fast_dtype() == 'float32'
+    monkeypatch.setattr(torch.cuda, 'is_bf16_supported', lambda including_emulation=True: True)   # an A100
+    assert fast_bf16() and fast_dtype() == 'bfloat16'

@@ -41,7 +41,8 @@ def gpu_available()->bool:
 def fast_bf16()->bool:
     "Is bf16 arithmetic fast here? A CUDA GPU that supports it, or a CPU whose oneDNN has bf16 kernels (AVX-512, AMX)"
     import torch
-    if torch.cuda.is_available(): return torch.cuda.is_bf16_supported()
+    # bf16 units (Ampere on); torch counts a GPU that only emulates bf16 (V100, T4) too, and vLLM refuses it there
+    if torch.cuda.is_available(): return torch.cuda.is_bf16_supported(including_emulation=False)
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())   # elsewhere a bf16 matmul falls back to a slow loop
 
 def fast_dtype()->str:

@@ -15,8 +15,9 @@ from .trajectory import generation_prompt, end_of_turn, literal_span, encode_tex
 
 # %% auto #0
 __all__ = ['NO_RESPONSE', 'Probe', 'probe_text', 'answer_probe', 'scored_boundaries', 'probe_mask', 'Prefix', 'prefilled',
-           'crop_to', 'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes', 'cached_logps',
-           'window_reason', 'gt_logps', 'information_gain', 'information_gain_naive', 'token_logps']
+           'crop_to', 'continued', 'prompt_groups', 'each_prompt_once', 'probe_group', 'cached_passes',
+           'sliding_window', 'cached_logps', 'window_reason', 'gt_logps', 'information_gain', 'information_gain_naive',
+           'token_logps']
 
 # %% ../nbs/27_scoring.ipynb #0d193c6f
 _REPLY = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer>"
@@ -177,6 +178,14 @@ def cached_passes(bounds:list, probe_len:int, chunk:int=8192, group:int|None=Non
     return -(-max(0, bounds[-1] - prefix_n) // chunk) + -(-len(bounds) // (group or probe_group(bounds, probe_len)))
 
 # %% ../nbs/27_scoring.ipynb #2da8d0ec
+def sliding_window(model)->int|None:
+    "The attention window of a model with sliding-window layers (Mistral, Qwen with `use_sliding_window`), else None"
+    c = getattr(model, 'config', None)
+    w = getattr(c, 'sliding_window', None)
+    if not w or getattr(c, 'use_sliding_window', True) is False: return None
+    types = getattr(c, 'layer_types', None)
+    return None if types is not None and 'sliding_attention' not in types else int(w)
+
 def cached_logps(model, # a causal LM: a transformers model, or the module a trainer holds (e.g. verl's actor)
                  ids:list, # the token ids of one trajectory
                  bounds:list, # increasing token positions to score after
@@ -187,6 +196,9 @@ def cached_logps(model, # a causal LM: a transformers model, or the module a tra
                 )->list[float]:
     "Mean log p(gt) after each boundary of one token sequence: one chunked prefill, then the probes over the cache"
     if not bounds: return []
+    if (w := sliding_window(model)) is not None and bounds[-1] + len(probe.ids) > w:
+        # the probes' mask lets them see the whole cache: a window that binds is scored with a forward per boundary
+        return [_naive_logp(model, ids, b, probe, temperature) for b in bounds]
     if prefix and prefix.n > bounds[0]:
         raise ValueError(f'the prefix ({prefix.n} tokens) runs past the first boundary ({bounds[0]})')
     with continued(prefix) as (n, cache):
