@@ -67,6 +67,23 @@ def test_demo_trains_at_the_step_size_measured_for_the_embedded_model(tmp_path):
     assert cfg.lora_r is not None and learning_rate(cfg) == CPU_LORA_LR == pytest.approx(6 * LORA_LR)
     assert ExperimentConfig.cpu_learn().igpo['lr'] == CPU_FULL_LR
 
+def test_each_warm_start_trains_into_a_folder_of_its_own(tmp_path):
+    "A demo of another model into the same --out must not resume the first one's IGPO checkpoint"
+    from venus_nb.demo import demo_igpo_config
+    from venus_nb.warm_start import WarmConfig
+    one, other = (demo_igpo_config(SimpleNamespace(config=WarmConfig(model=m)), tmp_path) for m in ('a', 'b'))
+    assert one.output_dir != other.output_dir and one.output_dir.startswith(str(tmp_path/'igpo'))
+
+def test_a_demo_whose_cleaning_keeps_nothing_says_so(tmp_path, capsys):
+    "Every answer wrong: cleaning keeps none, and the demo says that in one line instead of failing on max()"
+    from venus_nb.cli import main
+    from venus_nb.synth import generate, SynthConfig
+    from venus_nb.trajectory import write_jsonl
+    write_jsonl(generate(SynthConfig(n=4, wrong_answer=1.0)).trajectories(), tmp_path/'wrong.jsonl')
+    with pytest.raises(SystemExit) as e: main(['demo', '--data', str(tmp_path/'wrong.jsonl'), '--out', str(tmp_path/'o')])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and 'cleaning kept no trajectory' in err and 'traceback' not in err
+
 # --- the demo's rollout replay: one question's group ------------------------------------------------------------------
 
 def test_the_demo_replays_one_questions_group(tmp_path, capsys, tiny_dir):

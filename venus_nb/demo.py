@@ -98,6 +98,7 @@ def stage_one(data, out, model):
     loaded = step_load(data)
     step_check(loaded.trajectories)
     kept, files = step_clean(loaded, out)
+    if not kept: raise CLIError('cleaning kept no trajectory (its report says why, clean_report.csv): nothing to train on')
     rows, more = step_resample(kept, out)
     toks = step_tokenize(kept, model)
     return kept, files + more + [_write_tokens(kept, toks, out/'tokens.jsonl')]
@@ -129,7 +130,7 @@ def step_rewards(trajs:list, policy_dir:str, n:int=3):
     from venus_nb.rewards import Scored
     pol, trajs = load_policy(str(policy_dir), dtype='float32'), sorted(trajs, key=lambda t: len(t.turns))[:n]
     groups = question_groups(trajs)
-    say(f'## 7. Turn rewards with the warm-started policy on the {n} shortest cleaned trajectories '
+    say(f'## 7. Turn rewards with the warm-started policy on the {len(trajs)} shortest cleaned trajectories '
         f'({len(set(groups))} questions, each its own group)')
     scored = Scored.from_logps(trajs, [gt_logps(pol.model, pol.tokenizer, t) for t in trajs], groups=groups)
     table = scored.table()
@@ -180,8 +181,9 @@ def demo_igpo_config(warm, out:Path, steps:int=2)->'IGPOConfig':
     from venus_nb.models import fast_dtype
     # the frozen base in bf16 where bf16 is fast (the adapter trains in float32, IG is scored in float32): the update
     # runs ~2x faster on a CPU with bf16 kernels; elsewhere bf16 matmuls crawl, so float32
-    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'), seed=1,
-                      dtype=fast_dtype(), lr=CPU_LORA_LR,
+    # a folder per warm start: a demo of another model into the same --out never resumes this one's checkpoints
+    return IGPOConfig(steps=steps, questions_per_step=2, save_steps=steps, output_dir=str(out/'igpo'/warm.config.key()),
+                      seed=1, dtype=fast_dtype(), lr=CPU_LORA_LR,
                       rollout=replace(rollout_config(warm.config), progress=in_terminal()))
 
 # %% ../nbs/44_demo.ipynb #78acb7d6
