@@ -98,7 +98,7 @@ def stage_one(data, out, model):
     loaded = step_load(data)
     step_check(loaded.trajectories)
     kept, files = step_clean(loaded, out)
-    if not kept: raise CLIError('cleaning kept no trajectory (its report says why, clean_report.csv): nothing to train on')
+    if not kept: raise CLIError('cleaning kept no trajectory (clean_report.csv says why): nothing to train on')
     rows, more = step_resample(kept, out)
     toks = step_tokenize(kept, model)
     return kept, files + more + [_write_tokens(kept, toks, out/'tokens.jsonl')]
