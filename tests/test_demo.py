@@ -80,7 +80,8 @@ def test_a_demo_whose_cleaning_keeps_nothing_says_so(tmp_path, capsys):
     from venus_nb.synth import generate, SynthConfig
     from venus_nb.trajectory import write_jsonl
     write_jsonl(generate(SynthConfig(n=4, wrong_answer=1.0)).trajectories(), tmp_path/'wrong.jsonl')
-    with pytest.raises(SystemExit) as e: main(['demo', '--data', str(tmp_path/'wrong.jsonl'), '--out', str(tmp_path/'o')])
+    with pytest.raises(SystemExit) as e:
+        main(['demo', '--data', str(tmp_path/'wrong.jsonl'), '--out', str(tmp_path/'o')])
     err = capsys.readouterr().err
     assert e.value.code == 1 and 'cleaning kept no trajectory' in err and 'traceback' not in err
 
