@@ -314,3 +314,23 @@ def test_absurd_settings_in_a_file_are_refused_naming_the_file(tmp_path):
     (p := tmp_path/'igpo.yaml').write_text('grad_clip: -1\n')
     with pytest.raises(ValueError, match=r'igpo\.yaml: IGPOConfig\.grad_clip must be in \(0, inf\), got -1'):
         IGPOConfig.load(p)
+
+def test_a_figure_and_a_long_multibyte_name_are_written_whole(tmp_path, monkeypatch):
+    "static_svg goes through atomic_open (a full disk kept half a figure); a temp name is cut by bytes, not characters"
+    import plotly.graph_objects as go
+    from matplotlib.figure import Figure
+    from venus_nb.base import static_svg, write_atomic
+    fig = go.Figure([go.Scatter(x=[1, 2, 4], y=[0.1, 0.3, 0.2], name='a')])
+    whole = static_svg(fig, tmp_path/'f.svg').read_bytes()
+    def full_disk(self, f, **kw):
+        f.write(b'<svg')
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(Figure, 'savefig', full_disk)
+    with pytest.raises(OSError): static_svg(fig, tmp_path/'f.svg')
+    assert (tmp_path/'f.svg').read_bytes() == whole and [p.name for p in tmp_path.iterdir()] == ['f.svg']
+    name = '字' * 80 + '.json'   # 245 bytes: a legal name whose first 200 characters are 600 bytes
+    assert write_atomic(tmp_path/name, '{}').read_text() == '{}'
+
+def test_plain_text_of_a_table_of_rules_alone():
+    from venus_nb.terminal import plain
+    assert plain('text\n|---|\nmore') == 'text\nmore'

@@ -223,7 +223,8 @@ def _temp_beside(path:Path, mode:str):
     "A new file of its own beside `path` (`.name.<random>.tmp`, no other writer's), opened with `mode`, and its path"
     kw = {} if 'b' in mode else dict(encoding='utf-8')
     while True:
-        tmp = path.with_name(f'.{path.name[:200]}.{secrets.token_hex(6)}.tmp')
+        short = path.name.encode()[:200].decode('utf-8', 'ignore')   # bytes: a name of 255 bytes is the limit
+        tmp = path.with_name(f'.{short}.{secrets.token_hex(6)}.tmp')
         try: return tmp, open(tmp, mode.replace('w', 'x'), **kw)
         except FileExistsError: continue
         except OSError as e: raise _naming(path, e) from None
@@ -301,7 +302,8 @@ def static_svg(fig, # a plotly figure of Scatter traces, e.g. `pass_at_k_figure`
     _frame(ax, fig.layout)
     ax.legend(fontsize=7, loc='center left', bbox_to_anchor=(1.01, 0.5), frameon=False)
     with matplotlib.rc_context({'svg.hashsalt': 'venus_nb', 'svg.fonttype': 'none'}):
-        out.savefig(Path(path), format='svg', bbox_inches='tight', metadata={'Date': None})
+        with atomic_open(Path(path), 'wb') as f:   # whole or not at all, as every file the kit writes
+            out.savefig(f, format='svg', bbox_inches='tight', metadata={'Date': None})
     return Path(path)
 
 # %% ../nbs/00_base.ipynb #ba751dc0

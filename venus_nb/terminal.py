@@ -22,6 +22,7 @@ def _is_rule(line:str)->bool: return bool(re.fullmatch(r'\|?(\s*:?-{3,}:?\s*\|)+
 def _text_table(lines:list)->list:
     "Markdown table rows as aligned text columns (the `|---|` rule row dropped)"
     rows = [_cells(l) for l in lines if not _is_rule(l)]
+    if not rows: return []   # a table of rule lines alone
     widths = [max(len(r[j]) if j < len(r) else 0 for r in rows) for j in range(max(map(len, rows)))]
     return ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
