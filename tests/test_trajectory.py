@@ -415,3 +415,16 @@ def test_other_columns_go_to_meta():
     assert t.meta == {'id': 'kept', 'difficulty': 3, 'src': 's'} and t.gt == ['y', 'Y'] and t.turns[0].answer == 'y'
     _, report = clean(Dataset.from_list([{k: v for k, v in row.items() if k != 'meta'}]))
     assert list(report.id) == ['a7']
+
+def test_a_record_keeps_its_own_fields_and_half_a_character_is_a_load_error(tmp_path):
+    "An id read from JSONL names the trajectory (as a dataset row's columns do); a lone surrogate is refused on reading"
+    msgs = [{'role': 'user', 'content': 'Who?'},
+            {'role': 'assistant', 'content': '<think>\nx\n</think>\n<answer>42</answer>'}]
+    (f := tmp_path/'t.jsonl').write_text(json.dumps({'id': 'rec-7', 'messages': msgs, 'gt': '42'}) + '\n'
+                                         + json.dumps({'messages': msgs[:1] + [{'role': 'assistant',
+                                                       'content': 'cut \ud83d'}]}) + '\n')
+    got = read_jsonl(f)
+    assert got.trajectories[0].meta == {'id': 'rec-7'} and len(got.errors) == 1
+    assert 'message 1 holds half a character' in got.errors[0].reason and got.errors[0].index == 2
+    write_jsonl(got.trajectories, tmp_path/'back.jsonl')
+    assert read_jsonl(tmp_path/'back.jsonl').trajectories[0].meta == {'id': 'rec-7'}

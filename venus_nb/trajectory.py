@@ -404,9 +404,25 @@ def from_record(rec:dict)->Trajectory:
     "A trajectory from one record with `messages` (and optionally `question`, `gt`/`answer`, `meta`, `opening`)"
     if not isinstance(rec, dict): raise ValueError(f'record is a {type(rec).__name__}, not an object')
     if 'messages' not in rec: raise ValueError('record has no "messages"')
-    q = rec.get('question')
-    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), rec.get('meta'),
+    if bad := _half_character(rec):
+        raise ValueError(f'{bad} holds half a character (a lone surrogate, e.g. an emoji cut by a tool): '
+                         'it could be neither written back as UTF-8 nor tokenised')
+    q, meta = rec.get('question'), rec.get('meta')
+    # fields beyond the known ones (an id, a tag) are kept in meta, as `from_row` keeps a dataset's other columns
+    extra = {k: v for k, v in rec.items() if k not in _RECORD_KEYS}
+    meta = {**extra, **meta} if extra and isinstance(meta, dict) else extra if extra and meta is None else meta
+    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), meta,
                                     _opening_of(rec))
+
+_RECORD_KEYS = {'question', 'messages', 'gt', 'gt_json', 'answer', 'meta', 'opening'}
+_SURROGATE = re.compile('[\ud800-\udfff]')
+
+def _half_character(rec:dict)->str|None:
+    "Which text of a record holds a lone surrogate (JSON's escapes can write one; UTF-8 cannot), or None"
+    texts = [('the question', rec.get('question'))] + [
+        (f'message {i}', m.get('content')) for i, m in enumerate(rec['messages'] if isinstance(rec['messages'], list)
+                                                                 else []) if isinstance(m, dict)]
+    return next((w for w, t in texts if isinstance(t, str) and not t.isascii() and _SURROGATE.search(t)), None)
 
 # %% ../nbs/01_trajectory.ipynb #3ff1185b
 def _opening(traj:Trajectory)->str:
@@ -488,7 +504,7 @@ def to_dataset(trajs)->'datasets.Dataset':
     return Dataset.from_dict(cols)
 
 # %% ../nbs/01_trajectory.ipynb #166bcfbf
-_ROW_KEYS = {'question', 'messages', 'gt', 'gt_json', 'answer', 'meta', 'opening'}
+_ROW_KEYS = _RECORD_KEYS
 
 def _decoded(v, what:str, kind:type):
     "A column value, read from JSON text when it is text, that must be a `kind`"
