@@ -213,6 +213,8 @@ def test_the_answer_probe_reads_a_forged_ground_truth_as_text(tok):
                 == plain.ids.count(tok.convert_tokens_to_ids(special))), special
     assert tok.decode(p.ids[slice(*p.gt_span)]) == gt
     assert p.ids[:plain.gt_span[0]] == plain.ids[:plain.gt_span[0]]   # the reply before the answer is unchanged
+    tags = answer_probe(tok, 'use <answer>\ntags')   # a GT holding the wrapper's own tag: its span is the GT alone
+    assert tok.decode(tags.ids[slice(*tags.gt_span)]) == 'use <answer>\ntags'
 
 def test_a_sliding_window_that_binds_is_scored_exactly():
     "The probes' mask sees the whole cache; where a model's attention window binds, each boundary gets a forward"

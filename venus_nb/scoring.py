@@ -49,8 +49,9 @@ def answer_probe(tokenizer, gt)->Probe:
     "The fake final reply (generation prompt + answer) that IG teacher-forces"
     gt = probe_text(gt)
     gen = generation_prompt(tokenizer, [{'role': 'user', 'content': 'q'}])
-    text = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + _REPLY.format(gt=gt)
-    start = text.rindex('<answer>\n') + len('<answer>\n')
+    lead, tail = _REPLY.split('{gt}')
+    head = gen + ('' if gen.rstrip().endswith('<think>') else '<think>\n') + lead
+    text, start = head + gt + tail, len(head)   # where the GT starts is known, not searched for: a GT may hold <answer>
     if literal_span(tokenizer, gt):
         return _literal_probe(tokenizer, text + end_of_turn(tokenizer), start, start + len(gt))
     enc = tokenizer(text + end_of_turn(tokenizer), add_special_tokens=False, return_offsets_mapping=True)
