@@ -428,3 +428,16 @@ def test_a_record_keeps_its_own_fields_and_half_a_character_is_a_load_error(tmp_
     assert 'message 1 holds half a character' in got.errors[0].reason and got.errors[0].index == 2
     write_jsonl(got.trajectories, tmp_path/'back.jsonl')
     assert read_jsonl(tmp_path/'back.jsonl').trajectories[0].meta == {'id': 'rec-7'}
+
+def test_an_openai_tool_call_is_trained_as_the_text_the_model_writes(smol_tok):
+    "SmolLM2's template renders content alone: a call in `tool_calls` form was left out of the loss (or crashed)"
+    call = {'id': 'c1', 'type': 'function', 'function': {'name': 'search', 'arguments': '{"query": ["Hamlet author"]}'}}
+    for content in ('<think>\nsearch it\n</think>', None):
+        t = Trajectory.from_messages([{'role': 'user', 'content': 'Who wrote Hamlet?'},
+                                      {'role': 'assistant', 'content': content, 'tool_calls': [call]},
+                                      {'role': 'tool', 'content': 'Shakespeare.', 'tool_call_id': 'c1'},
+                                      {'role': 'assistant',
+                                       'content': '<think>\nok\n</think>\n<answer>Shakespeare</answer>'}])
+        tk = t.tokenize(smol_tok)
+        trained = smol_tok.decode(tk.ids[slice(*tk.assistant_spans[0])])
+        assert trained == t.turns[0].raw + '<|im_end|>' and '"Hamlet author"' in trained

@@ -721,7 +721,10 @@ def message_ids(tok, messages:list[dict], **kw)->list[list[int]]:
 @patch
 def tokenize(self:Trajectory, tokenizer, **template_kw)->Tokenized:
     "Token ids, assistant-only loss mask and per-turn spans, from concatenated chat-template pieces"
-    msgs = self.to_messages()
+    # a call in OpenAI `tool_calls` form is trained as the text the model writes (`Turn.raw`): a template that renders
+    # the content alone (SmolLM2's) would leave the call out of the loss
+    msgs = [{'role': 'assistant', 'content': assistant_text(m)} if m.get('role') == 'assistant' and m.get('tool_calls')
+            else m for m in self.to_messages()]
     ids, mask, starts = [], [], []
     for segs in _segments(tokenizer, msgs, **template_kw):
         starts.append(len(ids))
