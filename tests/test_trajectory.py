@@ -441,3 +441,14 @@ def test_an_openai_tool_call_is_trained_as_the_text_the_model_writes(smol_tok):
         tk = t.tokenize(smol_tok)
         trained = smol_tok.decode(tk.ids[slice(*tk.assistant_spans[0])])
         assert trained == t.turns[0].raw + '<|im_end|>' and '"Hamlet author"' in trained
+
+def test_tongyis_python_call_is_another_tool():
+    "The format check admits Tongyi's PythonInterpreter call (code in <code> tags); the parser reads it as a call too"
+    py = ('<think>\ncompute\n</think>\n<tool_call>\n{"name": "PythonInterpreter", "arguments": {}}\n'
+          '<code>\nprint(1+1)\n</code>\n</tool_call>')
+    t = Trajectory.from_messages([{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': py},
+                                  {'role': 'user', 'content': '<tool_response>\n2\n</tool_response>'},
+                                  {'role': 'assistant', 'content': '<think>\nx\n</think>\n<answer>2</answer>'}])
+    turn = t.turns[0]
+    assert (turn.kind, turn.format_error, turn.parse_error) == ('other', None, None)
+    assert turn.call == ToolCall('PythonInterpreter', {'code': 'print(1+1)'})

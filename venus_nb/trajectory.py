@@ -152,9 +152,15 @@ def _last_answer(text):
     "The body of the last <answer> (the innermost one when a model nests them)"
     return text.rsplit('<answer>', 1)[1].split('</answer>', 1)[0].strip()
 
+def _python_call(body:str)->ToolCall|None:
+    "Tongyi's PythonInterpreter call (a JSON line naming the tool, its code in <code> tags), as `check_format` admits"
+    if 'pythoninterpreter' not in body.lower() or not (code := _between(body, 'code')): return None
+    return ToolCall('PythonInterpreter', {'code': code[0].strip()})
+
 def _parse_parts(text):
     "(call, answer, error) read from an assistant text in DR-Venus tags or ReAct form"
     if bodies := _between(text, 'tool_call'):
+        if py := _python_call(bodies[0]): return py, None, None
         call, err = parse_call_body(bodies[0])
         return call, None, err
     if '<tool_call>' in text: return None, None, 'unclosed <tool_call>'
