@@ -334,3 +334,13 @@ def test_a_figure_and_a_long_multibyte_name_are_written_whole(tmp_path, monkeypa
 def test_plain_text_of_a_table_of_rules_alone():
     from venus_nb.terminal import plain
     assert plain('text\n|---|\nmore') == 'text\nmore'
+
+def test_an_array_record_under_the_limit_that_ends_a_read_is_kept(tmp_path):
+    "A record parsed whole near the end of a 64 KiB read was measured with the text after it, and the rest was lost"
+    from venus_nb.base import read_records
+    big = [{'t': 'x' * 65500}, {'t': 'y'}]
+    (f := tmp_path/'big.json').write_text(json.dumps(big))
+    got, errs = read_records(f, array=True, max_line_bytes=len(json.dumps(big[0])) + 5)
+    assert got == big and errs == []
+    got, errs = read_records(f, array=True, max_line_bytes=len(json.dumps(big[0])) - 1)   # one byte over: refused
+    assert not got and 'longer than' in str(errs[0])

@@ -140,10 +140,12 @@ class _Chunks:
                                   and len(self.buf[start:end].encode()) > self.max_bytes):
             raise BadRecord(f'record longer than {self.max_bytes:,} bytes (the rest of the array is not read)')
 
-    def more(self)->bool:
+    def more(self, whole:bool=False # the pending record already parsed whole (and was checked): the text after it
+                                    # is not part of it
+            )->bool:
         "Read on (as much again as is pending, so a long record costs a few reads); False at the end of the file"
         if self.eof: return False
-        self.check(self.at, len(self.buf))
+        if not whole: self.check(self.at, len(self.buf))
         pending = self.buf[self.at:]
         raw = self.f.read(max(1 << 16, len(pending)))
         try: text = self.dec.decode(raw, final=not raw)
@@ -163,9 +165,11 @@ class _Chunks:
     def value(self, decoder:json.JSONDecoder):
         "The JSON value that starts here, consumed once the text read holds it whole"
         while True:
+            whole = False
             try:
                 obj, end = decoder.raw_decode(self.buf, start := _SPACE.match(self.buf, self.at).end())
                 self.check(start, end)
+                whole = True   # a number might go on past the buffer: read on, but the record is checked
                 if self.eof or end < len(self.buf) - _TAIL:
                     self.at = end
                     return obj
@@ -173,7 +177,7 @@ class _Chunks:
                 if self.eof or not (e.msg.startswith('Unterminated string') or e.pos >= len(self.buf) - _TAIL):
                     raise ValueError(f'{e.msg} at character {self.base + e.pos:,}') from None
             except RecursionError: raise ValueError('JSON nested deeper than Python can parse') from None
-            self.more()
+            self.more(whole)
 
 # %% ../nbs/00_base.ipynb #48d08352
 def _array_items(f, max_bytes:int=MAX_RECORD_BYTES, max_depth:int=_MAX_DEPTH):
