@@ -562,3 +562,13 @@ def test_a_question_without_an_answer_is_refused_not_scored_against_none(tmp_pat
     assert frame.reward_model[0]['ground_truth'] == 'Paris<|answer_split|>Paris, France'
     with pytest.raises(ValueError, match='question 1 has no answer'):
         verl_rl_frame([{'question': 'Q?', 'answer': 'x'}, {'question': 'Q1?', 'answer': None}])
+
+def test_an_answer_that_copies_a_parenthetical_ground_truth_is_kept():
+    "The EM span drops a closing parenthetical from the answer; a ground truth that holds one matches the answer whole"
+    from venus_nb.trajectory import Trajectory
+    from venus_nb.data import clean, CleanConfig
+    ask = {'role': 'user', 'content': 'Which state?'}
+    said = lambda a: Trajectory.from_messages(
+        [ask, {'role': 'assistant', 'content': f'<think>\nx\n</think>\n<answer>{a}</answer>'}], gt='Washington (state)')
+    kept = [len(clean([said(a)], CleanConfig(judge='em'))[0]) for a in ('Washington (state)', 'Oregon (state)')]
+    assert kept == [1, 0]

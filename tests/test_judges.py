@@ -275,3 +275,8 @@ def test_no_ground_truth_is_refused_and_an_empty_alias_matches_nothing_by_accide
             with pytest.raises(ValueError, match='no ground truth to score against'): judge('x', missing)
     assert aliases([None, ' Paris ']) == ['Paris']
     assert exact_match('The', '!') == 0.0 and exact_match('!', '!') == 1.0 and exact_match('the Sael', 'Sael') == 1.0
+
+def test_f1_of_an_alias_of_an_article_alone_is_its_exact_match():
+    "Blood type A, grade A: normalised to nothing, the alias is compared as written (EM did; F1 gave 0)"
+    from venus_nb.judges import f1_score
+    assert [f1_score(p, g) for p, g in (('A', 'A'), ('a', 'A'), ('B', 'A'), ('The cat', 'cat'))] == [1.0, 1.0, 0.0, 1.0]

@@ -496,8 +496,12 @@ def step_correct(traj:Trajectory, cfg:CleanConfig):
     "Step 5 (optional): keep trajectories whose final answer the judge accepts"
     if cfg.judge is None: return traj, []
     if traj.gt is None: return None, 'no ground truth to judge against'
-    answer = scored_answer(traj, cfg)
-    score = judge_fn(cfg.judge)(traj.question, answer, traj.gt)
+    answer, judge = scored_answer(traj, cfg), judge_fn(cfg.judge)
+    score = judge(traj.question, answer, traj.gt)
+    whole = traj.turns[-1].answer or ''
+    # the span drops a closing parenthetical ('Washington (state)' -> 'Washington'): a ground truth that holds one
+    # still matches the answer as written
+    if score < cfg.threshold and whole != answer: score = max(score, judge(traj.question, whole, traj.gt))
     return ((traj, []) if score >= cfg.threshold
             else (None, f'judged incorrect (score {score:.2f}): {_quoted(answer)} vs {_quoted(str(traj.gt))}'))
 

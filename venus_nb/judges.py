@@ -57,6 +57,7 @@ def exact_match(pred:str, gt)->float:
 
 # %% ../nbs/04_judges.ipynb #3700b08d
 def _f1(pred, gold):
+    if not normalize_answer(gold): return float(_same(pred, gold))   # an alias of articles or punctuation alone ("A")
     p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
     common = sum((Counter(p) & Counter(g)).values())
     if not common: return 0.0
