@@ -774,3 +774,12 @@ IGPO_BAD = [('save_steps', 0), ('questions_per_step', 0), ('seed', 10**25), ('se
 @pytest.mark.parametrize('field,value', IGPO_BAD, ids=[f'{f}={v}' for f, v in IGPO_BAD])
 def test_absurd_igpo_settings_fail_at_construction(field, value):
     refused(IGPOConfig, field, value)
+
+def test_a_question_without_an_answer_is_refused_before_training(tmp_path):
+    "A step that drew it would stop after its rollouts (hours in, again on each resume): refused before a model loads"
+    from venus_nb.igpo import igpo, IGPOConfig
+    qs = [{'id': 'q1', 'question': 'Who?', 'answer': 'Ann'}, {'id': 'q2', 'question': 'Where?', 'answer': None},
+          {'id': 'q3', 'question': 'When?', 'answer': ' '}]
+    with pytest.raises(ValueError, match=r"2 of 3 questions have no answer .*'q2', 'q3'"):
+        igpo(str(tmp_path/'no-model'), qs, None, IGPOConfig(output_dir=str(tmp_path/'out')))
+    assert not (tmp_path/'out').exists()

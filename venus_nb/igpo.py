@@ -32,9 +32,9 @@ __all__ = ['FULL_LR', 'LORA_LR', 'CPU_FULL_LR', 'CPU_LORA_LR', 'IGPOConfig', 'le
            'reference', 'at_reference', 'train_precision', 'float32_weights', 'ig_precision', 'score_rollouts',
            'advantages_of', 'Piece', 'pieces', 'fill_old_and_ref', 'policy_update', 'rl_policy', 'make_optimizer',
            'save_checkpoint', 'read_state', 'igpo_checkpoint_problem', 'last_igpo_checkpoint', 'load_checkpoint',
-           'rl_adapter_base', 'rl_card', 'save_final', 'draw_batch', 'check_kinds', 'signal_metrics', 'batch_metrics',
-           'igpo_step', 'run_dir', 'scalars', 'step_tracker', 'IGPOResult', 'metrics_figure', 'resume_changes', 'igpo',
-           'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
+           'rl_adapter_base', 'rl_card', 'save_final', 'draw_batch', 'check_answers', 'check_kinds', 'signal_metrics',
+           'batch_metrics', 'igpo_step', 'run_dir', 'scalars', 'step_tracker', 'IGPOResult', 'metrics_figure',
+           'resume_changes', 'igpo', 'turn_logps', 'unsloth_rl_policy', 'ablation_grid', 'ablation', 'ablation_figure']
 
 # %% ../nbs/29_igpo.ipynb #4ae88f52
 from .data import check_shares
@@ -470,6 +470,13 @@ def draw_batch(questions:list, cfg:IGPOConfig, rng:random.Random)->list:
     kinds = by_kind(questions)
     return [q for k, c in kind_counts(cfg.kind_shares, n).items() for q in rng.sample(kinds.get(k, []), c)]
 
+def check_answers(questions:list):
+    "A ValueError, before training, naming the questions with no answer (a step that drew one would stop, hours in)"
+    from venus_nb.judges import aliases
+    if bad := [str(q.get('id') or q.get('question', '?'))[:60] for q in questions if not aliases(q.get('answer'))]:
+        raise ValueError(f'{len(bad)} of {len(questions)} questions have no answer to reward or score IG against '
+                         f'(e.g. {bad[:3]}): give them one, or leave them out')
+
 def check_kinds(questions:list, cfg:IGPOConfig):
     "A ValueError, before training, where a kind in `cfg.kind_shares` has fewer questions than one step draws of it"
     if not cfg.kind_shares: return
@@ -655,6 +662,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
     "Stage-2 IGPO (or GRPO with `cfg.rewards.estimator='grpo'`) with checkpoints and resume"
     cfg = cfg or IGPOConfig()
     if 'tensorboard' in cfg.report_to: need_tensorboard()   # before anything loads
+    check_answers(questions)   # before anything loads
     pol, opt, (step, rows, rng), ckpt, changes = _start(policy, cfg, apply_changes, allow_arithmetic_change)
     engine, out, handle, last = engine or engine_for(pol, cfg.rollout), Path(cfg.output_dir), None, None
     engine_follows(engine, pol.model)
