@@ -123,16 +123,22 @@ def test_context_overflow_forces_the_next_turn(smol_tok, world, qa, doc, last, s
     assert len(t.tokens) <= tight.max_context
 
 @pytest.mark.usefixtures('one_thread')
-@pytest.mark.parametrize('case', ['forced turn hits its budget', 'first turn hits its budget'])
+@pytest.mark.parametrize('case', ['forced turn hits its budget', 'first turn hits its budget', 'closed, 0 left',
+                                  'closed, 10 left', 'closed, 20 left'])
 def test_tokens_never_exceed_max_context(smol_tok, world, qa, doc, case):
     P = _prompt_len(smol_tok, qa[0]['question'])
+    opener = len(smol_tok.encode('<|im_start|>assistant\n', add_special_tokens=False))
+    closer = len(smol_tok.encode('<|im_end|>\n', add_special_tokens=False))
     if case == 'forced turn hits its budget':
         c, script = (cfg(max_context=P + 220, max_new_tokens=150, min_answer_tokens=30),
                      [search_turn(doc.title), visit_turn(doc.link)])
-    else:  # room for exactly one full turn after the generation prompt
-        opener = len(smol_tok.encode('<|im_start|>assistant\n', add_special_tokens=False))
+    elif case == 'first turn hits its budget':   # room for exactly one full turn after the generation prompt
         c, script = (cfg(max_context=P + opener + 60, max_new_tokens=60, min_answer_tokens=40),
                      ['<think>\n' + 'word ' * 200 + '\n</think>'])
+    else:   # a turn fills the context with its closing: its response, then the limit message, would go past it
+        left = int(case.split()[1])
+        c, script = (cfg(max_context=P + opener + 60 + closer + left, max_new_tokens=60, min_answer_tokens=40),
+                     ['<think>\n' + 'word ' * 200 + '\n</think>', ANSWER])
     t = rollout(ScriptedEngine(smol_tok, script), qa[:1], world, c)[0]
     check_all([t], smol_tok)
     assert len(t.tokens) <= c.max_context, (len(t.tokens), c.max_context)

@@ -473,3 +473,14 @@ def test_record_then_replay_offline(server, tmp_path):
     miss = run(run_tool(ToolCall('search', {'query': ['never recorded']}),
                         Toolbox.web(c, make_client(c, Cassette(tape)))))
     assert miss.startswith("[search error] 'never recorded': ReplayMiss: no recorded response for GET http://127.0.0.1")
+
+def test_the_budgets_hold_whatever_the_backend():
+    "A searcher that ignores k, or a reader that keeps a long page: the toolbox cuts to top_k and max_chars itself"
+    from venus_nb.web import Page
+    class Many:
+        async def search(self, q, k=10): return [dict(title=str(i), url=f'x/{i}', snippet='') for i in range(50)]
+        async def read(self, url): return Page(url, 't', 'x' * 5000)
+    got = run(Toolbox(Many(), cfg=ToolConfig(top_k=3)).run(ToolCall('search', {'query': ['q']})))
+    assert len(json.loads(got)[0]['web_page_info_list']) == 3
+    page = run(Toolbox(Many(), cfg=ToolConfig(max_chars=100)).page('https://x/1'))
+    assert (len(page.text), page.truncated) == (100, True)

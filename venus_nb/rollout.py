@@ -164,11 +164,16 @@ def add_turn(self:Sequence, gen:list,
     return text
 
 @patch
-def replace_observation(self:Sequence, content:str):
-    "Put a user message in place of the last turn's tool response (its ids and its message)"
+def drop_observation(self:Sequence):
+    "Take back the last turn's tool response (its ids and its message): the sequence ends where that turn closed"
     start, _ = self.obs_spans[-1]
     del self.ids[start:], self.mask[start:], self.logps[start:], self.messages[-1]
     self.obs_spans[-1] = None
+
+@patch
+def replace_observation(self:Sequence, content:str):
+    "Put a user message in place of the last turn's tool response (its ids and its message)"
+    self.drop_observation()
     self.add_user(content)
 
 # %% ../nbs/23_rollout.ipynb #6a525ead
@@ -617,7 +622,11 @@ def turn_budget(r:Running, cfg:RolloutConfig)->int:
         r.forced = why
         if r.turns: r.seq.replace_observation(LIMIT_MESSAGES[why])
     n = min(cfg.max_new_tokens, _room(r, cfg))
-    return n if n >= min(cfg.min_answer_tokens, cfg.max_new_tokens) else 0
+    if n >= min(cfg.min_answer_tokens, cfg.max_new_tokens): return n
+    # no answer fits, and a turn that filled the context left a response (or the limit message) past it: the rollout
+    # ends where that turn closed, within max_context
+    if r.turns and r.seq.obs_spans[-1] is not None and len(r.seq.ids) > cfg.max_context: r.seq.drop_observation()
+    return 0
 
 # %% ../nbs/23_rollout.ipynb #7a0ed536
 def _turn_outcome(r:Running, text:str, gen:Generated):

@@ -103,9 +103,10 @@ async def _cached(self:Toolbox, backend, parts:tuple, make:Callable[[], Awaitabl
 
 @patch
 async def hits(self:Toolbox, query:str)->list[dict]:
-    "The top `cfg.top_k` hits for one query"
-    return await self._cached(self.searcher, ('search', query, self.cfg.top_k),
-                              lambda: self.searcher.search(query, self.cfg.top_k))
+    "The top `cfg.top_k` hits for one query (a backend that gives more is cut)"
+    found = await self._cached(self.searcher, ('search', query, self.cfg.top_k),
+                               lambda: self.searcher.search(query, self.cfg.top_k))
+    return found[:self.cfg.top_k]
 
 # %% ../nbs/22_tools.ipynb #1e40a3df
 @patch
@@ -116,6 +117,8 @@ async def page(self:Toolbox, url:str)->Page:
     d = await self._cached(self.reader, ('page', url, self.cfg.max_bytes, self.cfg.max_chars),
                            lambda: _as_dict(self.reader.read(url)))
     if check and d['url'] != url: await check(d['url'])
+    if len(d['text']) > self.cfg.max_chars:   # a backend that keeps more than the summariser is given
+        d |= dict(text=d['text'][:self.cfg.max_chars], truncated=True)
     return Page(**d)
 
 async def _as_dict(page:Awaitable)->dict: return asdict(await page)
