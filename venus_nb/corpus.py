@@ -33,9 +33,12 @@ def fold(text:str)->str:
     bare = ''.join(c for c in unicodedata.normalize('NFKD', text) if not unicodedata.combining(c))
     return unicodedata.normalize('NFKC', bare)   # Hangul syllables come back whole
 
+_CJK_RUN = re.compile(f'[{_CJK}]+')
+
 def _pairs(w:str)->list[str]:
     "A run of CJK characters as the overlapping pairs it holds (one character alone as itself); other words whole"
-    return [w[i:i + 2] for i in range(len(w) - 1)] or [w] if re.match(f'[{_CJK}]', w) else [w]
+    if not _CJK_RUN.fullmatch(w): return [w]
+    return [w[i:i + 2] for i in range(len(w) - 1)] or [w]
 
 def terms(text:str)->list[str]:
     "The words BM25 matches: runs of two or more letters or digits, accents folded; CJK text as overlapping pairs"

@@ -79,12 +79,11 @@ def turn_cut(tokens, max_length:int|None)->int|None:
 
 def sft_example(traj, tokenizer, max_length:int|None)->tuple[dict|None, dict]:
     "(example with input_ids and labels, or None; a report row)"
+    row = dict(id=traj.meta.get('id'), tokens=0, kept_tokens=0, cut=False, reason=None)
     try: tk = traj.tokenize(tokenizer)
-    except TemplateMismatch as e:   # a template that renders a turn otherwise in context: no fragment is trained
-        return None, dict(id=traj.meta.get('id'), tokens=0, kept_tokens=0, cut=False, reason=str(e))
+    except TemplateMismatch as e: return None, {**row, 'reason': str(e)}   # no fragment of a turn is trained
     keep = turn_cut(tk, max_length)
-    row = dict(id=traj.meta.get('id'), tokens=len(tk.ids), kept_tokens=keep or 0, cut=bool(keep and keep < len(tk.ids)),
-               reason=None)
+    row |= dict(tokens=len(tk.ids), kept_tokens=keep or 0, cut=bool(keep and keep < len(tk.ids)))
     if keep is None: return None, {**row, 'reason': f'first turn ends past max_length={max_length}'}
     labels = [i if m else -100 for i, m in zip(tk.ids[:keep], tk.loss_mask[:keep])]
     return dict(input_ids=tk.ids[:keep], labels=labels), {**row, 'trained': sum(l != -100 for l in labels)}

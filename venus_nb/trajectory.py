@@ -413,14 +413,16 @@ def from_record(rec:dict)->Trajectory:
     if bad := _half_character(rec):
         raise ValueError(f'{bad} holds half a character (a lone surrogate, e.g. an emoji cut by a tool): '
                          'it could be neither written back as UTF-8 nor tokenised')
-    q, meta = rec.get('question'), rec.get('meta')
-    # fields beyond the known ones (an id, a tag) are kept in meta, as `from_row` keeps a dataset's other columns
-    extra = {k: v for k, v in rec.items() if k not in _RECORD_KEYS}
-    meta = {**extra, **meta} if extra and isinstance(meta, dict) else extra if extra and meta is None else meta
-    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), meta,
+    q = rec.get('question')
+    return Trajectory.from_messages(rec['messages'], q if isinstance(q, str) else None, _gt_of(rec), _meta_of(rec),
                                     _opening_of(rec))
 
 _RECORD_KEYS = {'question', 'messages', 'gt', 'gt_json', 'answer', 'meta', 'opening'}
+
+def _meta_of(rec:dict):
+    "A record's meta, with its fields beyond the known ones (an id, a tag) kept in it, as a dataset row's columns are"
+    meta, extra = rec.get('meta'), {k: v for k, v in rec.items() if k not in _RECORD_KEYS}
+    return {**extra, **(meta or {})} if extra and (meta is None or isinstance(meta, dict)) else meta
 _SURROGATE = re.compile('[\ud800-\udfff]')
 
 def _half_character(rec:dict)->str|None:
@@ -510,8 +512,6 @@ def to_dataset(trajs)->'datasets.Dataset':
     return Dataset.from_dict(cols)
 
 # %% ../nbs/01_trajectory.ipynb #166bcfbf
-_ROW_KEYS = _RECORD_KEYS
-
 def _decoded(v, what:str, kind:type):
     "A column value, read from JSON text when it is text, that must be a `kind`"
     if isinstance(v, str): v = parse_json(v)
@@ -524,8 +524,8 @@ def from_row(row:dict)->Trajectory:
     rec = dict(row)
     if 'messages' in rec: rec['messages'] = _decoded(rec['messages'], 'messages', list)
     if 'gt_json' in rec: rec['gt'] = None if rec['gt_json'] is None else parse_json(rec['gt_json'])
-    meta = {} if rec.get('meta') is None else _decoded(rec['meta'], 'meta', dict)
-    rec['meta'] = {**{k: v for k, v in row.items() if k not in _ROW_KEYS}, **meta}
+    # the other columns join meta in `from_record`
+    rec['meta'] = {} if rec.get('meta') is None else _decoded(rec['meta'], 'meta', dict)
     return from_record(rec)
 
 # %% ../nbs/01_trajectory.ipynb #96eb8190

@@ -574,7 +574,8 @@ class WebSearch:
         self.url = (cfg.search_url or os.environ.get('VENUS_SEARCH_URL')
                     or (_SERPER_URL if cfg.search_api == 'serper' else None))
         self.key_env = cfg.search_key_env or ('SERPER_API_KEY' if cfg.search_api == 'serper' else 'SEARXNG_API_KEY')
-        self.cache_id = f'{cfg.search_api}:{self.url}' + (':locale' if cfg.search_api == 'serper' else '')   # as asked
+        # Serper's results are located (`serper_locale`): they are not cached under an unlocated search's key
+        self.cache_id = f'{cfg.search_api}:{self.url}' + (':locale' if cfg.search_api == 'serper' else '')
 
     def request(self, query:str, k:int)->tuple[str, str, dict]:
         "Method, URL and `build_request` arguments of one query"
