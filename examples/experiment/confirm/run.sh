@@ -9,10 +9,11 @@
 # its own cache (CACHE=, default $OUT/cache-<kernels>): a warm start made there by the pinned code, never one that later
 # code made under the same cache key with other rounding, and one cache per kernel fingerprint
 # (`venus_nb.models.kernel_fingerprint`), so that a disk moved to another kind of machine hands no seed weights made
-# on the first.
+# on the first. PART=seed3 runs the amendment instead (seed3/README.md): seed 3 of IGPO and the visit-bonus control, in
+# its own folder, from the warm start seeds 1 and 2 began from, taken from the run's cache.
 set -euo pipefail
-MAIN=$(git -C "$(dirname "$0")" rev-parse --show-toplevel); WT=${WT:-/work/confirm}; OUT=${OUT:-/work/runs/confirm}
-PUB=$MAIN/examples/experiment/confirm
+MAIN=$(git -C "$(dirname "$0")" rev-parse --show-toplevel); WT=${WT:-/work/confirm}; RUN=${RUN:-/work/runs/confirm}
+PART=${PART:-}; PUB=$MAIN/examples/experiment/confirm${PART:+/$PART}; OUT=${OUT:-$RUN${PART:+_$PART}}
 COMMIT=$(git -C $MAIN rev-parse "${COMMIT:?name the commit to run from}")
 [ -d $WT ] || git -C $MAIN worktree add --detach $WT $COMMIT
 [ "$(git -C $WT rev-parse HEAD)" = "$COMMIT" ] || { echo "$WT is not at $COMMIT"; exit 1; }
@@ -28,9 +29,9 @@ done
 cd $WT && make env > $OUT/make_env.log 2>&1
 KERNELS=$(.venv/bin/python -c "import sys; sys.path.insert(0, '$MAIN')
 from venus_nb.models import kernel_fingerprint; print(kernel_fingerprint())")
-export VLLM_CPU_KVCACHE_SPACE=${KV_GIB:-4} PUB OUT VENUS_NB_CACHE=${CACHE:-$OUT/cache-$KERNELS}
+export VLLM_CPU_KVCACHE_SPACE=${KV_GIB:-4} PUB OUT PART VENUS_NB_CACHE=${CACHE:-$RUN/cache-$KERNELS}
 exec .venv/bin/python - <<'PY'
-import os, shutil, datetime
+import os, sys, shutil, datetime
 from pathlib import Path
 import pandas as pd
 import venus_nb.experiment as X
@@ -40,12 +41,25 @@ from venus_nb.experiment import experiment, ExperimentConfig, warm_start_point
 out, pub = Path(os.environ['OUT']), Path(os.environ['PUB'])
 FILES = ('registration.json', 'config.json', 'evals.csv', 'test.csv', 'runs.csv', 'steps.csv', 'summary.json',
          'summary.csv', 'report.html')
+SEEDS_1_2 = '49a70f3a536a2d2ffb618d3ecc24fdc6af7821abd7673253f4d74dc034ad63bd'   # the warm start seeds 1 and 2 began from
 def say(line):
     print(datetime.datetime.now().strftime('%H:%M:%S'), line, flush=True)
     pub.mkdir(parents=True, exist_ok=True)
     for f in FILES:
         if (out/f).exists(): shutil.copy2(out/f, pub/f)
     (pub/'COMMIT').write_text((out/'COMMIT').read_text())
+if os.environ['PART'] == 'seed3':
+    # the amendment (seed3/README.md): seed 3 of IGPO and the control, H3 alone, from the weights seeds 1 and 2 began from
+    h3 = [dict(h, primary=True) for h in X.CONFIRM_HYPOTHESES if h['name'] == 'H3']
+    cfg = ExperimentConfig.confirm(arms=(X.TREATMENT, X.VISIT_BONUS), seeds=(3,), hypotheses=h3, output_dir=str(out))
+    with quiet_libraries():
+        start = warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
+    if (sha := weights_sha256(start.folder)) != SEEDS_1_2:
+        say(f'this machine makes a warm start of SHA-256 {sha[:16]}…, not the {SEEDS_1_2[:16]}… seeds 1 and 2 began '
+            'from (made by a 2-core Intel Xeon with AMX units): seed 3 runs only from those weights'); sys.exit(1)
+    with quiet_libraries():
+        experiment(cfg, start=start, say=say, with_start=False, prune=True)
+    say('the amendment has ended'); sys.exit(0)
 cfg = ExperimentConfig.confirm(output_dir=str(out))
 with quiet_libraries():
     start = warm_start_point(cfg.warm, cfg.eval_questions, cfg.test_questions)
