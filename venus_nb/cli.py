@@ -21,8 +21,8 @@ __all__ = ['FORMATS', 'COMMANDS', 'cmd_synth', 'unreadable_lines', 'trajectory_f
            'cmd_resample', 'pick', 'with_gt', 'unscored_note', 'cmd_replay', 'yaml_value', 'parse_sets', 'merged',
            'read_settings', 'build', 'settings_of', 'save_settings', 'Stage', 'world_file', 'read_questions',
            'check_inputs', 'run_stage', 'read_corpus', 'policy_engine', 'rollout_line', 'run_sft', 'run_rollout',
-           'eval_selectors', 'eval_ks', 'run_eval', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'cmd_stage',
-           'quiet_libraries', 'error_line', 'main']
+           'eval_selectors', 'eval_ks', 'run_eval', 'run_igpo', 'stages', 'parser', 'cmd_experiment', 'amended_run',
+           'cmd_stage', 'quiet_libraries', 'error_line', 'main']
 
 # %% ../nbs/45_cli.ipynb #96790ac9
 def cmd_synth(args):
@@ -518,6 +518,10 @@ def _add_stages(sub):
                                                          '(IG scored over every check rollout: minutes on a CPU)')
     e.add_argument('--signal-only', action='store_true',
                    help='only the signal density of the warm start rollouts (no training)')
+    e.add_argument('--amends', type=Path, metavar='FOLDER',
+                   help='a registered experiment this one amends: seeds of its own for the hypotheses that run left '
+                        'unfinished, checked before anything runs (same settings but arms, seeds and hypotheses); '
+                        'the start is evaluated only where a hypothesis names it, and the amended verdicts close it')
     e.add_argument('--trust-code', action='store_true', help=_TRUST_HELP)
 
 _TRUST_HELP = ("import and call a judge the config names by its dotted name ({'callable': 'module.name'}); "
@@ -589,12 +593,15 @@ def cmd_experiment(args):
     try: cfg = ExperimentConfig.load(readable(args.config), args.trust_code) if args.config else ExperimentConfig.cpu()
     except ValueError as e: raise CLIError(str(e)) from None
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
+    registered = amended_run(args.amends, cfg, args.trust_code) if args.amends else None
     if args.signal or args.signal_only:
         density, _ = warm_signal(cfg.warm)   # the experiment's own start
         say('## Signal density of the warm start rollouts (no training)\n'
             + '\n'.join(f'   {k}: {v:.3f}' for k, v in density.items()))
         if args.signal_only: return density
-    res = experiment(cfg, say=lambda s: say('   ' + s))
+    # an amendment evaluates the start only where one of its hypotheses compares with it
+    with_start = registered is None or any('start' in (h['a'], h['b']) for h in cfg.hypotheses)
+    res = experiment(cfg, say=lambda s: say('   ' + s), with_start=with_start)
     say(f'## Validation Pass@k, exploratory ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
          + res.summary.round(3).to_string(index=False))
     if cfg.hypotheses:
@@ -602,8 +609,28 @@ def cmd_experiment(args):
                 'verdict']
         say('## Registered hypotheses (test split, Holm-corrected across the set)\n'
             + res.hypotheses.reindex(columns=cols).round(4).to_string(index=False))
+    if registered is not None:
+        from venus_nb.experiment import Amended
+        say(f'## Amended: {args.amends} with this run\n' + Amended(registered, res).hypotheses.reindex(
+            columns=cols + ['seeds']).round(4).to_string(index=False))
     say(f"   report: {res.output_dir/'report.html'}")
     return res
+
+def amended_run(folder:Path, # the registered experiment's folder
+                cfg, # the amendment's `ExperimentConfig`
+                trust_code:bool=False):
+    "The registered run (`ExperimentResult`) `cfg` amends, refusing before anything runs a `cfg` that amends none of it"
+    from venus_nb.experiment import read_experiment, check_amends
+    if Path(cfg.output_dir).resolve() == Path(folder).resolve():
+        raise CLIError(f'{folder}: the amendment runs into a folder of its own (--out), not the run it amends')
+    try:
+        registered = read_experiment(readable(folder), trust_code)
+        amends = check_amends(registered, cfg)
+    except (ValueError, FileNotFoundError) as e: raise CLIError(str(e)) from None
+    if not amends:
+        raise CLIError(f"{folder} has finished every hypothesis this configuration names "
+                       f"({', '.join(h['name'] for h in cfg.hypotheses) or 'none'}): nothing to amend")
+    return registered
 
 # %% ../nbs/45_cli.ipynb #cc5d6476
 def _unsloth_first(command:str, d:dict):

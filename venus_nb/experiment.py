@@ -22,18 +22,18 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
 
 # %% auto #0
 __all__ = ['TREATMENT', 'BUDGET_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION',
-           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'PHASES', 'TEST_SPLIT', 'CURVES', 'advantages_under',
-           'signal_density', 'warm_signal', 'without_ig', 'calibrate_visit_bonus', 'score_matrix', 'final_evals',
-           'paired_seeds', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
+           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'AMENDABLE', 'PHASES', 'TEST_SPLIT', 'CURVES',
+           'advantages_under', 'signal_density', 'warm_signal', 'without_ig', 'calibrate_visit_bonus', 'score_matrix',
+           'final_evals', 'paired_seeds', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
            'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_budget',
            'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs', 'config_hash', 'Registration',
            'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
            'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm',
-           'ExperimentResult', 'read_experiment', 'saved_config_changes', 'grows', 'check_resume', 'earlier_seconds',
-           'seeds_here', 'seeds_left', 'seeds_elsewhere', 'split_digest', 'pin_test_split', 'experiment',
-           'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars', 'report_html', 'strict_json',
-           'write_results', 'visit_rows', 'visits_table', 'stopping_table', 'step_batches', 'start_rows', 'sweep_row',
-           'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
+           'ExperimentResult', 'read_experiment', 'check_amends', 'check_amendment', 'Amended', 'saved_config_changes',
+           'grows', 'check_resume', 'earlier_seconds', 'seeds_here', 'seeds_left', 'seeds_elsewhere', 'split_digest',
+           'pin_test_split', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars',
+           'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table',
+           'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
 
 # %% ../nbs/31_experiment.ipynb #6b537d2b
 def advantages_under(batch, # a `rewards.Scored` batch
@@ -267,7 +267,11 @@ def hypothesis_table(evals:pd.DataFrame, # the test rows: one per arm, seed and 
                     )->pd.DataFrame:
     "Each registered hypothesis: paired difference, interval, one-sided exact test, Holm's p across the set, verdict"
     if not hypotheses: return pd.DataFrame()
-    t = pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses])
+    return _judged(pd.DataFrame([_hypothesis_row(evals, h, level) for h in hypotheses]), alpha, seeds)
+
+def _judged(t:pd.DataFrame, # a row per hypothesis of the set (`_hypothesis_row`)
+            alpha:float, seeds:int|None)->pd.DataFrame:
+    "The rows with Holm's p across the set, its bounds while some hypotheses miss seeds, and each verdict"
     t['p_holm'] = holm(t.p_value.fillna(1.0))
     short = t.seeds.fillna(0) < seeds if seeds is not None and 'seeds' in t else pd.Series(False, index=t.index)
     # Holm's p of each finished hypothesis, least and greatest over every p the unfinished ones may yet have
@@ -798,6 +802,96 @@ def _result_of(cfg:ExperimentConfig, out:Path, tables:list # steps, validation r
     "The result the tables of a run folder make: summarised, nothing run"
     steps, evals, runs, test = tables
     return ExperimentResult(cfg, steps, evals, summary_table(evals, cfg.ks, experiment_pairs(cfg)), out, runs, test)
+
+# %% ../nbs/31_experiment.ipynb #c4d2e6f1
+AMENDABLE = ('arms', 'seeds', 'hypotheses')   # what an amendment may change of the registered configuration
+
+def _same_hypothesis(h:dict, g:dict)->bool: return {**h, 'primary': None} == {**g, 'primary': None}
+
+def check_amends(registered:ExperimentResult, # the registered run (`read_experiment`)
+                 cfg:ExperimentConfig # the amendment's configuration
+                )->list:
+    "The hypotheses `cfg` amends, refusing (a ValueError) a configuration that is no amendment of `registered`"
+    if (first := read_registration(registered.output_dir)) is None:
+        raise ValueError(f'{registered.output_dir} has no {REGISTRATION}: an amendment amends a registered run')
+    if changed := [k for k in first.changes(cfg) if k not in AMENDABLE]:
+        raise ValueError(f"the amendment changes {', '.join(changed)} of the registered configuration: only "
+                         f"{', '.join(AMENDABLE)} may differ (the same training, test split and evaluation)")
+    if extra := [a for a in cfg.arms if a not in registered.cfg.arms]:
+        raise ValueError(f'the amendment runs arms the registration has not: {extra}')
+    if both := sorted(set(cfg.seeds) & set(registered.cfg.seeds)):
+        raise ValueError(f'the amendment runs seeds {both} the registered run has: it runs seeds of its own')
+    for h in cfg.hypotheses:
+        if not any(_same_hypothesis(h, g) for g in registered.cfg.hypotheses):
+            raise ValueError(f"the amendment's {h['name']} is not a registered hypothesis (name, sides, metric, subset "
+                             'and direction as registered)')
+    names, n = {h['name'] for h in cfg.hypotheses}, len(registered.cfg.seeds)
+    return [h['name'] for h in registered.cfg.hypotheses
+            if h['name'] in names and len(_seeds_compared(registered.test, h)) < n]
+
+def _seeds_compared(test:pd.DataFrame, h:dict)->list: return paired_seeds(_subset(test, h['subset']), h['a'], h['b'])
+
+def check_amendment(registered:ExperimentResult, amendment:ExperimentResult)->list:
+    "The hypotheses `amendment` amends, refusing one that amends nothing of `registered` or was registered before it"
+    amends = check_amends(registered, amendment.cfg)
+    first, later = (read_registration(r.output_dir) for r in (registered, amendment))
+    if later is None:
+        raise ValueError(f'{amendment.output_dir} has no {REGISTRATION}: an amendment is registered before it '
+                         'evaluates')
+    if datetime.datetime.fromisoformat(later.registered_at) <= datetime.datetime.fromisoformat(first.registered_at):
+        raise ValueError(f'the amendment was registered at {later.registered_at}, not after the run it amends '
+                         f'({first.registered_at})')
+    asked = set(registered.test.question)
+    if len(amendment.test) and len(asked) and not set(amendment.test.question) <= asked:
+        raise ValueError("the amendment's test questions are not the registered run's")
+    return amends
+
+@dataclass
+class Amended:
+    "A registered run and an amendment registered after it: seeds of its own for hypotheses the run left unfinished"
+    registered: ExperimentResult
+    amendment: ExperimentResult
+
+    def __post_init__(self): self.amended = check_amendment(self.registered, self.amendment)
+
+    @classmethod
+    def read(cls, registered, amendment, trust_code:bool=False):
+        "The two runs from their folders (`read_experiment`)"
+        return cls(read_experiment(registered, trust_code), read_experiment(amendment, trust_code))
+
+    @property
+    def test(self)->pd.DataFrame:
+        "Both runs' test rows: what the amended hypotheses read (the others read the registered run's alone)"
+        return pd.concat([self.registered.test, self.amendment.test], ignore_index=True)
+
+    def _read(self)->list:
+        "(hypothesis, its test rows) of the registered set, each amended one primed"
+        return [(dict(h, name=h['name'] + '′'), self.test) if h['name'] in self.amended else (h, self.registered.test)
+                for h in self.registered.cfg.hypotheses]
+
+    @property
+    def hypotheses(self)->pd.DataFrame:
+        "The registered set, the amended hypotheses on both runs' rows and primed, Holm-corrected across the set"
+        return _judged(pd.DataFrame([_hypothesis_row(rows, h, 0.95) for h, rows in self._read()]), 0.05,
+                       len(self.registered.cfg.seeds))
+
+    @property
+    def per_seed(self)->pd.DataFrame:
+        "Each hypothesis' one-sided exact test on every training seed alone"
+        return pd.concat([seed_table(rows, [h]) for h, rows in self._read()], ignore_index=True)
+
+    __repr__ = summary_repr
+    def _repr_markdown_(self):
+        from venus_nb.evaluation import markdown_table
+        said = (f"{', '.join(self.amended)} measured again with the amendment's seeds "
+                f'{list(self.amendment.cfg.seeds)} (primed)' if self.amended
+                else 'the registered run has finished every hypothesis the amendment names: its own verdicts stand')
+        cols = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'seeds', 'p_value',
+                'p_holm', 'verdict']
+        t = self.hypotheses
+        return (f'**Amended** `{self.registered.output_dir.name}` by `{self.amendment.output_dir.name}`: {said}\n\n'
+                + markdown_table(t[[c for c in cols if c in t]].round(4), index=False))
+
 
 # %% ../nbs/31_experiment.ipynb #3053437d
 def _runs(cfg:ExperimentConfig, seeds:list|None=None # in this order (default: `cfg.seeds`)
