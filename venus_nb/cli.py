@@ -589,7 +589,7 @@ def parser()->argparse.ArgumentParser:
 # %% ../nbs/45_cli.ipynb #a84c8710
 def cmd_experiment(args):
     "Every arm and seed of the experiment; with --signal (or --signal-only) the signal density of the warm start first"
-    from venus_nb.experiment import ExperimentConfig, experiment, warm_signal
+    from venus_nb.experiment import ExperimentConfig, experiment, warm_signal, hypotheses_shown
     try: cfg = ExperimentConfig.load(readable(args.config), args.trust_code) if args.config else ExperimentConfig.cpu()
     except ValueError as e: raise CLIError(str(e)) from None
     if args.out: cfg = replace(cfg, output_dir=str(writable_folder(args.out)))
@@ -605,14 +605,12 @@ def cmd_experiment(args):
     say(f'## Validation Pass@k, exploratory ({cfg.rollouts_per_run} training rollouts per run, {res.seconds:.0f}s)\n'
          + res.summary.round(3).to_string(index=False))
     if cfg.hypotheses:
-        cols = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'p_value', 'p_holm',
-                'verdict']
         say('## Registered hypotheses (test split, Holm-corrected across the set)\n'
-            + res.hypotheses.reindex(columns=cols).round(4).to_string(index=False))
+            + hypotheses_shown(res.hypotheses).to_string(index=False))
     if registered is not None:
         from venus_nb.experiment import Amended
-        say(f'## Amended: {args.amends} with this run\n' + Amended(registered, res).hypotheses.reindex(
-            columns=cols + ['seeds']).round(4).to_string(index=False))
+        say(f'## Amended: {args.amends} with this run\n'
+            + hypotheses_shown(Amended(registered, res).hypotheses).to_string(index=False))
     say(f"   report: {res.output_dir/'report.html'}")
     return res
 

@@ -21,16 +21,17 @@ if TYPE_CHECKING:   # imported where they run: reading an experiment's tables lo
     from venus_nb.igpo import IGPOConfig
 
 # %% auto #0
-__all__ = ['TREATMENT', 'BUDGET_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS', 'CONFIRM_HYPOTHESES', 'REGISTRATION',
-           'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'AMENDABLE', 'PHASES', 'TEST_SPLIT', 'CURVES',
-           'advantages_under', 'signal_density', 'warm_signal', 'without_ig', 'calibrate_visit_bonus', 'score_matrix',
-           'final_evals', 'paired_seeds', 'paired_difference', 'summary_table', 'kind_table', 'metric_k', 'hypothesis',
-           'check_hypotheses', 'hypothesis_table', 'seed_table', 'Start', 'warm_start_point', 'check_budget',
-           'check_variant', 'varied', 'ExperimentConfig', 'experiment_pairs', 'config_hash', 'Registration',
-           'read_registration', 'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts',
-           'reference_rows', 'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm',
-           'ExperimentResult', 'read_experiment', 'check_amends', 'check_amendment', 'Amended', 'saved_config_changes',
-           'grows', 'check_resume', 'earlier_seconds', 'seeds_here', 'seeds_left', 'seeds_elsewhere', 'split_digest',
+__all__ = ['TREATMENT', 'HYPOTHESIS_SHOWN', 'BUDGET_FIELDS', 'CPU_LEARN', 'VISIT_BONUS', 'CONFIRM_VISIT_BONUS',
+           'CONFIRM_HYPOTHESES', 'REGISTRATION', 'EVAL_SEED', 'EVAL_COLUMNS', 'SPLITS', 'TABLES', 'AMENDABLE', 'PHASES',
+           'TEST_SPLIT', 'CURVES', 'advantages_under', 'signal_density', 'warm_signal', 'without_ig',
+           'calibrate_visit_bonus', 'score_matrix', 'final_evals', 'paired_seeds', 'paired_difference', 'summary_table',
+           'kind_table', 'metric_k', 'hypothesis', 'check_hypotheses', 'hypothesis_table', 'seed_table',
+           'hypotheses_shown', 'Start', 'warm_start_point', 'check_budget', 'check_variant', 'varied',
+           'ExperimentConfig', 'experiment_pairs', 'config_hash', 'Registration', 'read_registration',
+           'check_registration', 'register', 'eval_seed', 'split_questions', 'checked_rollouts', 'reference_rows',
+           'eval_steps', 'eval_rollouts_path', 'arm_config', 'run_folder', 'run_arm', 'ExperimentResult',
+           'read_experiment', 'check_amends', 'check_amendment', 'Amended', 'saved_config_changes', 'grows',
+           'check_resume', 'earlier_seconds', 'seeds_here', 'seeds_left', 'seeds_elsewhere', 'split_digest',
            'pin_test_split', 'experiment', 'heldout_curve', 'learning_curves', 'heldout_figure', 'pass_at_k_bars',
            'report_html', 'strict_json', 'write_results', 'visit_rows', 'visits_table', 'stopping_table',
            'step_batches', 'start_rows', 'sweep_row', 'sweep', 'up_to', 'setting_evals', 'rollouts_to_reach']
@@ -290,6 +291,16 @@ def seed_table(evals:pd.DataFrame, hypotheses)->pd.DataFrame:
         rows += [dict(hypothesis=h['name'], seed=int(seeds[r.pop('seed')]), **r)
                  for r in seed_tests(d, _alternative(h))]
     return pd.DataFrame(rows)
+
+HYPOTHESIS_SHOWN = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'seeds', 'p_value',
+                    'p_holm', 'verdict']
+
+def hypotheses_shown(t:pd.DataFrame # a `hypothesis_table`
+                    )->pd.DataFrame:
+    "The table to read: its main columns, differences to 4 decimals, p-values to 2 significant digits (1.1e-08, not 0)"
+    t = t[[c for c in HYPOTHESIS_SHOWN if c in t]].round({'mean': 4, 'lo': 4, 'hi': 4})
+    return t.assign(**{c: t[c].map('{:.2g}'.format) for c in ('p_value', 'p_holm') if c in t})
+
 
 # %% ../nbs/31_experiment.ipynb #712794c9
 @dataclass
@@ -732,7 +743,7 @@ class ExperimentResult:
         note = seed_note(len(self.cfg.seeds))
         registered = ('' if not self.cfg.hypotheses
                       else '\n\n**Registered hypotheses** (test split, Holm-corrected):\n\n'
-                      + markdown_table(self.hypotheses.round(4), index=False))
+                      + markdown_table(hypotheses_shown(self.hypotheses), index=False))
         return (f'**Experiment**: {len(self.cfg.arms)} arms × {len(self.cfg.seeds)} seeds, '
                 f'{self.cfg.rollouts_per_run} training rollouts per run, '
                 f'{self.cfg.eval_questions} validation questions × {self.cfg.G}; `{self.output_dir}`'
@@ -886,11 +897,8 @@ class Amended:
         said = (f"{', '.join(self.amended)} measured again with the amendment's seeds "
                 f'{list(self.amendment.cfg.seeds)} (primed)' if self.amended
                 else 'the registered run has finished every hypothesis the amendment names: its own verdicts stand')
-        cols = ['hypothesis', 'difference', 'subset', 'mean', 'lo', 'hi', 'better', 'worse', 'seeds', 'p_value',
-                'p_holm', 'verdict']
-        t = self.hypotheses
         return (f'**Amended** `{self.registered.output_dir.name}` by `{self.amendment.output_dir.name}`: {said}\n\n'
-                + markdown_table(t[[c for c in cols if c in t]].round(4), index=False))
+                + markdown_table(hypotheses_shown(self.hypotheses), index=False))
 
 
 # %% ../nbs/31_experiment.ipynb #3053437d
