@@ -849,6 +849,8 @@ def check_amendment(registered:ExperimentResult, amendment:ExperimentResult)->li
     if later is None:
         raise ValueError(f'{amendment.output_dir} has no {REGISTRATION}: an amendment is registered before it '
                          'evaluates')
+    if not (first.registered_at and later.registered_at):
+        raise ValueError('a registration without its time cannot show that the amendment came after the run it amends')
     if datetime.datetime.fromisoformat(later.registered_at) <= datetime.datetime.fromisoformat(first.registered_at):
         raise ValueError(f'the amendment was registered at {later.registered_at}, not after the run it amends '
                          f'({first.registered_at})')
