@@ -497,9 +497,12 @@ def test_igpo_kill_and_resume(tmp_path, lora_r):
             and [t.question for t in steps[-1].trajs] == [t.question for t in whole.last.trajs])
     assert all(torch.equal(v.detach(), dict(whole.policy.model.named_parameters())[k].detach())
                for k, v in mine.items())
+    # the newest `save_total_limit` (2) checkpoints are kept, across the kill and the resume
+    from venus_nb.checkpoints import checkpoint_folders
+    assert [p.name for p in checkpoint_folders(out)] == ['checkpoint-4', 'checkpoint-3']
     # and an earlier checkpoint differs from the last (training moved the adapter)
     early = rl_policy(tiny_model('llama'), cfg(out))
-    load_checkpoint(early.model, make_optimizer(early.model, cfg(out)), out/'checkpoint-1')
+    load_checkpoint(early.model, make_optimizer(early.model, cfg(out)), out/'checkpoint-3')
     assert any(not torch.equal(dict(early.model.named_parameters())[k], mine[k].detach()) for k in lora)
 
 def test_signal_metrics_counts_differing_groups_and_ig_slots():

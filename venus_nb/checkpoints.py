@@ -91,9 +91,11 @@ def weights_sha256(folder)->str|None:
             for piece in iter(lambda: fh.read(1 << 24), b''): h.update(piece)
     return h.hexdigest()
 
-def prune_checkpoints(output_dir)->list[Path]:
-    "Delete the `checkpoint-N` folders of a finished run, keeping everything else in `output_dir`; those deleted"
-    gone = checkpoint_folders(output_dir)
+def prune_checkpoints(output_dir,
+                      keep:int=0 # the newest checkpoints to keep (0: none, for a finished run)
+                     )->list[Path]:
+    "Delete the `checkpoint-N` folders of `output_dir` but the newest `keep`, and nothing else there; those deleted"
+    gone = checkpoint_folders(output_dir)[keep:]
     for d in gone: shutil.rmtree(d)
     return gone
 

@@ -20,7 +20,7 @@ from .rollout import (RolloutConfig, rollout, engine_for, UnslothEngine, SEEDS, 
 from .base import summary_repr, write_atomic, atomic_open, config_kwargs, Settings, check_ranges, SEED
 from .checkpoints import (newest_whole, first_problem, file_checks, check_json, check_torch_file,
                                   config_changes, describe_changes, is_adapter, remove_stale_temps, arithmetic,
-                                  check_arithmetic, checkpoint_step)
+                                  check_arithmetic, checkpoint_step, prune_checkpoints)
 from .tracking import trackers, need_tensorboard, in_notebook
 from .judges import judge_fn, outcomes, judge_spec, judge_from_spec, trusted_judge
 from .rewards import RewardConfig, reward_details, token_advantages
@@ -73,6 +73,7 @@ class IGPOConfig(Settings):
     ig_dtype: str = 'float32'       # IG scoring: 'float32', or 'train' (the training dtype, within a measured error)
     output_dir: str = 'out/igpo'
     save_steps: int = 10
+    save_total_limit: int|None = 2  # checkpoints kept, the newest, as TRL's (None: every one; each holds the optimiser)
     save_rollouts: bool = True      # each step's scored rollouts to output_dir/rollouts/step-N.jsonl (`Scored.load`)
     seed: int = 0
     report_to: tuple|str = ()       # trackers, as TRL names them: ('tensorboard',), or () / 'none' for none
@@ -92,7 +93,7 @@ class IGPOConfig(Settings):
                      weight_decay='[0, inf)', grad_clip='(0, inf)', clip_low='(0, inf)', clip_high='(0, inf)',
                      dual_clip='[1, inf) or None', kl_coef='[0, inf)', tis_cap='(0, inf) or None',
                      ppo_epochs='[1, inf)', mini_batches='[1, inf)', lora_r='[1, inf) or None', lora_alpha='(0, inf)',
-                     max_len='[1, inf) or None', save_steps='[1, inf)', seed=SEED)
+                     max_len='[1, inf) or None', save_steps='[1, inf)', save_total_limit='[1, inf) or None', seed=SEED)
         check_shares(self.kind_shares)
         if self.ig_dtype not in ('float32', 'train'):
             raise ValueError(f"ig_dtype must be 'float32' or 'train', got {self.ig_dtype!r}")
@@ -605,8 +606,9 @@ def metrics_figure(metrics:pd.DataFrame, cols=('accuracy', 'mean_ig', 'format_er
     return fig.update_layout(height=260, margin=dict(t=40, b=30, l=30, r=10))
 
 # %% ../nbs/29_igpo.ipynb #9c04d8bd
-_IGPO_FREE = ('steps', 'save_steps', 'save_rollouts', 'output_dir', 'rollout.progress', 'rollout.tool_concurrency',
-             'rollout.batch_size', 'report_to', 'run_name', 'logging_dir', 'base_dir', 'share_prompt')
+_IGPO_FREE = ('steps', 'save_steps', 'save_total_limit', 'save_rollouts', 'output_dir', 'rollout.progress',
+             'rollout.tool_concurrency', 'rollout.batch_size', 'report_to', 'run_name', 'logging_dir', 'base_dir',
+             'share_prompt')
 # the shape of the adapter a checkpoint holds (moot in full fine-tuning)
 _IGPO_FIXED = ('lora_r', 'lora_alpha', 'target_modules')
 
@@ -682,6 +684,7 @@ def igpo(policy, # a `Policy` (e.g. the SFT result's), a model name, or an RL po
             if cfg.save_rollouts and last: last.save(out/'rollouts'/f'step-{step + 1}.jsonl')
             if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
                 save_checkpoint(pol.model, opt, cfg, step + 1, rows, rng, changes, data)
+                if cfg.save_total_limit: prune_checkpoints(out, keep=cfg.save_total_limit)   # once the new one is whole
             if live is not False: handle = _live_figure(rows, handle)
             if on_step: on_step(row)
     save_final(pol, cfg, data, len(rows))
