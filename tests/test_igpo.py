@@ -671,7 +671,7 @@ def test_killed_checkpoint_writes_leave_no_temp_files(tmp_path, monkeypatch):
     _, cfg, d = _two_checkpoints(tmp_path)
     stale = _litter(d) + _litter(tmp_path/'checkpoint-1')
     assert last_igpo_checkpoint(tmp_path) == d and all(p.exists() for p in stale)   # looking removes nothing
-    res = igpo(tiny_model('llama'), [], None, replace(cfg, steps=3, save_steps=1,
+    res = igpo(tiny_model('llama'), [], None, replace(cfg, steps=3, save_steps=1, save_total_limit=None,
                                                       rollout=replace(cfg.rollout, progress=False)), live=False)
     assert res.resumed_from == str(d) and not any(p.exists() for p in stale)
     assert all((c/n).exists() for c in (d, tmp_path/'checkpoint-1') for n in KEPT)
