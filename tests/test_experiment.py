@@ -124,8 +124,8 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     seen = {}
     monkeypatch.setattr(ex, 'warm_signal',
                         lambda warm=None: (dict(grpo_silent_groups=0.4, igpo_silent_groups=0.0), None))
-    def fake(cfg, say=print):
-        seen['cfg'] = cfg
+    def fake(cfg, say=print, with_start=True):
+        seen['cfg'], seen['with_start'] = cfg, with_start
         ev = pd.DataFrame([dict(arm=a, seed=0, question=0, n=4, c=1) for a in cfg.arms])
         return ex.ExperimentResult(cfg, pd.DataFrame(), ev, summary_table(ev, cfg.ks), tmp_path/'x',
                                    pd.DataFrame([dict(arm='GRPO', seed=0, seconds=1.0)]))
@@ -133,7 +133,7 @@ def test_cli_experiment_reads_its_config_and_out(tmp_path, monkeypatch, capsys):
     (tmp_path/'c.yaml').write_text('arms: [GRPO]\nseeds: [3]\nks: [1]\n')
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
     out = capsys.readouterr().out
-    assert seen['cfg'].arms == ('GRPO',) and seen['cfg'].output_dir == str(tmp_path/'x')
+    assert seen['cfg'].arms == ('GRPO',) and seen['cfg'].output_dir == str(tmp_path/'x') and seen['with_start']
     # the signal density (IG over every check rollout) only when asked
     assert 'report:' in out and 'silent_groups' not in out
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x'), '--signal'])
@@ -476,7 +476,7 @@ def test_the_confirmatory_configuration_freezes_cpu_learn():
 def test_cli_experiment_prints_the_registered_hypotheses(tmp_path, monkeypatch, capsys):
     import venus_nb.experiment as ex
     from venus_nb.cli import main
-    def fake(cfg, say=print):
+    def fake(cfg, say=print, with_start=True):
         test = pd.DataFrame([dict(arm=a, seed=s, question=q, kind='1-hop', n=4, c=4 if a != 'start' and q % 2 else 2)
                              for a in ('start', 'IGPO (DR-Venus)') for s in (0, 1, 2) for q in range(16)])
         return ex.ExperimentResult(cfg, pd.DataFrame(), test.iloc[:0], summary_table(test.iloc[:0], cfg.ks),
@@ -487,6 +487,42 @@ def test_cli_experiment_prints_the_registered_hypotheses(tmp_path, monkeypatch, 
     main(['experiment', '--config', str(tmp_path/'c.yaml'), '--out', str(tmp_path/'x')])
     out = capsys.readouterr().out
     assert 'Registered hypotheses' in out and 'H1' in out and 'higher' in out and 'exploratory' in out
+
+def test_cli_experiment_amends_a_registered_run(tmp_path, monkeypatch, capsys):
+    "--amends: checked first, the start left out where no amended hypothesis names it, the amended verdicts printed"
+    from pathlib import Path
+    import venus_nb.experiment as ex
+    from venus_nb.cli import main
+    hs = [dict(name='H1', a='IGPO (DR-Venus)', b='start', primary=True), dict(name='H2', a='IGPO (DR-Venus)', b='GRPO')]
+    rows = lambda arms, seeds: pd.DataFrame([dict(arm=a, seed=s, step=4, rollouts=32, question=q, kind='2-hop', n=4,
+                                                  c=4 if a == 'IGPO (DR-Venus)' and q % 2 else 2, turns=2.0, visits=1.0)
+                                             for a in arms for s in seeds for q in range(16)])
+    ran = ex.ExperimentConfig(arms=('IGPO (DR-Venus)', 'GRPO'), seeds=(0, 1), test_questions=16, hypotheses=hs,
+                              output_dir=str(tmp_path/'ran'))
+    (tmp_path/'ran').mkdir()
+    ran.save(tmp_path/'ran'/'config.json')
+    ex.register(ran)
+    reg = json.loads((tmp_path/'ran'/'registration.json').read_text())
+    (tmp_path/'ran'/'registration.json').write_text(json.dumps(reg | dict(registered_at='2026-01-01T00:00:00+00:00')))
+    test = pd.concat([rows(('start', 'IGPO (DR-Venus)'), (0, 1)), rows(('GRPO',), (1,))])   # GRPO's seed 0 lost
+    ex._save_rows(tmp_path/'ran', *(pd.DataFrame(columns=ex.TABLES[k]) for k in ('steps', 'evals', 'runs')), test)
+    seen = {}
+    def fake(cfg, say=print, with_start=True):
+        seen['with_start'] = with_start
+        ex.register(cfg)
+        return ex.ExperimentResult(cfg, pd.DataFrame(), test.iloc[:0], summary_table(test.iloc[:0], cfg.ks),
+                                   Path(cfg.output_dir), test=rows(('IGPO (DR-Venus)', 'GRPO'), (2,)))
+    monkeypatch.setattr(ex, 'experiment', fake)
+    (tmp_path/'a.json').write_text(json.dumps(replace(ran, seeds=(2,), hypotheses=[dict(hs[1], primary=True)],
+                                                      output_dir=str(tmp_path/'amendment')).to_json()))
+    main(['experiment', '--config', str(tmp_path/'a.json'), '--amends', str(tmp_path/'ran')])
+    out = capsys.readouterr().out
+    assert seen == dict(with_start=False) and 'Amended' in out and 'H2′' in out and 'higher' in out, out
+    changed = replace(ran, seeds=(2,), steps=8, output_dir=str(tmp_path/'b'))
+    (tmp_path/'b.json').write_text(json.dumps(changed.to_json()))
+    with pytest.raises(SystemExit):
+        main(['experiment', '--config', str(tmp_path/'b.json'), '--amends', str(tmp_path/'ran')])
+    assert 'changes steps' in capsys.readouterr().err and not (tmp_path/'b').exists()
 
 # --- the report escapes what it quotes --------------------------------------------------------------------------------
 
