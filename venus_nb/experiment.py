@@ -843,7 +843,7 @@ def check_amends(registered:ExperimentResult, # the registered run (`read_experi
 def _seeds_compared(test:pd.DataFrame, h:dict)->list: return paired_seeds(_subset(test, h['subset']), h['a'], h['b'])
 
 def check_amendment(registered:ExperimentResult, amendment:ExperimentResult)->list:
-    "The hypotheses `amendment` amends, refusing one that amends nothing of `registered` or was registered before it"
+    "The hypotheses `amendment` amends (none once `registered` has finished them), refusing one that is no amendment"
     amends = check_amends(registered, amendment.cfg)
     first, later = (read_registration(r.output_dir) for r in (registered, amendment))
     if later is None:
