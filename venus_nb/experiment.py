@@ -864,6 +864,7 @@ class Amended:
     "A registered run and an amendment registered after it: seeds of its own for hypotheses the run left unfinished"
     registered: ExperimentResult
     amendment: ExperimentResult
+    amended: list = field(init=False)   # the hypotheses measured again (`check_amendment`)
 
     def __post_init__(self): self.amended = check_amendment(self.registered, self.amendment)
 
