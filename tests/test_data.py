@@ -4,7 +4,7 @@ funnel and correctness filter; search results, ReAct and R1-Searcher text parsed
 import json, warnings
 from pathlib import Path
 import pytest, pandas as pd
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import given, settings, example, strategies as st, HealthCheck
 from datasets import Dataset
 from conftest import shared_file, WORLD
 from test_trajectory import assert_linear, _turn, _with_bad_rows
@@ -414,13 +414,15 @@ def _xbench_row(text, i):
     return [dict(id=i, prompt=enc(f'q {text}'), answer=enc(text or 'a'), canary='canary'),
             dict(id=i, prompt=text, answer='%%', canary='c'), dict(id=i, prompt=None, answer=enc(text), canary=None)]
 
+def _cell_text(u:str)->str: return ''.join(ch for ch in u if ch.isprintable())   # what an xlsx cell can hold
+
 def _tables(d, u, n):
     "An xbench CSV, a BrowseComp-ZH xlsx and a verl parquet of about 3n rows, each row built around the text `u`"
     import pandas as pd
     from venus_nb.data import _xor
     import base64, hashlib
     key = hashlib.sha256(b'c').digest()
-    u = ''.join(ch for ch in u if ch.isprintable())   # what an xlsx cell can hold
+    u = _cell_text(u)
     xb = pd.DataFrame([r for i in range(n) for r in _xbench_row(u, i)])
     bc = pd.DataFrame([dict(Question=base64.b64encode(_xor(f'q{u}'.encode(), key)).decode(),
                             Answer=base64.b64encode(_xor(u.encode() or b'a', key)).decode(), canary='c'),
@@ -439,6 +441,7 @@ def _tables(d, u, n):
 @settings(max_examples=3, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(unit, st.binary(min_size=1, max_size=200))
+@example(u='\x1b', junk=b'\x00')   # a text the tables cannot hold: its rows are built around ''
 def test_fuzz_table_loaders(tmp_path_factory, u, junk):
     from venus_nb.data import load_xbench, load_browsecomp_zh, load_verl_parquet
     loaders = dict(xbench=load_xbench, browsecomp=load_browsecomp_zh, verl=load_verl_parquet)
@@ -448,7 +451,7 @@ def test_fuzz_table_loaders(tmp_path_factory, u, junk):
     for name, load in loaders.items():
         got = load(paths[name])
         # where `u` is only white space, a row whose answer is `u` has none: refused, never scored against ''
-        answerless = not aliases(u)
+        answerless = not aliases(_cell_text(u))   # the text the tables were built around
         assert len(got.trajectories) + len(got.errors) == rows[name], name
         assert len(got.trajectories) >= 1 or answerless, name
         if answerless and name == 'verl': assert got.trajectories == [] and 'has no answer' in got.errors[0].reason
