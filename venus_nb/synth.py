@@ -12,8 +12,8 @@ from .trajectory import Trajectory, ToolCall, observation_message
 from .schema import system_prompt, search_observation, visit_observation
 
 # %% auto #0
-__all__ = ['MAX_ENTITIES', 'SAMPLE', 'Entity', 'name_parts', 'make_world', 'page_text', 'corpus', 'follow', 'make_questions',
-           'SynthConfig', 'SynthData', 'generate', 'write_world']
+__all__ = ['MAX_ENTITIES', 'SAMPLE', 'Entity', 'name_parts', 'make_world', 'page_text', 'corpus', 'follow', 'capitals_named',
+           'defensible_answers', 'make_questions', 'SynthConfig', 'SynthData', 'generate', 'write_world']
 
 # %% ../nbs/10_synth.ipynb #ed5207bc
 _SYLLABLES = 'ka ve lor mi sa tor en dri al bek os rin tha mar ul ves ko na pel ith gar so lun dem ar vi'.split()
@@ -119,15 +119,44 @@ def follow(world:dict, start:str, relations:list)->list:
         cur = v
     return hops
 
+# %% ../nbs/10_synth.ipynb #a1c3e5d7
+def capitals_named(world:dict)->dict:
+    "city → the countries whose pages name it their capital"
+    out = {}
+    for name, e in world.items():
+        if e.kind == 'country': out.setdefault(e.facts['capital'], set()).add(name)
+    return out
+
+def defensible_answers(world:dict, start:str, relations:list,
+                       capitals:dict|None=None # `capitals_named(world)`, when the caller has it already
+                      )->set:
+    "Every answer the pages support for the chain from `start`: a city's country is also each country naming it capital"
+    capitals = capitals_named(world) if capitals is None else capitals
+    cur = {start}
+    for r in relations:
+        cur = {v for c in cur for v in {world[c].facts[r]} | (capitals.get(c, set()) if r == 'country' else set())}
+    return cur
+
 # %% ../nbs/10_synth.ipynb #2294e9aa
+def _answerable(world:dict, max_hops:int)->list:
+    "(template, relations, starts): each chain of at most `max_hops` hops with the starts that give it one answer"
+    capitals, out = capitals_named(world), []
+    for tmpl, kind, rels in _CHAINS:
+        if len(rels) > max_hops: continue
+        starts = [e.name for e in world.values()
+                  if e.kind == kind and len(defensible_answers(world, e.name, rels, capitals)) == 1]
+        if starts: out.append((tmpl, rels, starts))
+    return out
+
 def make_questions(world:dict, n:int, seed:int=0,
                    max_hops:int=4 # only chains of at most this many hops
                   )->list[dict]:
-    "n multi-hop questions: {id, question, answer, hops}"
-    rng, out, chains = random.Random(seed), [], [c for c in _CHAINS if len(c[2]) <= max_hops]
+    "n multi-hop questions, each with one defensible answer: {id, question, answer, hops}"
+    rng, out, chains = random.Random(seed), [], _answerable(world, max_hops)
+    if not chains: raise ValueError(f'this world has no question of at most {max_hops} hops with one answer')
     for i in range(n):
-        tmpl, kind, rels = rng.choice(chains)
-        start = rng.choice([e for e in world.values() if e.kind == kind]).name
+        tmpl, rels, starts = rng.choice(chains)
+        start = rng.choice(starts)
         hops = follow(world, start, rels)
         out.append(dict(id=f'q{i}', question=tmpl.format(start), answer=str(hops[-1][2]), hops=hops))
     return out

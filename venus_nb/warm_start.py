@@ -52,6 +52,8 @@ class WarmConfig:
     def key(self)->str:
         "A short hash of the configuration: its cache folder's name (a model folder by where it is and what it holds)"
         d = asdict(self) | ({'model': folder_fingerprint(self.model)} if Path(str(self.model)).is_dir() else {})
+        # 3- and 4-hop worlds ask other questions since `make_questions` asks only those with one defensible answer
+        if self.max_hops > 2: d['questions'] = 'one defensible answer'
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 def folder_fingerprint(folder)->dict:
