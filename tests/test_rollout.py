@@ -396,6 +396,38 @@ def test_vllm_rollout_stays_within_the_engine_context(world):
     except Exception as e: raise AssertionError(f'rollout raised {type(e).__name__}: {e}') from e
     assert all(len(t.tokens) <= 1024 for t in trajs)
 
+def test_nucleus_mask_keeps_the_tokens_vllms_sort_keeps():
+    "Near-certain, spread and flat rows, p from 0.05 to 1: the mask vLLM's sorting top-p makes, kept logits unchanged"
+    try: from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
+    except ImportError as e: pytest.skip(f'vllm is not importable ({e})')
+    import torch
+    from venus_nb.rollout import nucleus_mask
+    g = torch.Generator().manual_seed(1)
+    for vocab in (49152, 600):
+        scale = torch.tensor([0.5, 2.0, 5.0, 9.0, 15.0, 30.0]).repeat(20).unsqueeze(1)
+        rows = torch.randn(120, vocab, generator=g) * scale
+        ps = torch.rand(120, generator=g).clamp(0.05, 1.0)
+        ps[::7] = 1.0
+        ps[1::7] = 0.95
+        want = apply_top_k_top_p_pytorch(rows.clone(), None, ps)
+        got = nucleus_mask(rows.clone(), ps, head=64)
+        assert torch.equal(want.isinf(), got.isinf())
+        assert torch.equal(got[~got.isinf()], rows[~got.isinf()])
+
+@pytest.mark.usefixtures('one_thread')
+def test_a_cpu_engine_samples_the_same_tokens_without_sorting_the_vocabulary(world, qa):
+    try: from vllm.v1.sample.ops import topk_topp_sampler as sampler
+    except ImportError as e: pytest.skip(f'vllm is not importable ({e})')
+    from venus_nb.rollout import vllm_engine, cpu_top_p
+    engine = vllm_engine('smollm2-135m', max_model_len=1024)
+    assert sampler.apply_top_k_top_p.__name__ == 'top_p_alone'   # what vllm_engine installs on CPU
+    c = cfg(G=2, max_turns=2, max_new_tokens=24, min_answer_tokens=8, seed=3)
+    try:
+        cpu_top_p(False)
+        sorting = [t.tokens.ids for t in rollout(engine, qa[:3], world, c)]
+    finally: cpu_top_p()
+    assert [t.tokens.ids for t in rollout(engine, qa[:3], world, c)] == sorting
+
 @pytest.mark.usefixtures('one_thread')
 def test_evaluation_and_training_rollouts_are_one_engine_call_per_round(world, qa, doc, tmp_path):
     "The experiment's evaluation and an IGPO step send each round's live rollouts to the engine in one call"

@@ -17,10 +17,11 @@ from .schema import system_prompt, tool_error
 # %% auto #0
 __all__ = ['LIMIT_MESSAGES', 'SEEDS', 'ENGINE_KW', 'MALFORMED', 'RolloutConfig', 'ChatGlue', 'Sequence', 'Generated',
            'cut_generation', 'stop_token_ids', 'HFEngine', 'SampledLogps', 'reusable', 'weights_key', 'stacked_cache',
-           'plain_cache', 'kept_rows', 'VLLMEngine', 'vllm_engine', 'UnslothEngine', 'merged_model', 'engine_for',
-           'cast_params', 'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept', 'warn_rounding', 'sync_engine',
-           'training_engine_kw', 'Running', 'limit_reached', 'turn_budget', 'agent_prompt', 'turn_cap', 'start_runs',
-           'finished', 'run_sync', 'context_limit', 'rollout', 'ScriptedEngine', 'rollout_table']
+           'plain_cache', 'kept_rows', 'VLLMEngine', 'vllm_engine', 'nucleus_mask', 'cpu_top_p', 'UnslothEngine',
+           'merged_model', 'engine_for', 'cast_params', 'engine_follows', 'merged_copy', 'engine_dtype', 'merge_kept',
+           'warn_rounding', 'sync_engine', 'training_engine_kw', 'Running', 'limit_reached', 'turn_budget',
+           'agent_prompt', 'turn_cap', 'start_runs', 'finished', 'run_sync', 'context_limit', 'rollout',
+           'ScriptedEngine', 'rollout_table']
 
 # %% ../nbs/23_rollout.ipynb #0391718e
 LIMIT_MESSAGES = {  # the official loop's words; each replaces the last tool response
@@ -473,12 +474,46 @@ def vllm_engine(name_or_path:str='smollm2-135m', # embedded name, local folder o
     # bf16 where it is fast, else float32
     kw = dict(dtype=fast_dtype(), max_model_len=max_model_len, enforce_eager=cpu, seed=0)
     if cpu: kw |= _CPU_SCHEDULER   # seeded requests are never split across engine steps
+    if cpu: cpu_top_p()   # the same tokens kept, without sorting the vocabulary
     # serves adapters
     if lora or engine_kw.get('enable_lora'): kw |= dict(enable_lora=True, max_lora_rank=max_lora_rank)
     tokenizer = resolve(name_or_path)   # a reloaded folder of trained weights keeps the model's tokenizer
     make = lambda folder: _keeping_threads(
         lambda: vllm.LLM(model=folder, tokenizer=tokenizer, **(kw | ENGINE_KW | engine_kw)))
     return VLLMEngine(make(tokenizer), lora=lora, make=make)
+
+# %% ../nbs/23_rollout.ipynb #e5a7c9b1
+def nucleus_mask(logits, # (rows, vocabulary) float logits; masked in place, as vLLM's does
+                 p, # (rows,) top-p of each row
+                 head:int=1024, # tokens looked at before a row goes the sorting way
+                 sorting=None # the sorting top-k/top-p (logits, k, p): vLLM's by default
+                ):
+    "Top-p as vLLM's sampler does it (the most probable tokens until their mass reaches p, at least one; the rest -inf)"
+    import torch
+    if sorting is None: from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch as sorting
+    top, idx = logits.softmax(-1).topk(min(head, logits.shape[-1]), dim=-1)
+    before = top.cumsum(-1) - top   # the mass of the more probable tokens
+    keep = before < p.unsqueeze(1)
+    keep[:, 0] = True
+    # a head that holds p with room for rounding: every token past it has at least p before it
+    slow = top.sum(-1) < p + 1e-4
+    kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, idx, keep)
+    if slow.any():
+        logits[slow] = sorting(logits[slow].clone(), None, p[slow])
+        kept[slow] = True
+    return logits.masked_fill_(~kept, float('-inf'))
+
+_SORTING_TOP_P = None   # vLLM's own `apply_top_k_top_p`, kept when `cpu_top_p` replaces it
+
+def cpu_top_p(sort_free:bool=True # False: vLLM's own, sorting the vocabulary
+             ):
+    "Make vLLM's CPU sampler take top-p alone through `nucleus_mask` (top-k, or neither, goes vLLM's way)"
+    global _SORTING_TOP_P
+    from vllm.v1.sample.ops import topk_topp_sampler as sampler
+    _SORTING_TOP_P = _SORTING_TOP_P or sampler.apply_top_k_top_p
+    def top_p_alone(logits, k, p):
+        return _SORTING_TOP_P(logits, k, p) if k is not None or p is None else nucleus_mask(logits, p)
+    sampler.apply_top_k_top_p = top_p_alone if sort_free else _SORTING_TOP_P
 
 # %% ../nbs/23_rollout.ipynb #a2144c29
 class UnslothEngine(VLLMEngine):
