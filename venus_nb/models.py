@@ -137,8 +137,8 @@ _CACHE_VERSION = 2  # bump when the materialised folder's contents change
 
 def _model_dir(name): return cache_dir()/'models'/f'{name}-v{_CACHE_VERSION}'
 
-def materialise(name:str='smollm2-135m', dtype:str='bfloat16')->Path:
-    "Folder with a plain safetensors copy of an embedded model, made once"
+def materialise(name:str='smollm2-135m')->Path:
+    "Folder with a plain bf16 safetensors copy of an embedded model, made once"
     out = _model_dir(name)
     if (out/'config.json').exists(): return out
     model, tok = _load_gguf(name)
@@ -146,7 +146,7 @@ def materialise(name:str='smollm2-135m', dtype:str='bfloat16')->Path:
     # GGUF sets it; on a BPE tokenizer transformers ignores it and warns at every load
     tok.clean_up_tokenization_spaces = False
     tmp = Path(tempfile.mkdtemp(dir=out.parent.mkdir(parents=True, exist_ok=True) or out.parent))
-    _plain_copy(model, dtype).save_pretrained(tmp)
+    _plain_copy(model, 'bfloat16').save_pretrained(tmp)   # the embedded model: every load reads this copy
     tok.save_pretrained(tmp)
     try: tmp.rename(out)
     except OSError: shutil.rmtree(tmp)  # another process won the race; its copy is identical
