@@ -15,8 +15,9 @@ way once, then again), so that other jobs' load hits them alike; figures are the
 with the CPU model and the load average.
 Run: .venv/bin/python bench/engine_follow.py [--prompts 16] [--tokens 256] [--repeats 3] [--ways bf16-lora,fp32,bf16]
 """
-import argparse, gc, json, os, statistics, tempfile, time
+import argparse, gc, json, os, statistics, tempfile
 from pathlib import Path
+from common import spread, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 WAYS = {'bf16-lora': ('bf16 + adapter', dict(dtype='bfloat16', enable_lora=True)),
@@ -50,14 +51,6 @@ def generate(engine, ids:list, tokens:int)->int:
     outs = engine.llm.generate([{'prompt_token_ids': p} for p in ids], params, lora_request=engine.lora,
                                use_tqdm=False)
     return sum(len(o.outputs[0].token_ids) for o in outs)
-
-def timed(f):
-    t = time.perf_counter()
-    out = f()
-    return time.perf_counter() - t, out
-
-def spread(xs:list, fmt:str='{:.1f}')->str:
-    return f'{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})'
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])

@@ -8,11 +8,9 @@ empty prefix cache; the ways take turns, the first alternating between repeats. 
 and min-max, the speed-up per repeat, and whether the token ids were the same.
 Run: .venv/bin/python bench/rollout_top_p.py [--questions 16] [--G 4] [--repeats 3]
 """
-import argparse, os, statistics, time
+import argparse, os, time
 from dataclasses import replace
-
-def spread(xs:list, fmt:str='{:.1f}')->str:
-    return f'{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})'
+from common import spread
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
