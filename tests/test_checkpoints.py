@@ -112,7 +112,8 @@ def test_igpo_run_final_and_checkpoints_reload(tmp_path, lora_r):
     assert not (out/'runs').exists()                     # report_to=() by default: no TensorBoard events
     assert AutoTokenizer.from_pretrained(str(out/'final')).chat_template == res.policy.tokenizer.chat_template
     card = (out/'final'/'README.md').read_text()
-    assert ('lora' in card.split('---')[1]) == bool(lora_r) and '24 questions' in card and 'after step 1' in card
+    assert ('lora' in card.split('---')[1]) == bool(lora_r) and 'after step 1' in card
+    assert f'{len(_world()[0])} questions' in card
 
 def test_load_policy_takes_an_adapter_folder_as_a_peft_model_even_moved(sft_run, tmp_path):
     res, want = sft_run

@@ -485,11 +485,12 @@ def test_clean_reports_bad_dataset_rows(world):
 def test_qa_loaders_make_datasets_in_one_call():
     loaded = load_qa_jsonl(WORLD/'qa.jsonl')
     ds = loaded.to_dataset()
-    assert len(ds) == 24 and set(ds.column_names) == {'id', 'question', 'answer', 'source'}
+    rows = len((WORLD/'qa.jsonl').read_text().splitlines())
+    assert len(ds) == rows and set(ds.column_names) == {'id', 'question', 'answer', 'source'}
     assert as_questions(ds) == loaded.trajectories == as_questions(loaded)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter('always')
-        assert len(Loaded(loaded.trajectories, [LoadError('f.jsonl', 1, 'bad')]).to_dataset()) == 24
+        assert len(Loaded(loaded.trajectories, [LoadError('f.jsonl', 1, 'bad')]).to_dataset()) == rows
     assert 'not in the dataset' in str(w[0].message)
     with pytest.raises(ValueError, match='question 1'):
         as_questions(Dataset.from_list([{'id': 1, 'question': 'a'}, {'id': 2, 'question': None}]))
@@ -575,3 +576,14 @@ def test_an_answer_that_copies_a_parenthetical_ground_truth_is_kept():
         [ask, {'role': 'assistant', 'content': f'<think>\nx\n</think>\n<answer>{a}</answer>'}], gt='Washington (state)')
     kept = [len(clean([said(a)], CleanConfig(judge='em'))[0]) for a in ('Washington (state)', 'Oregon (state)')]
     assert kept == [1, 0]
+
+def test_a_question_asked_again_is_not_read_and_says_which_line_asked_it(tmp_path):
+    "Counted twice, a question would weigh double in every mean and paired test over questions"
+    from venus_nb.data import load_qa_jsonl
+    p = tmp_path/'qa.jsonl'
+    rows = [dict(id='a', question='Who?', answer='Ann'), dict(id='b', question='When?', answer='1900'),
+            dict(id='c', question='Who?', answer='Bob')]
+    p.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    qa = load_qa_jsonl(p)
+    assert [q['id'] for q in qa.trajectories] == ['a', 'b']
+    assert [(e.index, e.reason) for e in qa.errors] == [(3, 'ValueError: the question of line 1 again')]

@@ -179,11 +179,13 @@ def test_figures(experts):
 
 def test_world_eval_default_folder_and_generated(tmp_path):
     qs, corpus = world_questions()
-    assert len(qs) == SAMPLE.n and all(q['answer'] and q['id'] for q in qs) and len(corpus) > 0
+    asked = [q['question'] for q in generate(SAMPLE).qa]   # each question once, as first asked
+    assert [q['question'] for q in qs] == list(dict.fromkeys(asked)) and all(q['answer'] and q['id'] for q in qs)
+    assert len(corpus) > 0
     data = generate(SynthConfig(n=5, seed=7))
     q2, c2 = world_questions(write_world(data, tmp_path)['qa'].parent)
     q3, c3 = world_questions(data)
-    assert ([q['question'] for q in q2] == [q['question'] for q in q3] == [q['question'] for q in data.qa]
+    assert ([q['question'] for q in q2] == [q['question'] for q in q3] == [q['question'] for q in data.questions]
             and len(c2) == len(c3))
     assert len(world_questions(SynthConfig(n=3, seed=1))[0]) == 3
 
@@ -244,3 +246,11 @@ def test_a_trajectory_without_a_ground_truth_has_no_score_and_a_note(missing):
     rep = evaluate([_traj(gt=missing, qid='q0', sample=0), _traj(qid='q1', sample=0)], ks=(1,))
     assert math.isnan(rep.rows.score.iloc[0]) and rep.rows.score.iloc[1] == 1.0
     assert '1 trajectories have no ground truth (score NaN, counted incorrect)' in rep.notes
+
+def test_synthetic_rollouts_refuse_a_question_with_two_trajectories():
+    "Sampled as two groups, a question asked twice would count twice in Pass@k and in every paired test"
+    data = generate(SynthConfig(n=60, seed=0, lengths=((2, 20, 1.0),)))
+    assert len(data.trajectories()) == 60 > len(once := data.trajectories(once=True)) == len(data.questions)
+    assert [t.question for t in once] == [q['question'] for q in data.questions]
+    with pytest.raises(ValueError, match='questions have several trajectories'): synthetic_rollouts(data.trajectories())
+    assert len({s.meta['qid'] for s in synthetic_rollouts(once, G=2)}) == len(once)

@@ -79,3 +79,19 @@ def test_a_warm_start_of_three_or_four_hops_is_not_read_from_a_cache_made_before
     plain = lambda c: hashlib.sha256(json.dumps(asdict(c), sort_keys=True).encode()).hexdigest()[:12]
     assert WarmConfig(bf16=False).key() == plain(WarmConfig(bf16=False))   # 1-2 hops: the key warm starts have
     assert WarmConfig(bf16=False, max_hops=3).key() != plain(WarmConfig(bf16=False, max_hops=3))
+
+def test_a_world_on_disk_lists_each_question_once_and_keeps_every_trajectory(tmp_path):
+    "A world has 190 questions with one answer; 1,000 trajectories ask most several times, qa.jsonl each once"
+    import json
+    from venus_nb.synth import generate, write_world, SynthConfig
+    from venus_nb.evaluation import world_questions
+    data = generate(SynthConfig(n=1000))
+    files = write_world(data, tmp_path)
+    rows = [json.loads(l) for l in files['qa'].read_text().splitlines()]
+    asked = [q['question'] for q in data.qa]
+    assert len(rows) == len(set(asked)) < 1000 == len(files['trajectories'].read_text().splitlines())
+    assert [r['question'] for r in rows] == list(dict.fromkeys(asked))   # as first asked, with its id
+    assert [r['id'] for r in rows] == [data.qa[asked.index(r['question'])]['id'] for r in rows]
+    for world in (data, tmp_path):
+        qs, _ = world_questions(world)
+        assert [q['question'] for q in qs] == list(dict.fromkeys(asked))

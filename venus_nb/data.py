@@ -164,13 +164,17 @@ def load_verl_parquet(path)->Loaded:
 
 # %% ../nbs/11_data.ipynb #4ed0dae1
 def load_qa_jsonl(path, question='question', answer='answer', id='id')->Loaded:
-    "QA rows from JSONL with configurable field names (answer lists become aliases)"
-    def row(r, *_):
+    "QA rows from JSONL with configurable field names (answer lists become aliases); a question asked again is not read"
+    first = {}   # question → the line that asked it first
+    def row(r, _, line):
         r = _record(r)
         if missing := [k for k in (question, answer) if k not in r]: raise ValueError(f'record has no "{missing[0]}"')
         a = r[answer]
-        return _qa(r.get(id, ''), r[question], '<|answer_split|>'.join(_flat(a)) if isinstance(a, list) else a,
-                   Path(path).stem)
+        q = _qa(r.get(id, ''), r[question], '<|answer_split|>'.join(_flat(a)) if isinstance(a, list) else a,
+                Path(path).stem)
+        # counted twice, a question would weigh double in every mean and paired test over questions
+        if (at := first.setdefault(q['question'], line)) != line: raise ValueError(f'the question of line {at} again')
+        return q
     return Loaded(*read_records(path, row))
 
 # %% ../nbs/11_data.ipynb #e4662d4a

@@ -282,12 +282,16 @@ def _sample(traj:Trajectory, ok:bool, wrong:str, meta:dict, rng:random.Random, s
     return Trajectory.from_messages(msgs, traj.question, traj.gt, {**traj.meta, **meta})
 
 # %% ../nbs/25_evaluation.ipynb #f606a432
-def synthetic_rollouts(trajs:list, # one trajectory per question, e.g. `synth.generate(...).trajectories()`
+def synthetic_rollouts(trajs:list, # one trajectory per question, e.g. `synth.generate(...).trajectories(once=True)`
                        G:int=8, # samples per question
                        seed:int=0,
                        skip_visits:float=0.6 # chance that a failed sample skips each visit
                       )->list:
     "G samples per question with per-question success rates, as `rollout` would return them (for lessons and tests)"
+    asked = Counter(t.question for t in trajs)
+    if twice := [q for q, n in asked.items() if n > 1]:
+        raise ValueError(f'{len(twice)} questions have several trajectories, e.g. {twice[0]!r}: a question sampled as '
+                         'two would count twice (`SynthData.trajectories(once=True)` gives one each)')
     rng, out = random.Random(seed), []
     for i, t in enumerate(trajs):
         p, others = rng.uniform(0.05, 0.95), [str(u.gt) for u in trajs if u.gt != t.gt] or ['unknown']
@@ -314,7 +318,7 @@ def world_questions(world=None # a `synth.write_world` folder, `SynthData` or `S
     world = world if world is not None else (_sample_world() or SAMPLE)
     if isinstance(world, SynthConfig): world = generate(world)
     if isinstance(world, SynthData):
-        return [dict(q) for q in world.qa], LocalCorpus([Doc(**p) for p in world.corpus], 'world')
+        return [dict(q) for q in world.questions], LocalCorpus([Doc(**p) for p in world.corpus], 'world')
     qa = load_qa_jsonl(Path(world)/'qa.jsonl')
     if qa.errors: raise ValueError(f'{len(qa.errors)} unreadable rows, the first at {qa.errors[0]}')
     return qa.trajectories, load_corpus(Path(world)/'corpus.jsonl', name=Path(world).name)

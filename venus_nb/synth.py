@@ -13,7 +13,8 @@ from .schema import system_prompt, search_observation, visit_observation
 
 # %% auto #0
 __all__ = ['MAX_ENTITIES', 'SAMPLE', 'Entity', 'name_parts', 'make_world', 'page_text', 'corpus', 'follow', 'capitals_named',
-           'defensible_answers', 'make_questions', 'SynthConfig', 'SynthData', 'generate', 'write_world']
+           'defensible_answers', 'make_questions', 'SynthConfig', 'distinct_questions', 'SynthData', 'generate',
+           'write_world']
 
 # %% ../nbs/10_synth.ipynb #ed5207bc
 _SYLLABLES = 'ka ve lor mi sa tor en dri al bek os rin tha mar ul ves ko na pel ith gar so lun dem ar vi'.split()
@@ -282,18 +283,28 @@ def _expert_record(q:dict, by_name:dict, pages:list, cfg:SynthConfig, rng:random
                 meta={'id': q['id'], 'source': 'venus_nb synth'})
 
 # %% ../nbs/10_synth.ipynb #6c7d7936
+def distinct_questions(qa:list)->list:
+    "Each question once, as it was first asked"
+    seen = set()
+    return [q for q in qa if not (q['question'] in seen or seen.add(q['question']))]
+
 @dataclass
 class SynthData:
     "A generated world: its corpus, questions and expert trajectory records"
     corpus: list
-    qa: list
+    qa: list        # the question of each record, in order: a world's trajectories may ask one several times
     records: list
-    def trajectories(self)->list:
-        return [Trajectory.from_messages(r['messages'], r['question'], r['gt'], r['meta']) for r in self.records]
+    @property
+    def questions(self)->list: return distinct_questions(self.qa)
+    def trajectories(self, once:bool=False # the first trajectory of each question only
+                    )->list:
+        seen, recs = set(), self.records
+        if once: recs = [r for r in recs if not (r['question'] in seen or seen.add(r['question']))]
+        return [Trajectory.from_messages(r['messages'], r['question'], r['gt'], r['meta']) for r in recs]
     __repr__ = summary_repr
     def _repr_markdown_(self):
         n = [(len(r['messages']) - 2 + 1) // 2 for r in self.records]
-        return (f'{len(self.corpus)} pages, {len(self.qa)} questions, {len(self.records)} trajectories, '
+        return (f'{len(self.corpus)} pages, {len(self.questions)} questions, {len(self.records)} trajectories, '
                 f'turns {min(n)}–{max(n)} (mean {sum(n)/len(n):.0f})')
 
 def generate(cfg:SynthConfig=SynthConfig())->SynthData:
@@ -311,9 +322,9 @@ def generate(cfg:SynthConfig=SynthConfig())->SynthData:
 SAMPLE = SynthConfig(n=24, entities=20, lengths=((2, 20, 0.6), (21, 60, 0.3), (101, 110, 0.1)))
 
 def write_world(data:SynthData, folder)->dict:
-    "Write corpus.jsonl, qa.jsonl and trajectories.jsonl to `folder`, each whole or not at all"
+    "Write corpus.jsonl, qa.jsonl (each question once) and trajectories.jsonl to `folder`, each whole or not at all"
     folder = Path(folder)
-    for name, rows in (('corpus', data.corpus), ('qa', data.qa), ('trajectories', data.records)):
+    for name, rows in (('corpus', data.corpus), ('qa', data.questions), ('trajectories', data.records)):
         with atomic_open(folder/f'{name}.jsonl') as f:
             for r in rows: f.write(json.dumps(r, ensure_ascii=False) + '\n')
     return {n: folder/f'{n}.jsonl' for n in ('corpus', 'qa', 'trajectories')}
