@@ -47,6 +47,7 @@ def test_cheap_commands_print_plain_text(tmp_path, capsys):
     main(['resample', str(tmp_path/'clean/cleaned.jsonl'), '--out', str(tmp_path/'sft.jsonl')])
     out = capsys.readouterr().out
     assert 'kept' in out and f'wrote {tmp_path/"sft.jsonl"}' in out   # the counts and where each output went
+    assert '30 trajectories of ' in out and 'questions (qa.jsonl lists each once)' in out
     assert not MARKDOWN.search(out), MARKDOWN.search(out)
 
 def test_settings_layers_defaults_file_flags_set(tmp_path):

@@ -27,8 +27,10 @@ __all__ = ['FORMATS', 'COMMANDS', 'cmd_synth', 'unreadable_lines', 'trajectory_f
 # %% ../nbs/45_cli.ipynb #96790ac9
 def cmd_synth(args):
     from venus_nb.synth import generate, write_world, SynthConfig
-    files = write_world(generate(SynthConfig(n=args.n, seed=args.seed)), writable_folder(args.out))
-    say('\n'.join(f'{k}: {v}' for k, v in files.items()))
+    data = generate(SynthConfig(n=args.n, seed=args.seed))
+    files = write_world(data, writable_folder(args.out))
+    say(f'{len(data.records):,} trajectories of {len(data.questions):,} questions (qa.jsonl lists each once)\n'
+        + '\n'.join(f'{k}: {v}' for k, v in files.items()))
 
 # --format: the loader of `venus_nb.data` that reads it
 FORMATS = {'dr-venus': 'load_dr_venus', 'webdancer': 'load_webdancer', 'react': 'load_react',
