@@ -283,10 +283,11 @@ def _expert_record(q:dict, by_name:dict, pages:list, cfg:SynthConfig, rng:random
                 meta={'id': q['id'], 'source': 'venus_nb synth'})
 
 # %% ../nbs/10_synth.ipynb #6c7d7936
-def distinct_questions(qa:list)->list:
-    "Each question once, as it was first asked"
+def distinct_questions(rows:list # dicts with a 'question' (QA rows, trajectory records)
+                      )->list:
+    "The rows that ask their question first: each question once"
     seen = set()
-    return [q for q in qa if not (q['question'] in seen or seen.add(q['question']))]
+    return [r for r in rows if not (r['question'] in seen or seen.add(r['question']))]
 
 @dataclass
 class SynthData:
@@ -298,8 +299,7 @@ class SynthData:
     def questions(self)->list: return distinct_questions(self.qa)
     def trajectories(self, once:bool=False # the first trajectory of each question only
                     )->list:
-        seen, recs = set(), self.records
-        if once: recs = [r for r in recs if not (r['question'] in seen or seen.add(r['question']))]
+        recs = distinct_questions(self.records) if once else self.records
         return [Trajectory.from_messages(r['messages'], r['question'], r['gt'], r['meta']) for r in recs]
     __repr__ = summary_repr
     def _repr_markdown_(self):
