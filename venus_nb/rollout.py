@@ -492,11 +492,11 @@ def nucleus_mask(logits, # (rows, vocabulary) float logits; masked in place, as 
     import torch
     if sorting is None: from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch as sorting
     top, idx = logits.softmax(-1).topk(min(head, logits.shape[-1]), dim=-1)
-    before = top.cumsum(-1) - top   # the mass of the more probable tokens
-    keep = before < p.unsqueeze(1)
+    mass = top.cumsum(-1)
+    keep = mass - top < p.unsqueeze(1)   # the more probable tokens hold less than p
     keep[:, 0] = True
     # a head that holds p with room for rounding: every token past it has at least p before it
-    slow = top.sum(-1) < p + 1e-4
+    slow = mass[:, -1] < p + 1e-4
     kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, idx, keep)
     if slow.any():
         logits[slow] = sorting(logits[slow].clone(), None, p[slow])
@@ -512,7 +512,8 @@ def cpu_top_p(sort_free:bool=True # False: vLLM's own, sorting the vocabulary
     from vllm.v1.sample.ops import topk_topp_sampler as sampler
     _SORTING_TOP_P = _SORTING_TOP_P or sampler.apply_top_k_top_p
     def top_p_alone(logits, k, p):
-        return _SORTING_TOP_P(logits, k, p) if k is not None or p is None else nucleus_mask(logits, p)
+        if k is not None or p is None: return _SORTING_TOP_P(logits, k, p)
+        return nucleus_mask(logits, p, sorting=_SORTING_TOP_P)
     sampler.apply_top_k_top_p = top_p_alone if sort_free else _SORTING_TOP_P
 
 # %% ../nbs/23_rollout.ipynb #a2144c29

@@ -80,16 +80,6 @@ class WarmWorld:
         return (f'{len(self.train)} SFT trajectories, {len(self.validation)} validation and {len(self.rl)} RL '
                 f'questions, {len(self.corpus.docs)} pages{test}')
 
-# %% ../nbs/26_warm_start.ipynb #ac6c6371
-def _distinct(data)->list:
-    "(question, trajectory) pairs with no question asked twice"
-    seen, out = set(), []
-    for q, t in zip(data.qa, data.trajectories()):
-        if q['question'] not in seen:
-            seen.add(q['question'])
-            out.append((q, t))
-    return out
-
 # %% ../nbs/26_warm_start.ipynb #25dcdc7f
 _TEST_WORLD_OFFSET = 1_000   # the test world's seed: the warm world's plus this
 
@@ -123,21 +113,20 @@ def warm_world(cfg:WarmConfig=WarmConfig(),
               )->WarmWorld:
     "The generated world at its simplest: 1-2 hop questions, noiseless expert trajectories, disjoint splits"
     from venus_nb.corpus import Doc, LocalCorpus
+    from venus_nb.synth import distinct_questions
     n = cfg.train + cfg.held_out + cfg.rl
     data = _quiet_world(cfg, n, cfg.world_seed)
-    pairs = _distinct(data)
-    if len(pairs) < n:
-        raise ValueError(f'the warm world has only {len(pairs)} distinct questions for {n}; raise `entities`')
-    qs = [q for q, _ in pairs]
-    world = WarmWorld([t for _, t in pairs[:cfg.train]], qs[cfg.train:cfg.train + cfg.held_out],
+    qs = data.questions
+    if len(qs) < n:
+        raise ValueError(f'the warm world has only {len(qs)} distinct questions for {n}; raise `entities`')
+    world = WarmWorld(data.trajectories(once=True)[:cfg.train], qs[cfg.train:cfg.train + cfg.held_out],
                       qs[cfg.train + cfg.held_out:n], LocalCorpus([Doc(**p) for p in data.corpus], 'warm world'))
     if test < 0: raise ValueError(f'test must be >= 0, got {test}')
     if not test: return world
     # questions and pages only: the test world trains nothing
     qa, pages = _world_questions(cfg, test, cfg.world_seed + _TEST_WORLD_OFFSET)
-    asked, seen = {q['question'] for q in data.qa}, set()
-    distinct = [q for q in qa if q['question'] not in asked and not (q['question'] in seen or seen.add(q['question']))]
-    fresh = _alternate(distinct, test)
+    asked = {q['question'] for q in qs}
+    fresh = _alternate([q for q in distinct_questions(qa) if q['question'] not in asked], test)
     if len(fresh) < test:
         raise ValueError(f'the test world has only {len(fresh)} distinct questions for test={test}; raise `entities`')
     return replace(world, test=fresh, test_corpus=LocalCorpus([Doc(**p) for p in pages], 'warm test world'))
